@@ -10,6 +10,8 @@ package change
 import (
 	"fmt"
 	"time"
+
+	"github.com/apache/iceberg-go"
 )
 
 // Op is the kind of a change, as written to the cdc_op column.
@@ -67,7 +69,48 @@ type Change struct {
 	// Unchanged names the columns the source did not send (unchanged TOAST).
 	// Their Values entries are nil and must not be read as NULL.
 	Unchanged []string
+	// Schema is the layout of Values (and Before).
+	Schema     *Schema
 	Pos        Position
 	TxID       int64
 	CommitTime time.Time
+}
+
+// Field is one source column as it lands in the lake.
+type Field struct {
+	Name string
+	// Type is the column's lake (Iceberg) type.
+	Type iceberg.Type
+	// SourceType is the source's own name for the type, for messages.
+	SourceType string
+}
+
+// Schema is the column layout a Change's Values follow. Schemas are
+// immutable once built and shared by pointer, so sinks may cache per pointer.
+type Schema struct {
+	Fields []Field
+	// Key names the key columns (primary key or replica identity index).
+	Key []string
+}
+
+// DeadLetter is a row that could not be decoded or represented exactly.
+type DeadLetter struct {
+	Table      TableID
+	Op         Op
+	Pos        Position
+	TxID       int64
+	CommitTime time.Time
+	// Raw is the row as the source sent it (JSON object of column -> text).
+	Raw   string
+	Error string
+}
+
+// Message is a logical decoding message (pg_logical_emit_message).
+type Message struct {
+	Prefix        string
+	Content       []byte
+	Transactional bool
+	Pos           Position
+	TxID          int64
+	CommitTime    time.Time
 }

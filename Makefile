@@ -1,0 +1,27 @@
+# tidemark — build, test and demo entry points. See README.md.
+
+GO ?= go
+
+# The Python the tests read Iceberg tables with (PyIceberg), set up by
+# scripts/setup-test-env.sh.
+TIDEMARK_PYTHON ?= $(CURDIR)/.venv/bin/python
+export TIDEMARK_PYTHON
+
+.PHONY: build test setup demo
+
+## build: compile bin/tidemark
+build:
+	$(GO) build -o bin/tidemark ./cmd/tidemark
+
+## setup: install what the tests need (PostgreSQL binaries, .venv with PyIceberg)
+setup:
+	bash scripts/setup-test-env.sh
+
+## test: everything from a fresh machine: setup, vet, all tests against real servers
+test: setup
+	$(GO) vet ./...
+	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_PYICEBERG=1 $(GO) test -count=1 -timeout 40m ./...
+
+## demo: throwaway PostgreSQL -> tidemark -> ./demo-lake
+demo:
+	bash scripts/demo.sh

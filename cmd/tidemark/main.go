@@ -1,0 +1,192 @@
+// Command tidemark captures every change of an operational database into
+// Apache Iceberg tables. It only wires: flags → config → app.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidemark/tidemark/internal/app"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/fault"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:]))
+}
+
+// usageError marks command-line mistakes (exit code 2).
+type usageError struct{ error }
+
+func run(ctx context.Context, args []string) int {
+	root := &cobra.Command{
+		Use:           "tidemark",
+		Short:         "Change data capture from PostgreSQL into Apache Iceberg, in one binary",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(runCmd(ctx), tailCmd(ctx), showCmd(ctx), statusCmd(ctx))
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return fault.ExitOK
+	}
+	var ue usageError
+	var ce *config.Error
+	msg := config.RedactURL(err.Error())
+	fmt.Fprintln(os.Stderr, "tidemark: "+msg)
+	switch {
+	case errors.As(err, &ue), errors.As(err, &ce):
+		return fault.ExitConfig
+	}
+	code := fault.ExitCode(err)
+	switch code {
+	case fault.ExitFatal:
+		fmt.Fprintln(os.Stderr, "tidemark: stopped to protect your data (exit 3); see docs/operations.md")
+	case fault.ExitTransient:
+		fmt.Fprintln(os.Stderr, "tidemark: transient errors persisted past the retry budget (exit 4)")
+	}
+	return code
+}
+
+func runCmd(ctx context.Context) *cobra.Command {
+	var cfgPath string
+	holder := &config.Config{}
+	cmd := &cobra.Command{
+		Use:   "run --source postgres://user:pass@host:5432/db --warehouse ./lake",
+		Short: "Capture changes into bronze Iceberg tables until stopped (SIGTERM/SIGINT flush and confirm)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Resolve(cmd.Flags(), cfgPath)
+			if err != nil {
+				return err
+			}
+			return app.Run(ctx, cfg, app.NewLogger(cfg))
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "YAML configuration file (flags override it)")
+	holder.BindFlags(cmd.Flags())
+	return cmd
+}
+
+func tailCmd(ctx context.Context) *cobra.Command {
+	var (
+		cfgPath string
+		opts    app.TailOptions
+	)
+	holder := &config.Config{}
+	cmd := &cobra.Command{
+		Use:   "tail --source URL [--tables s.t,...] [--max-records N] [--max-duration D]",
+		Short: "Stream changes as JSON lines to stdout through a temporary slot (never moves the pipeline)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Resolve(cmd.Flags(), cfgPath)
+			if err != nil {
+				return err
+			}
+			if cfg.Log.Level == config.DefaultLogLevel && !cmd.Flags().Changed("log-level") {
+				cfg.Log.Level = "warn"
+			}
+			return app.Tail(ctx, cfg, opts, os.Stdout, app.NewLogger(cfg))
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "YAML configuration file (flags override it)")
+	cmd.Flags().IntVar(&opts.MaxRecords, "max-records", 0, "stop after N records (0: no limit)")
+	cmd.Flags().DurationVar(&opts.MaxDuration, "max-duration", 0, "stop after this long (0: no limit)")
+	holder.BindFlags(cmd.Flags())
+	return cmd
+}
+
+// lakeFlags are the flags of the commands that only read the lake.
+type lakeFlags struct {
+	cfgPath   string
+	warehouse string
+	catalog   config.Secret
+	source    config.Secret
+	format    string
+}
+
+func (l *lakeFlags) bind(cmd *cobra.Command, withSource bool) {
+	cmd.Flags().StringVar(&l.cfgPath, "config", "", "YAML configuration file (for warehouse, catalog and source)")
+	cmd.Flags().StringVar(&l.warehouse, "warehouse", "", "lake directory (default ./lake)")
+	cmd.Flags().Var(&l.catalog, "catalog", "catalog URL (default: SQLite at <warehouse>/catalog.db)")
+	cmd.Flags().StringVar(&l.format, "format", "table", "output format: table or json")
+	if withSource {
+		cmd.Flags().Var(&l.source, "source", "source URL, to measure WAL lag live (optional)")
+	}
+}
+
+func (l *lakeFlags) resolve() error {
+	if l.cfgPath != "" {
+		cfg, err := config.Load(l.cfgPath)
+		if err != nil {
+			return err
+		}
+		if l.warehouse == "" {
+			l.warehouse = cfg.Warehouse
+		}
+		if l.catalog.IsZero() {
+			l.catalog = cfg.Catalog
+		}
+		if l.source.IsZero() {
+			l.source = cfg.Source
+		}
+	}
+	if l.warehouse == "" {
+		l.warehouse = config.DefaultWarehouse
+	}
+	if l.format != "table" && l.format != "json" {
+		return usageError{fmt.Errorf("--format: want table or json, got %q", l.format)}
+	}
+	return nil
+}
+
+func showCmd(ctx context.Context) *cobra.Command {
+	var (
+		lf    lakeFlags
+		limit int
+	)
+	cmd := &cobra.Command{
+		Use:   "show --warehouse DIR TABLE [--limit N]",
+		Short: "Print the rows of a lake table, e.g. bronze.shop.public.orders",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := lf.resolve(); err != nil {
+				return err
+			}
+			return app.Show(ctx, lf.warehouse, lf.catalog, args[0], limit, lf.format, os.Stdout)
+		},
+	}
+	lf.bind(cmd, false)
+	cmd.Flags().IntVar(&limit, "limit", 100, "print at most N rows (0: all)")
+	return cmd
+}
+
+func statusCmd(ctx context.Context) *cobra.Command {
+	var lf lakeFlags
+	cmd := &cobra.Command{
+		Use:   "status --warehouse DIR [--source URL]",
+		Short: "Per table: snapshot progress, committed position, watermark and lag",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := lf.resolve(); err != nil {
+				return err
+			}
+			sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
+			return app.Status(sctx, lf.warehouse, lf.catalog, lf.source, lf.format, os.Stdout)
+		},
+	}
+	lf.bind(cmd, true)
+	return cmd
+}

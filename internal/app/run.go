@@ -1,0 +1,195 @@
+// Package app is tidemark's composition root: it builds the parts from a
+// configuration, starts and stops them in order, and retries transient
+// failures. cmd/tidemark only parses flags and calls into here.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/fault"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/source/postgres"
+)
+
+// OpenCatalog opens the lake catalog of cfg.
+func OpenCatalog(ctx context.Context, warehouse string, catalog config.Secret) (*lake.Catalog, error) {
+	cat, err := lake.Open(ctx, lake.Config{Warehouse: warehouse, CatalogURI: catalog.Reveal()})
+	if err != nil {
+		return nil, config.RedactError(fmt.Errorf("open the lake at %s: %w", warehouse, err), catalog)
+	}
+	return cat, nil
+}
+
+// ParseTables turns "schema.table" strings into table ids (validated by config).
+func ParseTables(list []string) []change.TableID {
+	var out []change.TableID
+	for _, s := range list {
+		schema, name := splitQualified(s)
+		out = append(out, change.TableID{Schema: schema, Name: name})
+	}
+	return out
+}
+
+// splitQualified splits schema.table, honouring double-quoted identifiers.
+func splitQualified(s string) (string, string) {
+	var parts []string
+	var cur strings.Builder
+	inQ := false
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		switch {
+		case ch == '"' && inQ && i+1 < len(s) && s[i+1] == '"':
+			cur.WriteByte('"')
+			i++
+		case ch == '"':
+			inQ = !inQ
+		case ch == '.' && !inQ:
+			parts = append(parts, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteByte(ch)
+		}
+	}
+	parts = append(parts, cur.String())
+	if len(parts) == 1 {
+		return "public", parts[0]
+	}
+	return parts[0], parts[1]
+}
+
+func captureOptions(cfg *config.Config) postgres.Options {
+	spool := cfg.SpoolDir
+	if spool == "" {
+		spool = filepath.Join(cfg.Warehouse, "_tidemark", "spool")
+	}
+	return postgres.Options{
+		Slot:              cfg.Slot,
+		Publication:       cfg.Publication,
+		Tables:            ParseTables(cfg.Tables),
+		SpoolDir:          spool,
+		CommitInterval:    time.Duration(cfg.CommitInterval),
+		CommitBytes:       int64(cfg.CommitBytes),
+		HeartbeatInterval: time.Duration(cfg.HeartbeatInterval),
+		PublicationPoll:   time.Duration(cfg.PublicationPoll),
+		Snapshot: postgres.SnapshotOptions{
+			Enabled:     cfg.Snapshot.IsEnabled(),
+			Parallelism: cfg.Snapshot.Parallelism,
+			ChunkRows:   cfg.Snapshot.ChunkRows,
+			ChunkBytes:  int64(cfg.Snapshot.ChunkBytes),
+		},
+	}
+}
+
+// Run runs the pipeline until ctx is cancelled (clean stop: flush and
+// confirm) or a non-transient error occurs. Transient errors are retried
+// with exponential backoff; when no progress has been made for
+// cfg.Retry.MaxElapsed the last error is returned, still marked transient.
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	cat, err := OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	dialer, err := postgres.NewDialer(cfg.Source.Reveal(), config.RedactURL)
+	if err != nil {
+		return err
+	}
+	opts := captureOptions(cfg)
+	backoff := time.Duration(cfg.Retry.InitialBackoff)
+	lastProgress := time.Now()
+	var lastLog time.Time
+	var committedAtLog int64
+	log.Info("tidemark starting", "source", cfg.Name, "warehouse", cfg.Warehouse, "slot", cfg.Slot, "publication", cfg.Publication)
+	for {
+		w, err := bronze.NewWriter(ctx, cat, cfg.Name, cfg.Slot, log)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		opts.OnProgress = func(cp postgres.Checkpoint) {
+			lastProgress = time.Now()
+			backoff = time.Duration(cfg.Retry.InitialBackoff)
+			if time.Since(lastLog) >= 10*time.Second {
+				n := w.Committed()
+				rate := float64(n-committedAtLog) / time.Since(lastLog).Seconds()
+				if lastLog.IsZero() {
+					rate = 0
+				}
+				lagBytes := int64(0)
+				if cp.WALEnd > cp.AckedLSN {
+					lagBytes = int64(cp.WALEnd - cp.AckedLSN)
+				}
+				log.Info("capture progress", "confirmed_lsn", postgres.FormatLSN(cp.AckedLSN), "rows_committed", n,
+					"rows_per_sec", int64(rate), "lag_bytes", lagBytes, "lag_seconds", lagSeconds(cp.Watermark))
+				lastLog, committedAtLog = time.Now(), n
+			}
+		}
+		capt := postgres.New(dialer, w, opts, log)
+		err = capt.Run(ctx)
+		capt.Close()
+		w.Close()
+		committedAtLog -= w.Committed()
+		if committedAtLog < 0 {
+			committedAtLog = 0
+		}
+		if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+			return nil
+		}
+		if err == nil {
+			return nil
+		}
+		err = config.RedactError(err, cfg.Secrets()...)
+		if fault.ClassOf(err) != fault.Transient {
+			return err
+		}
+		if time.Since(lastProgress) > time.Duration(cfg.Retry.MaxElapsed) {
+			return fmt.Errorf("giving up after %s without progress: %w", time.Duration(cfg.Retry.MaxElapsed), err)
+		}
+		log.Warn("transient error, retrying", "error", err.Error(), "retry_in", backoff.String())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+		if backoff > time.Duration(cfg.Retry.MaxBackoff) {
+			backoff = time.Duration(cfg.Retry.MaxBackoff)
+		}
+	}
+}
+
+func lagSeconds(wm time.Time) float64 {
+	if wm.IsZero() {
+		return -1
+	}
+	d := time.Since(wm).Seconds()
+	if d < 0 {
+		return 0
+	}
+	return float64(int64(d*10)) / 10
+}
+
+// NewLogger builds the process logger: text or JSON on stderr, with every
+// string passed through the redactor so no secret reaches a log line.
+func NewLogger(cfg *config.Config) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.Log.SlogLevel()}
+	var h slog.Handler
+	if cfg.Log.Format == "json" {
+		h = slog.NewJSONHandler(os.Stderr, opts)
+	} else {
+		h = slog.NewTextHandler(os.Stderr, opts)
+	}
+	return slog.New(&redactHandler{h: h, secrets: cfg.Secrets()})
+}

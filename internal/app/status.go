@@ -1,0 +1,153 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/source/postgres"
+)
+
+// TableStatus is one bronze table's state, as `tidemark status` prints it.
+type TableStatus struct {
+	Table            string  `json:"table"`
+	Snapshot         string  `json:"snapshot"`
+	SnapshotRows     int64   `json:"snapshot_rows"`
+	SnapshotEstimate int64   `json:"snapshot_estimate"`
+	Position         string  `json:"position"`
+	Watermark        string  `json:"watermark"`
+	LagBytes         int64   `json:"lag_bytes"`
+	LagSeconds       float64 `json:"lag_seconds"`
+	Snapshots        int     `json:"lake_snapshots"`
+}
+
+// Status reports every bronze table in the warehouse. With a source URL the
+// WAL lag is measured live; otherwise it is the lag at the last checkpoint.
+func Status(ctx context.Context, warehouse string, catalog, source config.Secret, format string, out io.Writer) error {
+	cat, err := OpenCatalog(ctx, warehouse, catalog)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	nss, err := cat.ListNamespaces(ctx)
+	if err != nil {
+		return err
+	}
+	var liveWAL uint64
+	if !source.IsZero() {
+		d, err := postgres.NewDialer(source.Reveal(), config.RedactURL)
+		if err != nil {
+			return err
+		}
+		conn, err := d.Connect(ctx)
+		if err != nil {
+			return config.RedactError(err, source)
+		}
+		var s string
+		err = conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s)
+		conn.Close(ctx)
+		if err != nil {
+			return config.RedactError(err, source)
+		}
+		liveWAL, _ = postgres.ParseLSN(s)
+	}
+	var rows []TableStatus
+	for _, ns := range nss {
+		if len(ns) != 3 || ns[0] != "bronze" {
+			continue
+		}
+		cp, haveCP, err := bronze.LoadCheckpoint(ctx, cat, ns[1])
+		if err != nil {
+			return err
+		}
+		idents, err := cat.ListTables(ctx, ns)
+		if err != nil {
+			return err
+		}
+		for _, ident := range idents {
+			tbl, err := cat.LoadTable(ctx, ident)
+			if err != nil {
+				return err
+			}
+			sum := tbl.Summary()
+			st := TableStatus{Table: strings.Join(ident, "."), Snapshots: tbl.SnapshotCount(), LagBytes: -1, LagSeconds: -1}
+			sp, _ := postgres.ParseSnapshotProgress(sum[postgres.PropSnapshot])
+			st.Snapshot, st.SnapshotRows, st.SnapshotEstimate = sp.Status, sp.Rows, sp.Estimate
+			pos, _ := strconv.ParseUint(sum[bronze.PropPosition], 10, 64)
+			wm, _ := time.Parse(time.RFC3339Nano, sum[bronze.PropWatermark])
+			if haveCP {
+				// Every table holds every change up to the source checkpoint.
+				if cp.CommitLSN > pos {
+					pos = cp.CommitLSN
+				}
+				if cp.Watermark.After(wm) {
+					wm = cp.Watermark
+				}
+				end := cp.WALEnd
+				if liveWAL > 0 {
+					end = liveWAL
+				}
+				if end >= cp.AckedLSN {
+					st.LagBytes = int64(end - cp.AckedLSN)
+				}
+			}
+			if pos > 0 {
+				st.Position = postgres.FormatLSN(pos)
+			}
+			if !wm.IsZero() {
+				st.Watermark = wm.UTC().Format(time.RFC3339)
+				st.LagSeconds = lagSeconds(wm)
+			}
+			rows = append(rows, st)
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Table < rows[j].Table })
+	if format == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tROWS\tESTIMATE\tPOSITION\tWATERMARK\tLAG_BYTES\tLAG_S")
+	for _, r := range rows {
+		est := "-"
+		if r.SnapshotEstimate >= 0 {
+			est = strconv.FormatInt(r.SnapshotEstimate, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Table, r.Snapshot, r.SnapshotRows, est,
+			dash(r.Position), dash(r.Watermark), num(r.LagBytes), numf(r.LagSeconds))
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(tw, "(no bronze tables in "+warehouse+")")
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func num(n int64) string {
+	if n < 0 {
+		return "-"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func numf(f float64) string {
+	if f < 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(f, 'f', 1, 64)
+}

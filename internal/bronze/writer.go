@@ -1,0 +1,591 @@
+package bronze
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/fault"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
+)
+
+// maxBatchRows caps one Arrow record; a flush may commit several.
+const maxBatchRows = 64 * 1024
+
+// Special table names inside bronze.<source>.
+const (
+	DeadLetterTable = "_dead_letter"
+	MessagesTable   = "_messages"
+)
+
+// Namespace returns the catalog namespace of a source table's bronze table.
+func Namespace(source, schema string) []string { return []string{"bronze", source, schema} }
+
+// Ident returns the identifier of a source table's bronze table.
+func Ident(source string, t change.TableID) []string {
+	return append(Namespace(source, t.Schema), t.Name)
+}
+
+// SourceNamespace is bronze.<source>, which holds the checkpoint and the
+// _messages and _dead_letter tables.
+func SourceNamespace(source string) []string { return []string{"bronze", source} }
+
+// Writer buffers changes per table and commits them. Not safe for
+// concurrent use: one capture stream goroutine owns it. A Writer whose
+// Flush failed must be discarded (its buffers are in an unknown state);
+// the next session builds a new one from what the lake holds.
+type Writer struct {
+	cat      *lake.Catalog
+	source   string
+	slot     string
+	log      *slog.Logger
+	mem      memory.Allocator
+	tables   map[change.TableID]*tableBuf
+	order    []change.TableID
+	dead     *tableBuf
+	msgs     *tableBuf
+	buffered  int64
+	committed int64
+	now       func() time.Time
+}
+
+// Committed is the number of rows committed by this Writer.
+func (w *Writer) Committed() int64 { return w.committed }
+
+var _ postgres.Writer = (*Writer)(nil)
+
+// NewWriter creates bronze.<source>, its _messages and _dead_letter tables
+// (or loads them), before any data moves.
+func NewWriter(ctx context.Context, cat *lake.Catalog, source, slot string, log *slog.Logger) (*Writer, error) {
+	w := &Writer{cat: cat, source: source, slot: slot, log: log, mem: memory.DefaultAllocator,
+		tables: map[change.TableID]*tableBuf{}, now: time.Now}
+	if err := cat.EnsureNamespace(ctx, SourceNamespace(source)); err != nil {
+		return nil, fmt.Errorf("bronze: create namespace bronze.%s: %w", source, err)
+	}
+	var err error
+	if w.dead, err = w.openSpecial(ctx, DeadLetterTable, deadLetterSchema()); err != nil {
+		return nil, err
+	}
+	if w.msgs, err = w.openSpecial(ctx, MessagesTable, messagesSchema()); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *Writer) openSpecial(ctx context.Context, name string, sch *iceberg.Schema) (*tableBuf, error) {
+	ident := append(SourceNamespace(w.source), name)
+	tbl, err := loadOrCreate(ctx, w.cat, ident, sch)
+	if err != nil {
+		return nil, err
+	}
+	return newTableBuf(ident, tbl, w.mem)
+}
+
+func loadOrCreate(ctx context.Context, cat *lake.Catalog, ident []string, sch *iceberg.Schema) (*lake.Table, error) {
+	tbl, err := cat.LoadTable(ctx, ident)
+	if errors.Is(err, lake.ErrNoSuchTable) {
+		tbl, err = cat.CreateTable(ctx, ident, lake.TableSpec{Schema: sch, DayPartition: ColTS})
+		if errors.Is(err, lake.ErrTableExists) {
+			tbl, err = cat.LoadTable(ctx, ident)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bronze: open table %s: %w", strings.Join(ident, "."), err)
+	}
+	return tbl, nil
+}
+
+// tableBuf is one bronze table and the rows waiting for its next commit.
+type tableBuf struct {
+	ident  []string
+	tbl    *lake.Table
+	sch    *arrow.Schema
+	b      *array.RecordBuilder
+	field  map[string]int
+	layout map[*change.Schema]*layout
+	recs   []arrow.RecordBatch
+	rows   int
+	bytes  int64
+
+	cursor  change.Position // committed
+	pending change.Position // highest buffered
+	props   map[string]string
+	dirty   bool // props changed since the last commit
+}
+
+type layout struct {
+	idx     []int // change field i -> builder field
+	missing []int // builder source fields no change field fills
+}
+
+func newTableBuf(ident []string, tbl *lake.Table, mem memory.Allocator) (*tableBuf, error) {
+	tb := &tableBuf{ident: ident, tbl: tbl, props: map[string]string{}}
+	sum := tbl.Summary()
+	for k, v := range sum {
+		if strings.HasPrefix(k, "tidemark.") {
+			tb.props[k] = v
+		}
+	}
+	if c := sum[PropCursor]; c != "" {
+		pos, err := parseCursor(c)
+		if err != nil {
+			return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("bronze table %s: cannot read its cursor %q from the latest snapshot summary", strings.Join(ident, "."), c), err)
+		}
+		tb.cursor, tb.pending = pos, pos
+	}
+	tb.reset(mem)
+	return tb, nil
+}
+
+func (tb *tableBuf) reset(mem memory.Allocator) {
+	if tb.b != nil {
+		tb.b.Release()
+	}
+	tb.sch = tb.tbl.ArrowSchema()
+	tb.b = array.NewRecordBuilder(mem, tb.sch)
+	tb.field = map[string]int{}
+	for i, f := range tb.sch.Fields() {
+		tb.field[f.Name] = i
+	}
+	tb.layout = map[*change.Schema]*layout{}
+}
+
+func (tb *tableBuf) name() string { return strings.Join(tb.ident, ".") }
+
+func parseCursor(s string) (change.Position, error) {
+	l, q, ok := strings.Cut(s, ":")
+	if !ok {
+		return change.Position{}, fmt.Errorf("want <lsn>:<seq>")
+	}
+	lsn, err := strconv.ParseUint(l, 10, 64)
+	if err != nil {
+		return change.Position{}, err
+	}
+	seq, err := strconv.ParseInt(q, 10, 64)
+	if err != nil {
+		return change.Position{}, err
+	}
+	return change.Position{LSN: lsn, Seq: seq}, nil
+}
+
+func formatCursor(p change.Position) string {
+	return strconv.FormatUint(p.LSN, 10) + ":" + strconv.FormatInt(p.Seq, 10)
+}
+
+// OpenTable implements postgres.Writer.
+func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Schema) (postgres.TableState, error) {
+	tb, ok := w.tables[id]
+	if !ok {
+		ident := Ident(w.source, id)
+		tbl, err := loadOrCreate(ctx, w.cat, ident, tableSchema(s))
+		if err != nil {
+			return postgres.TableState{}, err
+		}
+		if tb, err = newTableBuf(ident, tbl, w.mem); err != nil {
+			return postgres.TableState{}, err
+		}
+		w.tables[id] = tb
+		w.order = append(w.order, id)
+	}
+	if err := w.evolve(ctx, id, tb, s); err != nil {
+		return postgres.TableState{}, err
+	}
+	props := map[string]string{}
+	for k, v := range tb.props {
+		props[k] = v
+	}
+	return postgres.TableState{Cursor: tb.cursor, Props: props}, nil
+}
+
+// evolve makes the bronze table hold every field of s: new columns are
+// added, widened types widened; anything else is an incompatible change.
+func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s *change.Schema) error {
+	cur := tb.tbl.Schema()
+	var add []iceberg.NestedField
+	type widen struct {
+		name string
+		to   iceberg.Type
+	}
+	var widens []widen
+	for _, f := range s.Fields {
+		have, ok := cur.FindFieldByName(f.Name)
+		if !ok {
+			add = append(add, iceberg.NestedField{Name: f.Name, Type: f.Type})
+			continue
+		}
+		if have.Type.Equals(f.Type) || typemap.CanWiden(f.Type, have.Type) {
+			continue
+		}
+		if typemap.CanWiden(have.Type, f.Type) {
+			widens = append(widens, widen{f.Name, f.Type})
+			continue
+		}
+		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
+			"table %s column %q changed type from %s to %s (%s at the source), which Iceberg cannot evolve: "+
+				"bronze %s keeps its old type. Restore the type at the source, or re-snapshot the table into a fresh pipeline",
+			id, f.Name, have.Type, f.Type, f.SourceType, tb.name()), nil)
+	}
+	if len(add) == 0 && len(widens) == 0 {
+		return nil
+	}
+	// Rows already buffered were built for the old schema: commit them first.
+	if err := w.commitTable(ctx, tb, nil); err != nil {
+		return err
+	}
+	if len(add) > 0 {
+		if err := tb.tbl.AddColumns(ctx, add); err != nil {
+			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: add columns to %s", id, tb.name()), err)
+		}
+		for _, f := range add {
+			w.log.Info("bronze column added", "table", tb.name(), "column", f.Name, "type", f.Type.String())
+		}
+	}
+	for _, wd := range widens {
+		if err := tb.tbl.WidenColumn(ctx, wd.name, wd.to); err != nil {
+			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: widen column %q of %s to %s", id, wd.name, tb.name(), wd.to), err)
+		}
+		w.log.Info("bronze column widened", "table", tb.name(), "column", wd.name, "type", wd.to.String())
+	}
+	tb.reset(w.mem)
+	return nil
+}
+
+func (tb *tableBuf) layoutFor(s *change.Schema) (*layout, error) {
+	if l, ok := tb.layout[s]; ok {
+		return l, nil
+	}
+	l := &layout{idx: make([]int, len(s.Fields))}
+	used := map[int]bool{}
+	for i, f := range s.Fields {
+		j, ok := tb.field[f.Name]
+		if !ok {
+			return nil, fmt.Errorf("bronze table %s has no column %q (table not opened with this schema)", tb.name(), f.Name)
+		}
+		l.idx[i] = j
+		used[j] = true
+	}
+	for name, j := range tb.field {
+		if !used[j] && !strings.HasPrefix(name, "cdc_") {
+			l.missing = append(l.missing, j)
+		}
+	}
+	tb.layout[s] = l
+	return l, nil
+}
+
+// Write implements postgres.Writer.
+func (w *Writer) Write(ctx context.Context, c *change.Change) error {
+	tb, ok := w.tables[c.Table]
+	if !ok {
+		return fmt.Errorf("bronze: change for table %s before OpenTable", c.Table)
+	}
+	if !tb.cursor.Less(c.Pos) {
+		return nil // already committed before a restart
+	}
+	l, err := tb.layoutFor(c.Schema)
+	if err != nil {
+		if err := w.evolve(ctx, c.Table, tb, c.Schema); err != nil {
+			return err
+		}
+		if l, err = tb.layoutFor(c.Schema); err != nil {
+			return err
+		}
+	}
+	n, err := w.appendRow(tb, l, c)
+	if err != nil {
+		return fmt.Errorf("bronze: table %s at %s: %w", tb.name(), c.Pos, err)
+	}
+	tb.bytes += n
+	w.buffered += n
+	return nil
+}
+
+func (w *Writer) appendRow(tb *tableBuf, l *layout, c *change.Change) (int64, error) {
+	b := tb.b
+	var n int64 = 64
+	for i, v := range c.Values {
+		if i >= len(l.idx) {
+			break
+		}
+		if err := appendValue(b.Field(l.idx[i]), v); err != nil {
+			return 0, fmt.Errorf("column %q: %w", c.Schema.Fields[i].Name, err)
+		}
+		n += valueSize(v)
+	}
+	for i := len(c.Values); i < len(l.idx); i++ {
+		b.Field(l.idx[i]).AppendNull()
+	}
+	for _, j := range l.missing {
+		b.Field(j).AppendNull()
+	}
+	b.Field(tb.field[ColOp]).(*array.StringBuilder).Append(c.Op.String())
+	b.Field(tb.field[ColTS]).(*array.TimestampBuilder).Append(arrow.Timestamp(c.CommitTime.UnixMicro()))
+	b.Field(tb.field[ColProcessedAt]).(*array.TimestampBuilder).Append(arrow.Timestamp(w.now().UnixMicro()))
+	b.Field(tb.field[ColLSN]).(*array.Int64Builder).Append(int64(c.Pos.LSN))
+	b.Field(tb.field[ColTxID]).(*array.Int64Builder).Append(c.TxID)
+	b.Field(tb.field[ColSeq]).(*array.Int64Builder).Append(c.Pos.Seq)
+	lb := b.Field(tb.field[ColUnchanged]).(*array.ListBuilder)
+	lb.Append(true)
+	vb := lb.ValueBuilder().(*array.StringBuilder)
+	for _, u := range c.Unchanged {
+		vb.Append(u)
+	}
+	w.noteRow(tb, c.Pos)
+	return n, nil
+}
+
+func (w *Writer) noteRow(tb *tableBuf, pos change.Position) {
+	tb.rows++
+	if tb.pending.Less(pos) {
+		tb.pending = pos
+	}
+	if tb.b.Field(0).Len() >= maxBatchRows {
+		tb.recs = append(tb.recs, tb.b.NewRecordBatch())
+	}
+}
+
+// appendValue appends v, converting to a wider builder type when the table
+// was widened (int -> long, float -> double).
+func appendValue(fb array.Builder, v any) error {
+	switch x := v.(type) {
+	case int32:
+		if b, ok := fb.(*array.Int64Builder); ok {
+			b.Append(int64(x))
+			return nil
+		}
+	case float32:
+		if b, ok := fb.(*array.Float64Builder); ok {
+			b.Append(float64(x))
+			return nil
+		}
+	}
+	return typemap.AppendValue(fb, v)
+}
+
+func valueSize(v any) int64 {
+	switch x := v.(type) {
+	case string:
+		return int64(len(x)) + 16
+	case []byte:
+		return int64(len(x)) + 24
+	case []any:
+		var n int64 = 24
+		for _, e := range x {
+			n += valueSize(e)
+		}
+		return n
+	}
+	return 8
+}
+
+// WriteBatch implements postgres.Writer.
+func (w *Writer) WriteBatch(ctx context.Context, id change.TableID, cs []*change.Change, props map[string]string) error {
+	tb, ok := w.tables[id]
+	if !ok {
+		return fmt.Errorf("bronze: batch for table %s before OpenTable", id)
+	}
+	for _, c := range cs {
+		if err := w.Write(ctx, c); err != nil {
+			return err
+		}
+	}
+	for k, v := range props {
+		tb.props[k] = v
+	}
+	tb.dirty = true
+	return nil
+}
+
+// DeadLetter implements postgres.Writer.
+func (w *Writer) DeadLetter(ctx context.Context, d change.DeadLetter) error {
+	tb := w.dead
+	if !tb.cursor.Less(d.Pos) {
+		return nil
+	}
+	b := tb.b
+	b.Field(tb.field[ColTable]).(*array.StringBuilder).Append(d.Table.String())
+	b.Field(tb.field[ColOp]).(*array.StringBuilder).Append(d.Op.String())
+	b.Field(tb.field[ColError]).(*array.StringBuilder).Append(d.Error)
+	b.Field(tb.field[ColRaw]).(*array.StringBuilder).Append(d.Raw)
+	b.Field(tb.field[ColTS]).(*array.TimestampBuilder).Append(arrow.Timestamp(d.CommitTime.UnixMicro()))
+	b.Field(tb.field[ColProcessedAt]).(*array.TimestampBuilder).Append(arrow.Timestamp(w.now().UnixMicro()))
+	b.Field(tb.field[ColLSN]).(*array.Int64Builder).Append(int64(d.Pos.LSN))
+	b.Field(tb.field[ColTxID]).(*array.Int64Builder).Append(d.TxID)
+	b.Field(tb.field[ColSeq]).(*array.Int64Builder).Append(d.Pos.Seq)
+	w.noteRow(tb, d.Pos)
+	n := int64(len(d.Raw) + len(d.Error) + 64)
+	tb.bytes += n
+	w.buffered += n
+	w.log.Warn("row sent to the dead-letter table", "table", d.Table.String(), "position", d.Pos.String(), "error", d.Error)
+	return nil
+}
+
+// Message implements postgres.Writer.
+func (w *Writer) Message(ctx context.Context, m change.Message) error {
+	tb := w.msgs
+	if !tb.cursor.Less(m.Pos) {
+		return nil
+	}
+	b := tb.b
+	b.Field(tb.field[ColPrefix]).(*array.StringBuilder).Append(m.Prefix)
+	b.Field(tb.field[ColContent]).(*array.BinaryBuilder).Append(m.Content)
+	if utf8.Valid(m.Content) {
+		b.Field(tb.field[ColContentText]).(*array.StringBuilder).Append(string(m.Content))
+	} else {
+		b.Field(tb.field[ColContentText]).AppendNull()
+	}
+	b.Field(tb.field[ColTransactional]).(*array.BooleanBuilder).Append(m.Transactional)
+	ts := m.CommitTime
+	if ts.IsZero() {
+		ts = w.now()
+	}
+	b.Field(tb.field[ColTS]).(*array.TimestampBuilder).Append(arrow.Timestamp(ts.UnixMicro()))
+	b.Field(tb.field[ColProcessedAt]).(*array.TimestampBuilder).Append(arrow.Timestamp(w.now().UnixMicro()))
+	b.Field(tb.field[ColLSN]).(*array.Int64Builder).Append(int64(m.Pos.LSN))
+	b.Field(tb.field[ColTxID]).(*array.Int64Builder).Append(m.TxID)
+	b.Field(tb.field[ColSeq]).(*array.Int64Builder).Append(m.Pos.Seq)
+	w.noteRow(tb, m.Pos)
+	n := int64(len(m.Content) + len(m.Prefix) + 64)
+	tb.bytes += n
+	w.buffered += n
+	return nil
+}
+
+// Buffered implements postgres.Writer.
+func (w *Writer) Buffered() int64 { return w.buffered }
+
+// commitTable commits tb's buffered rows (and its dirty props) with cp's
+// position, if there is anything to commit. cp == nil commits without moving
+// the table's position (a commit forced by schema evolution).
+func (w *Writer) commitTable(ctx context.Context, tb *tableBuf, cp *postgres.Checkpoint) error {
+	if tb.b.Field(0).Len() > 0 {
+		tb.recs = append(tb.recs, tb.b.NewRecordBatch())
+	}
+	if len(tb.recs) == 0 && !tb.dirty {
+		return nil
+	}
+	props := map[string]string{}
+	for k, v := range tb.props {
+		props[k] = v
+	}
+	props[PropCursor] = formatCursor(tb.pending)
+	props[PropSlot] = w.slot
+	if cp != nil {
+		props[PropPosition] = strconv.FormatUint(cp.CommitLSN, 10)
+		props[PropWatermark] = cp.Watermark.UTC().Format(time.RFC3339Nano)
+	}
+	start := time.Now()
+	rows := tb.rows
+	err := tb.tbl.Append(ctx, tb.recs, props)
+	for _, r := range tb.recs {
+		r.Release()
+	}
+	tb.recs = nil
+	if err != nil {
+		return fault.MarkTransient(fmt.Errorf("bronze: commit %d rows to %s: %w", rows, tb.name(), err))
+	}
+	w.buffered -= tb.bytes
+	w.committed += int64(rows)
+	tb.bytes, tb.rows, tb.dirty = 0, 0, false
+	tb.cursor = tb.pending
+	tb.props = props
+	w.log.Debug("bronze commit", "table", tb.name(), "rows", rows, "cursor", props[PropCursor], "took", time.Since(start))
+	return nil
+}
+
+// Flush implements postgres.Writer.
+func (w *Writer) Flush(ctx context.Context, cp postgres.Checkpoint) error {
+	for _, id := range w.order {
+		if err := w.commitTable(ctx, w.tables[id], &cp); err != nil {
+			return err
+		}
+	}
+	for _, tb := range []*tableBuf{w.dead, w.msgs} {
+		if err := w.commitTable(ctx, tb, &cp); err != nil {
+			return err
+		}
+	}
+	if w.buffered < 0 {
+		w.buffered = 0
+	}
+	props := map[string]string{
+		PropAckedLSN:  strconv.FormatUint(cp.AckedLSN, 10),
+		PropCommitLSN: strconv.FormatUint(cp.CommitLSN, 10),
+		PropWALEnd:    strconv.FormatUint(cp.WALEnd, 10),
+		PropSlot:      w.slot,
+		PropUpdatedAt: w.now().UTC().Format(time.RFC3339Nano),
+	}
+	if !cp.Watermark.IsZero() {
+		props[PropWatermark] = cp.Watermark.UTC().Format(time.RFC3339Nano)
+	}
+	if err := w.cat.SetNamespaceProperties(ctx, SourceNamespace(w.source), props); err != nil {
+		return fault.MarkTransient(fmt.Errorf("bronze: record checkpoint of source %s: %w", w.source, err))
+	}
+	return nil
+}
+
+// LoadCheckpoint implements postgres.Writer.
+func (w *Writer) LoadCheckpoint(ctx context.Context) (postgres.Checkpoint, bool, error) {
+	return LoadCheckpoint(ctx, w.cat, w.source)
+}
+
+// LoadCheckpoint reads the source-wide checkpoint from the catalog.
+func LoadCheckpoint(ctx context.Context, cat *lake.Catalog, source string) (postgres.Checkpoint, bool, error) {
+	props, err := cat.NamespaceProperties(ctx, SourceNamespace(source))
+	if err != nil {
+		if errors.Is(err, lake.ErrNoSuchNamespace) {
+			return postgres.Checkpoint{}, false, nil
+		}
+		return postgres.Checkpoint{}, false, fmt.Errorf("bronze: read checkpoint of source %s: %w", source, err)
+	}
+	a, ok := props[PropAckedLSN]
+	if !ok {
+		return postgres.Checkpoint{}, false, nil
+	}
+	var cp postgres.Checkpoint
+	bad := func(k string, err error) error {
+		return fault.With(fault.ErrCorruptState, fmt.Sprintf("checkpoint of source %s: property %s is unreadable; refusing to guess a position", source, k), err)
+	}
+	if cp.AckedLSN, err = strconv.ParseUint(a, 10, 64); err != nil {
+		return cp, false, bad(PropAckedLSN, err)
+	}
+	if v := props[PropCommitLSN]; v != "" {
+		if cp.CommitLSN, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return cp, false, bad(PropCommitLSN, err)
+		}
+	}
+	if v := props[PropWALEnd]; v != "" {
+		if cp.WALEnd, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return cp, false, bad(PropWALEnd, err)
+		}
+	}
+	if v := props[PropWatermark]; v != "" {
+		if cp.Watermark, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return cp, false, bad(PropWatermark, err)
+		}
+	}
+	cp.Slot = props[PropSlot]
+	return cp, true, nil
+}
+
+// Close releases buffers.
+func (w *Writer) Close() {
+	for _, tb := range w.tables {
+		tb.b.Release()
+	}
+	w.dead.b.Release()
+	w.msgs.b.Release()
+}

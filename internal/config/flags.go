@@ -1,0 +1,235 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// field ties a YAML path to its flag.
+type field struct {
+	path  string
+	flag  string
+	usage string
+	ptr   func(c *Config) any // pointer to the field in c
+}
+
+// fields lists every setting once; BindFlags, ApplyFlags and the docs test
+// are driven by it.
+var fields = []field{
+	{"source", "source", "PostgreSQL source: postgres://user:password@host:port/database or key=value string (required; prefer ${VAR} in the config file or PGPASSWORD to a password on the command line)", func(c *Config) any { return &c.Source }},
+	{"name", "name", "source name, [a-z_][a-z0-9_]* (default: the source's database name)", func(c *Config) any { return &c.Name }},
+	{"warehouse", "warehouse", "lake root directory", func(c *Config) any { return &c.Warehouse }},
+	{"catalog", "catalog", "Iceberg catalog: postgres:// URL (default: SQLite at <warehouse>/catalog.db)", func(c *Config) any { return &c.Catalog }},
+	{"publication", "publication", "PostgreSQL publication (default: tidemark_<name>)", func(c *Config) any { return &c.Publication }},
+	{"slot", "slot", "logical replication slot (default: tidemark_<name>)", func(c *Config) any { return &c.Slot }},
+	{"tables", "tables", "comma-separated schema.table list (default: all tables)", func(c *Config) any { return &c.Tables }},
+	{"commit_interval", "commit-interval", "longest time between lake commits", func(c *Config) any { return &c.CommitInterval }},
+	{"commit_bytes", "commit-bytes", "commit when this many bytes of rows are buffered", func(c *Config) any { return &c.CommitBytes }},
+	{"memory_budget", "memory-budget", "bound of in-memory queues (default: max(256MiB, 2*commit-bytes))", func(c *Config) any { return &c.MemoryBudget }},
+	{"heartbeat_interval", "heartbeat-interval", "interval of standby status messages to the source", func(c *Config) any { return &c.HeartbeatInterval }},
+	{"publication_poll", "publication-poll", "how often to look for tables added to the publication", func(c *Config) any { return &c.PublicationPoll }},
+	{"snapshot.enabled", "snapshot-enabled", "copy existing rows before streaming changes", func(c *Config) any { return &c.Snapshot.Enabled }},
+	{"snapshot.parallelism", "snapshot-parallelism", "snapshot chunks copied at once (1..64)", func(c *Config) any { return &c.Snapshot.Parallelism }},
+	{"snapshot.chunk_rows", "snapshot-chunk-rows", "most rows per snapshot chunk", func(c *Config) any { return &c.Snapshot.ChunkRows }},
+	{"snapshot.chunk_bytes", "snapshot-chunk-bytes", "most bytes per snapshot chunk", func(c *Config) any { return &c.Snapshot.ChunkBytes }},
+	{"retry.initial_backoff", "retry-initial-backoff", "first wait after a transient error", func(c *Config) any { return &c.Retry.InitialBackoff }},
+	{"retry.max_backoff", "retry-max-backoff", "longest wait between retries", func(c *Config) any { return &c.Retry.MaxBackoff }},
+	{"retry.max_elapsed", "retry-max-elapsed", "give up (transient exit code) after retrying this long", func(c *Config) any { return &c.Retry.MaxElapsed }},
+	{"log.level", "log-level", "log level: debug, info, warn, error", func(c *Config) any { return &c.Log.Level }},
+	{"log.format", "log-format", "log format: text or json", func(c *Config) any { return &c.Log.Format }},
+	{"metrics_addr", "metrics-addr", "host:port to serve Prometheus /metrics on (default: off)", func(c *Config) any { return &c.MetricsAddr }},
+	{"spool_dir", "spool-dir", "directory for spilled data (default: <warehouse>/_tidemark/spool)", func(c *Config) any { return &c.SpoolDir }},
+}
+
+// flagValue is the pflag.Value of every config flag. It remembers its
+// field so that ApplyFlags can copy what the user set into another Config.
+type flagValue struct {
+	pflag.Value
+	field *field
+	src   *Config
+}
+
+// BindFlags registers one flag per setting on fs, bound to c (--source,
+// --commit-interval, --snapshot-parallelism, ...; see docs/configuration.md).
+// It first gives c's fixed defaults so that --help shows them. Use
+// Resolve (or ApplyFlags) to apply only the flags the user set on top of a
+// config file.
+func (c *Config) BindFlags(fs *pflag.FlagSet) {
+	c.setFixedDefaults()
+	for i := range fields {
+		f := &fields[i]
+		var v pflag.Value
+		switch p := f.ptr(c).(type) {
+		case *string:
+			v = (*stringValue)(p)
+		case *int:
+			v = (*intValue)(p)
+		case **bool:
+			v = &optBool{p}
+		case *[]string:
+			v = &listValue{p: p}
+		case pflag.Value: // *Secret, *Duration, *ByteSize
+			v = p
+		default:
+			panic(fmt.Sprintf("config: no flag type for %T", p)) // a bug in this package, caught by tests
+		}
+		fl := fs.VarPF(&flagValue{Value: v, field: f, src: c}, f.flag, "", f.usage)
+		if _, ok := v.(*optBool); ok {
+			fl.NoOptDefVal = "true"
+		}
+	}
+}
+
+// setFixedDefaults fills the defaults that do not depend on other fields.
+func (c *Config) setFixedDefaults() {
+	set := func(d *Duration, v Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Warehouse == "" {
+		c.Warehouse = DefaultWarehouse
+	}
+	set(&c.CommitInterval, DefaultCommitInterval)
+	if c.CommitBytes == 0 {
+		c.CommitBytes = DefaultCommitBytes
+	}
+	set(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	set(&c.PublicationPoll, DefaultPublicationPoll)
+	if c.Snapshot.Enabled == nil {
+		t := true
+		c.Snapshot.Enabled = &t
+	}
+	if c.Snapshot.Parallelism == 0 {
+		c.Snapshot.Parallelism = DefaultParallelism
+	}
+	if c.Snapshot.ChunkRows == 0 {
+		c.Snapshot.ChunkRows = DefaultChunkRows
+	}
+	if c.Snapshot.ChunkBytes == 0 {
+		c.Snapshot.ChunkBytes = DefaultChunkBytes
+	}
+	set(&c.Retry.InitialBackoff, DefaultInitialBackoff)
+	set(&c.Retry.MaxBackoff, DefaultMaxBackoff)
+	set(&c.Retry.MaxElapsed, DefaultMaxElapsed)
+	if c.Log.Level == "" {
+		c.Log.Level = DefaultLogLevel
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = DefaultLogFormat
+	}
+}
+
+// ApplyFlags copies into c the value of every flag registered by BindFlags
+// that was set on the command line (fs.Changed); flags left alone do not
+// touch c. A flag counts as explicitly set for Validate, so
+// --snapshot-parallelism=0 is an error rather than the default.
+func (c *Config) ApplyFlags(fs *pflag.FlagSet) {
+	fs.Visit(func(fl *pflag.Flag) {
+		fv, ok := fl.Value.(*flagValue)
+		if !ok {
+			return
+		}
+		dst := reflect.ValueOf(fv.field.ptr(c)).Elem()
+		src := reflect.ValueOf(fv.field.ptr(fv.src)).Elem()
+		switch src.Kind() {
+		case reflect.Slice:
+			dst.Set(reflect.ValueOf(append([]string(nil), src.Interface().([]string)...)))
+		case reflect.Pointer:
+			b := *src.Interface().(*bool)
+			dst.Set(reflect.ValueOf(&b))
+		default:
+			dst.Set(src)
+		}
+		if src.Kind() == reflect.Slice {
+			for p := range c.set { // the file's item lines no longer apply
+				if strings.HasPrefix(p, fv.field.path+"[") {
+					delete(c.set, p)
+				}
+			}
+		}
+		c.markSet(fv.field.path, origin{flag: fl.Name})
+	})
+}
+
+// Resolve builds the configuration of a command: the file at configPath
+// (none if empty), then the flags set on fs (registered with BindFlags),
+// then Validate. Precedence: defaults < file < flags.
+func Resolve(fs *pflag.FlagSet, configPath string) (*Config, error) {
+	cfg := &Config{}
+	if configPath != "" {
+		var err error
+		if cfg, err = Load(configPath); err != nil {
+			return nil, err
+		}
+	}
+	cfg.ApplyFlags(fs)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+type stringValue string
+
+func (s *stringValue) Set(v string) error { *s = stringValue(v); return nil }
+func (s *stringValue) String() string     { return string(*s) }
+func (s *stringValue) Type() string       { return "string" }
+
+type intValue int
+
+func (i *intValue) Set(v string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return fmt.Errorf("must be a whole number")
+	}
+	*i = intValue(n)
+	return nil
+}
+func (i *intValue) String() string { return strconv.Itoa(int(*i)) }
+func (i *intValue) Type() string   { return "int" }
+
+// optBool is a *bool flag: unset (nil) means "default".
+type optBool struct{ p **bool }
+
+func (b *optBool) Set(v string) error {
+	x, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("must be true or false")
+	}
+	*b.p = &x
+	return nil
+}
+
+func (b *optBool) String() string {
+	if *b.p == nil {
+		return ""
+	}
+	return strconv.FormatBool(**b.p)
+}
+func (b *optBool) Type() string { return "bool" }
+
+// listValue is a comma-separated list that keeps commas inside double
+// quotes (pflag's stringSlice reads CSV, which rejects "a"."b"). Repeating
+// the flag appends.
+type listValue struct {
+	p       *[]string
+	changed bool
+}
+
+func (l *listValue) Set(v string) error {
+	items := splitList(v)
+	if !l.changed {
+		*l.p = items
+	} else {
+		*l.p = append(*l.p, items...)
+	}
+	l.changed = true
+	return nil
+}
+func (l *listValue) String() string { return strings.Join(*l.p, ",") }
+func (l *listValue) Type() string   { return "strings" }

@@ -1,0 +1,283 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults. Derived ones (name, publication, slot, spool_dir, and
+// memory_budget when commit_bytes is large) are computed in Validate.
+const (
+	DefaultWarehouse         = "./lake"
+	DefaultCommitInterval    = Duration(time.Second)
+	DefaultCommitBytes       = 64 * MiB
+	DefaultMemoryBudget      = 256 * MiB
+	DefaultHeartbeatInterval = Duration(time.Second)
+	DefaultPublicationPoll   = Duration(10 * time.Second)
+	DefaultParallelism       = 2
+	DefaultChunkRows         = 10000
+	DefaultChunkBytes        = 32 * MiB
+	DefaultInitialBackoff    = Duration(500 * time.Millisecond)
+	DefaultMaxBackoff        = Duration(30 * time.Second)
+	DefaultMaxElapsed        = Duration(10 * time.Minute)
+	DefaultLogLevel          = "info"
+	DefaultLogFormat         = "text"
+
+	// namePrefix prefixes the default publication and slot names.
+	namePrefix = "tidemark_"
+)
+
+var (
+	nameRE        = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+	publicationRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+	slotRE        = regexp.MustCompile(`^[a-z0-9_]+$`)
+)
+
+// Validate fills in defaults and checks every field. It requires Source.
+// Each problem is an *Error naming the YAML path; several are joined with
+// errors.Join. Zero values that were not set in the file or by a flag get
+// their default; zeros set explicitly are checked like any other value
+// ("snapshot.parallelism: 0" is an error).
+func (c *Config) Validate() error { return c.validate(true) }
+
+// ValidateOffline is Validate for commands that only read the lake: Source
+// may be empty, in which case Name is required.
+func (c *Config) ValidateOffline() error { return c.validate(false) }
+
+type checker struct {
+	c    *Config
+	errs []error
+}
+
+// bad records a problem with the setting at path, located at the line or
+// flag that set it.
+func (k *checker) bad(path, format string, args ...any) {
+	k.badFrom(path, path, format, args...)
+}
+
+// badFrom records a problem with the setting at path that was caused by
+// the setting at from (a default derived from it).
+func (k *checker) badFrom(path, from, format string, args ...any) {
+	e := &Error{Path: path, Msg: fmt.Sprintf(format, args...)}
+	if o, ok := k.c.set[from]; ok {
+		if o.flag != "" {
+			e.Msg += " (set by --" + o.flag + ")"
+		} else if o.line > 0 {
+			e.File, e.Line = k.c.file, o.line
+		}
+	}
+	k.errs = append(k.errs, e)
+}
+
+func (c *Config) validate(requireSource bool) error {
+	k := &checker{c: c}
+
+	// source and name
+	var database string
+	sourceOK := false
+	switch {
+	case c.Source.IsZero() && requireSource:
+		k.bad("source", "required: a postgres:// URL or key=value connection string (set source: in the config file or pass --source)")
+	case !c.Source.IsZero():
+		ci, err := parseConninfo(c.Source.Reveal(), true)
+		if err != nil {
+			k.bad("source", "%v", err)
+		} else {
+			sourceOK, database = true, ci.database
+		}
+	}
+	nameOK := false
+	switch {
+	case c.Name != "":
+		if !nameRE.MatchString(c.Name) {
+			k.bad("name", "must match ^[a-z_][a-z0-9_]*$ (lower-case letters, digits, '_'), got %s", showValue(c.Name))
+		} else {
+			nameOK = true
+		}
+	case sourceOK && database == "":
+		k.badFrom("name", "source", "not set, and source names no database to derive it from; set name: in the config file or pass --name")
+	case sourceOK:
+		if n := strings.ToLower(database); nameRE.MatchString(n) {
+			c.Name, nameOK = n, true
+		} else {
+			k.badFrom("name", "source", "not set, and the source database name %s cannot be used as one (lowercased, it must match ^[a-z_][a-z0-9_]*$); set name: in the config file or pass --name", showValue(database))
+		}
+	case c.Source.IsZero() && !requireSource:
+		k.bad("name", "required when source is not set; set name: in the config file or pass --name")
+	}
+
+	// warehouse, catalog
+	if c.Warehouse == "" && !c.isSet("warehouse") {
+		c.Warehouse = DefaultWarehouse
+	}
+	warehouseOK := strings.TrimSpace(c.Warehouse) != ""
+	if !warehouseOK {
+		k.bad("warehouse", "must not be empty (default %q)", DefaultWarehouse)
+	}
+	if !c.Catalog.IsZero() {
+		if _, err := parseConninfo(c.Catalog.Reveal(), false); err != nil {
+			k.bad("catalog", "%v (leave catalog empty for SQLite at <warehouse>/catalog.db)", err)
+		}
+	}
+
+	// publication, slot
+	c.checkPGName(k, "publication", &c.Publication, nameOK, publicationRE, "^[a-z_][a-z0-9_]*$")
+	c.checkPGName(k, "slot", &c.Slot, nameOK, slotRE, "[a-z0-9_]{1,63}")
+
+	// tables
+	seen := map[TableName]int{}
+	for i, s := range c.Tables {
+		p := fmt.Sprintf("tables[%d]", i)
+		t, err := ParseTableName(s)
+		if err != nil {
+			k.bad(p, "%v", err)
+			continue
+		}
+		if j, dup := seen[t]; dup {
+			k.bad(p, "%s is listed twice (also tables[%d])", t, j)
+			continue
+		}
+		seen[t] = i
+	}
+
+	// sizes and intervals
+	c.durationDefault("commit_interval", &c.CommitInterval, DefaultCommitInterval)
+	k.atLeast("commit_interval", c.CommitInterval, Duration(10*time.Millisecond))
+	if c.CommitBytes == 0 && !c.isSet("commit_bytes") {
+		c.CommitBytes = DefaultCommitBytes
+	}
+	commitBytesOK := c.CommitBytes > 0
+	if !commitBytesOK {
+		k.bad("commit_bytes", "must be positive, got %s", c.CommitBytes)
+	}
+	if c.MemoryBudget == 0 && !c.isSet("memory_budget") {
+		c.MemoryBudget = max(DefaultMemoryBudget, 2*c.CommitBytes)
+	}
+	switch {
+	case c.MemoryBudget <= 0:
+		k.bad("memory_budget", "must be positive, got %s", c.MemoryBudget)
+	case commitBytesOK && c.MemoryBudget < c.CommitBytes:
+		k.bad("memory_budget", "must be at least commit_bytes (%s), got %s", c.CommitBytes, c.MemoryBudget)
+	}
+	c.durationDefault("heartbeat_interval", &c.HeartbeatInterval, DefaultHeartbeatInterval)
+	k.atLeast("heartbeat_interval", c.HeartbeatInterval, Duration(10*time.Millisecond))
+	c.durationDefault("publication_poll", &c.PublicationPoll, DefaultPublicationPoll)
+	k.atLeast("publication_poll", c.PublicationPoll, Duration(100*time.Millisecond))
+
+	// snapshot
+	if c.Snapshot.Enabled == nil {
+		t := true
+		c.Snapshot.Enabled = &t
+	}
+	if c.Snapshot.Parallelism == 0 && !c.isSet("snapshot.parallelism") {
+		c.Snapshot.Parallelism = DefaultParallelism
+	}
+	if p := c.Snapshot.Parallelism; p < 1 || p > 64 {
+		k.bad("snapshot.parallelism", "must be between 1 and 64, got %d", p)
+	}
+	if c.Snapshot.ChunkRows == 0 && !c.isSet("snapshot.chunk_rows") {
+		c.Snapshot.ChunkRows = DefaultChunkRows
+	}
+	if c.Snapshot.ChunkRows < 1 {
+		k.bad("snapshot.chunk_rows", "must be at least 1, got %d", c.Snapshot.ChunkRows)
+	}
+	if c.Snapshot.ChunkBytes == 0 && !c.isSet("snapshot.chunk_bytes") {
+		c.Snapshot.ChunkBytes = DefaultChunkBytes
+	}
+	switch {
+	case c.Snapshot.ChunkBytes <= 0:
+		k.bad("snapshot.chunk_bytes", "must be positive, got %s", c.Snapshot.ChunkBytes)
+	case c.MemoryBudget > 0 && c.Snapshot.ChunkBytes > c.MemoryBudget:
+		k.bad("snapshot.chunk_bytes", "must not exceed memory_budget (%s), got %s", c.MemoryBudget, c.Snapshot.ChunkBytes)
+	}
+
+	// retry
+	c.durationDefault("retry.initial_backoff", &c.Retry.InitialBackoff, DefaultInitialBackoff)
+	c.durationDefault("retry.max_backoff", &c.Retry.MaxBackoff, DefaultMaxBackoff)
+	c.durationDefault("retry.max_elapsed", &c.Retry.MaxElapsed, DefaultMaxElapsed)
+	initialOK := k.atLeast("retry.initial_backoff", c.Retry.InitialBackoff, Duration(time.Millisecond))
+	if initialOK && c.Retry.MaxBackoff < c.Retry.InitialBackoff {
+		k.bad("retry.max_backoff", "must be at least retry.initial_backoff (%s), got %s", c.Retry.InitialBackoff, c.Retry.MaxBackoff)
+	}
+	if initialOK && c.Retry.MaxElapsed < c.Retry.InitialBackoff {
+		k.bad("retry.max_elapsed", "must be at least retry.initial_backoff (%s), got %s", c.Retry.InitialBackoff, c.Retry.MaxElapsed)
+	}
+
+	// log
+	c.Log.Level = strings.ToLower(strings.TrimSpace(c.Log.Level))
+	switch c.Log.Level {
+	case "":
+		c.Log.Level = DefaultLogLevel
+	case "warning":
+		c.Log.Level = "warn"
+	case "debug", "info", "warn", "error":
+	default:
+		k.bad("log.level", "must be one of debug, info, warn, error; got %s", showValue(c.Log.Level))
+	}
+	c.Log.Format = strings.ToLower(strings.TrimSpace(c.Log.Format))
+	switch c.Log.Format {
+	case "":
+		c.Log.Format = DefaultLogFormat
+	case "text", "json":
+	default:
+		k.bad("log.format", "must be text or json; got %s", showValue(c.Log.Format))
+	}
+
+	// metrics_addr, spool_dir
+	if c.MetricsAddr != "" {
+		if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			k.bad("metrics_addr", "must be host:port, e.g. \":9090\" or \"127.0.0.1:9090\"; got %s", showValue(c.MetricsAddr))
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			k.bad("metrics_addr", "port must be a number between 0 and 65535; got %s", showValue(c.MetricsAddr))
+		}
+	}
+	if c.SpoolDir == "" && warehouseOK {
+		c.SpoolDir = filepath.Join(c.Warehouse, "_tidemark", "spool")
+	}
+
+	if len(k.errs) == 0 {
+		return nil
+	}
+	return errors.Join(k.errs...)
+}
+
+// durationDefault sets *d to def when it is zero and was not set explicitly.
+func (c *Config) durationDefault(path string, d *Duration, def Duration) {
+	if *d == 0 && !c.isSet(path) {
+		*d = def
+	}
+}
+
+func (k *checker) atLeast(path string, d, least Duration) bool {
+	if d < least {
+		k.bad(path, "must be at least %s, got %s", least, d)
+		return false
+	}
+	return true
+}
+
+// checkPGName defaults *v to tidemark_<name> and checks it as a
+// PostgreSQL object name.
+func (c *Config) checkPGName(k *checker, path string, v *string, nameOK bool, re *regexp.Regexp, rule string) {
+	derived := false
+	if *v == "" {
+		if !nameOK {
+			return // the name error says it all
+		}
+		*v, derived = namePrefix+c.Name, true
+	}
+	switch {
+	case derived && len(*v) > maxIdentLen:
+		k.bad(path, "the default %q is longer than PostgreSQL's %d bytes; set a shorter name or set %s explicitly", *v, maxIdentLen, path)
+	case len(*v) > maxIdentLen:
+		k.bad(path, "must be at most %d bytes, got %d", maxIdentLen, len(*v))
+	case !re.MatchString(*v):
+		k.bad(path, "must match %s (lower-case letters, digits, '_'), got %s", rule, showValue(*v))
+	}
+}

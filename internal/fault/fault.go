@@ -1,0 +1,191 @@
+// Package fault classifies tidemark's errors so that the process can decide
+// what to do with them and how to exit.
+//
+// Three classes exist (ARCHITECTURE §1, rule 1: failure is loud):
+//
+//   - Config: the operator gave us something we cannot use (a bad flag, a
+//     URL that does not parse, a table without a key). Nothing was moved.
+//   - Fatal: continuing could lose or corrupt data (the slot is gone, WAL was
+//     removed, the slot moved behind our back, an incompatible schema change).
+//     tidemark stops and tells the operator what to do; it never "restarts
+//     from latest" on its own.
+//   - Transient: the network, a restarting server, a terminated walsender.
+//     Retried with backoff; once retries are exhausted the process exits
+//     with its own code so a supervisor can tell the difference.
+//
+// The class is carried by a marked type, never by matching message text.
+package fault
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Class is the kind of failure.
+type Class int
+
+const (
+	// Unknown is an error nobody classified; treated as fatal for exit codes.
+	Unknown Class = iota
+	Config
+	Fatal
+	Transient
+)
+
+func (c Class) String() string {
+	switch c {
+	case Config:
+		return "configuration"
+	case Fatal:
+		return "fatal"
+	case Transient:
+		return "transient"
+	}
+	return "unknown"
+}
+
+// Exit codes of the tidemark binary (documented in docs/operations.md).
+const (
+	ExitOK        = 0
+	ExitInternal  = 1 // an unclassified error (a bug): report it
+	ExitConfig    = 2 // configuration or usage error: fix the input and rerun
+	ExitFatal     = 3 // data-safety stop: read the message, run the recovery it names
+	ExitTransient = 4 // transient errors persisted past the retry budget: fix the environment and rerun
+)
+
+// Error is a classified error. Code is a stable, greppable name.
+type Error struct {
+	Class Class
+	Code  string
+	Msg   string
+	Err   error
+}
+
+func (e *Error) Error() string {
+	s := e.Msg
+	if e.Err != nil {
+		if s != "" {
+			s += ": "
+		}
+		s += e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches sentinels by Code, so a wrapped, annotated copy of a sentinel
+// still satisfies errors.Is(err, ErrSlotLost).
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code != "" && t.Code == e.Code
+}
+
+// Sentinels for the unrecoverable cases. Wrap them with With to add context.
+var (
+	ErrSlotLost           = &Error{Class: Fatal, Code: "slot_lost"}
+	ErrWALLost            = &Error{Class: Fatal, Code: "wal_lost"}
+	ErrSlotMoved          = &Error{Class: Fatal, Code: "slot_moved"}
+	ErrPublicationMissing = &Error{Class: Fatal, Code: "publication_missing"}
+	ErrNoPrimaryKey       = &Error{Class: Config, Code: "no_primary_key"}
+	ErrPermissionDenied   = &Error{Class: Fatal, Code: "permission_denied"}
+	ErrIncompatibleSchema = &Error{Class: Fatal, Code: "incompatible_schema"}
+	ErrCorruptState       = &Error{Class: Fatal, Code: "corrupt_state"}
+	ErrColumnCollision    = &Error{Class: Config, Code: "column_collision"}
+	ErrBadConfig          = &Error{Class: Config, Code: "bad_config"}
+)
+
+// With returns a copy of sentinel s carrying msg (what happened, for whom,
+// and what to do) and an optional cause.
+func With(s *Error, msg string, cause error) *Error {
+	return &Error{Class: s.Class, Code: s.Code, Msg: msg, Err: cause}
+}
+
+// Transientf marks err as retryable.
+func MarkTransient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Class: Transient, Code: "transient", Err: err}
+}
+
+// ClassOf returns the class of err: the first classified error in its chain,
+// else a best guess for well-known network and server conditions.
+func ClassOf(err error) Class {
+	if err == nil {
+		return Unknown
+	}
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe.Class
+	}
+	if IsTransient(err) {
+		return Transient
+	}
+	return Unknown
+}
+
+// IsTransient reports whether err looks like a connection-level problem that
+// a reconnect can fix: network errors, EOF, a server shutting down or
+// restarting, a terminated backend.
+func IsTransient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // admin/crash shutdown, cannot connect now
+			return true
+		case len(pgErr.Code) == 2+3 && pgErr.Code[:2] == "08": // connection exception
+			return true
+		case pgErr.Code == "55006": // object in use (slot active for another PID: our previous walsender not yet gone)
+			return true
+		case pgErr.Code == "53300": // too many connections
+			return true
+		case pgErr.Code == "40001", pgErr.Code == "40P01": // serialization failure, deadlock
+			return true
+		}
+		return false
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	return false
+}
+
+// ExitCode maps an error to the process exit code.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	switch ClassOf(err) {
+	case Config:
+		return ExitConfig
+	case Fatal:
+		return ExitFatal
+	case Transient:
+		return ExitTransient
+	}
+	return ExitInternal
+}

@@ -1,0 +1,371 @@
+// Package iceberg is tidemark's thin wrapper over iceberg-go: a SQL catalog
+// (SQLite by default, PostgreSQL for teams) over a warehouse on the local
+// filesystem, and tables that bronze and silver append to and read from.
+//
+// What the wrapper adds to iceberg-go, and why:
+//
+//   - one way to open a catalog, with every property passed explicitly
+//     (catalog.Load would also read ~/.iceberg-go.yaml);
+//   - identifiers as plain []string, validated so that PyIceberg, Spark and
+//     Trino resolve the same dotted names (no '.' inside a level);
+//   - Append commits many record batches as one snapshot whose summary
+//     carries the caller's keys (tidemark.position, ...) atomically with the
+//     data, and retries a commit that lost a race;
+//   - a checked schema for written records: a record whose columns the
+//     table does not have, or of an incompatible type, is refused before any
+//     file is written;
+//   - schema evolution limited to what a CDC pipeline needs and what every
+//     reader handles: new optional columns and type widening.
+//
+// The layout on disk is plain Iceberg (format version 2): a table
+// bronze.shop.public.orders lives in
+// <warehouse>/bronze.shop.public.db/orders/{metadata,data}, and the SQLite
+// catalog at <warehouse>/catalog.db is the JDBC/PyIceberg SqlCatalog schema
+// (tables iceberg_tables and iceberg_namespace_properties, catalog name
+// "tidemark", namespace stored as the dot-joined levels). PyIceberg opens it
+// with
+//
+//	SqlCatalog("tidemark", uri="sqlite:///<warehouse>/catalog.db", warehouse="file://<warehouse>")
+//
+// A *Catalog is safe for concurrent use. A *Table is safe for concurrent
+// use too; its mutating methods are serialized.
+package iceberg
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	"github.com/apache/iceberg-go/table"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/uptrace/bun/driver/sqliteshim"
+)
+
+// CatalogName is the name every tidemark catalog has. It is stored in every
+// row of the SQL catalog, so other engines must use the same name.
+const CatalogName = "tidemark"
+
+// Sentinel errors, to be checked with errors.Is. They alias iceberg-go's, so
+// errors from either layer match.
+var (
+	ErrNoSuchTable     = catalog.ErrNoSuchTable
+	ErrTableExists     = catalog.ErrTableAlreadyExists
+	ErrNoSuchNamespace = catalog.ErrNoSuchNamespace
+	// ErrInvalidIdentifier: an empty identifier, an empty level, or a level
+	// containing '.'.
+	ErrInvalidIdentifier = catalog.ErrInvalidIdentifier
+	// ErrIncompatibleType: a type change or a written column that readers
+	// could not reconcile with the table's schema.
+	ErrIncompatibleType = errors.New("incompatible type")
+)
+
+// Config says where the catalog and the warehouse are.
+type Config struct {
+	// Warehouse is the local directory that holds table data and metadata.
+	// A relative path is made absolute; the directory is created if missing.
+	Warehouse string
+	// CatalogURI is "" for a SQLite catalog at <Warehouse>/catalog.db, or a
+	// "postgres://" / "postgresql://" URL for a catalog in PostgreSQL (the
+	// tables are created in the connection's current schema).
+	CatalogURI string
+}
+
+// Catalog is an open Iceberg catalog. Close it when done.
+type Catalog struct {
+	db        *sql.DB
+	cat       *sqlcat.Catalog
+	warehouse string // absolute directory
+}
+
+// Open opens (creating if needed) the catalog described by cfg.
+func Open(ctx context.Context, cfg Config) (*Catalog, error) {
+	if cfg.Warehouse == "" {
+		return nil, errors.New("iceberg: open catalog: warehouse directory is empty")
+	}
+	wh, err := filepath.Abs(cfg.Warehouse)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: open catalog: warehouse %q: %w", cfg.Warehouse, err)
+	}
+	if err := os.MkdirAll(wh, 0o755); err != nil {
+		return nil, fmt.Errorf("iceberg: open catalog: create warehouse %s: %w", wh, err)
+	}
+
+	var (
+		driver, dsn, where string
+		dialect            sqlcat.SupportedDialect
+		secret             string
+	)
+	switch {
+	case cfg.CatalogURI == "":
+		driver, dialect = sqliteshim.ShimName, sqlcat.SQLite
+		// WAL lets readers (PyIceberg, a query command) run while we commit;
+		// the busy timeout makes concurrent writers wait instead of failing
+		// with "database is locked".
+		dsn = "file:" + filepath.Join(wh, "catalog.db") +
+			"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
+		where = filepath.Join(wh, "catalog.db")
+	case strings.HasPrefix(cfg.CatalogURI, "postgres://"), strings.HasPrefix(cfg.CatalogURI, "postgresql://"):
+		u, perr := url.Parse(cfg.CatalogURI)
+		if perr != nil {
+			// Never echo the URI or the parser's message: both may hold the password.
+			return nil, errors.New("iceberg: open catalog: catalog URI is not a valid postgres:// URL")
+		}
+		secret, _ = u.User.Password()
+		driver, dialect, dsn = "pgx", sqlcat.Postgres, cfg.CatalogURI
+		where = u.Redacted()
+	default:
+		return nil, errors.New(`iceberg: open catalog: catalog URI must be empty (SQLite in the warehouse) or start with "postgres://"`)
+	}
+
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		return nil, redact(fmt.Errorf("iceberg: open catalog %s: %w", where, err), secret)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, redact(fmt.Errorf("iceberg: open catalog %s: %w", where, err), secret)
+	}
+
+	whURL := (&url.URL{Scheme: "file", Path: filepath.ToSlash(wh)}).String()
+	props := iceberggo.Properties{
+		sqlcat.DriverKey:      driver,
+		sqlcat.DialectKey:     string(dialect),
+		"init_catalog_tables": "true",
+		"warehouse":           whURL,
+	}
+	cat, err := sqlcat.NewCatalog(CatalogName, db, dialect, props)
+	if err != nil {
+		_ = db.Close()
+		return nil, redact(fmt.Errorf("iceberg: open catalog %s: %w", where, err), secret)
+	}
+	return &Catalog{db: db, cat: cat, warehouse: wh}, nil
+}
+
+// Warehouse returns the absolute warehouse directory.
+func (c *Catalog) Warehouse() string { return c.warehouse }
+
+// Close releases the catalog's database connections. Tables loaded from it
+// must not be used afterwards.
+func (c *Catalog) Close() error {
+	return errors.Join(c.cat.Close(), c.db.Close())
+}
+
+// EnsureNamespace creates ns and every missing parent level (["bronze"],
+// ["bronze","shop"], ...). It is idempotent and safe against a concurrent
+// creator.
+func (c *Catalog) EnsureNamespace(ctx context.Context, ns []string) error {
+	if err := validateIdent(ns); err != nil {
+		return fmt.Errorf("iceberg: ensure namespace %q: %w", ns, err)
+	}
+	for i := 1; i <= len(ns); i++ {
+		level := table.Identifier(slices.Clone(ns[:i]))
+		ok, err := c.cat.CheckNamespaceExists(ctx, level)
+		if err != nil {
+			return fmt.Errorf("iceberg: ensure namespace %s: %w", joinIdent(level), err)
+		}
+		if ok {
+			continue
+		}
+		err = c.cat.CreateNamespace(ctx, level, nil)
+		if err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+			return fmt.Errorf("iceberg: create namespace %s: %w", joinIdent(level), err)
+		}
+	}
+	return nil
+}
+
+// NamespaceProperties returns ns's properties, without the catalog's
+// internal "exists" marker. The error wraps ErrNoSuchNamespace if ns does
+// not exist.
+func (c *Catalog) NamespaceProperties(ctx context.Context, ns []string) (map[string]string, error) {
+	if err := validateIdent(ns); err != nil {
+		return nil, fmt.Errorf("iceberg: namespace properties %q: %w", ns, err)
+	}
+	props, err := c.cat.LoadNamespaceProperties(ctx, table.Identifier(slices.Clone(ns)))
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: namespace properties %s: %w", joinIdent(ns), err)
+	}
+	out := make(map[string]string, len(props))
+	for k, v := range props {
+		if k != "exists" {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// SetNamespaceProperties inserts or overwrites the given keys; other keys
+// are left as they are. The key "exists" is reserved.
+func (c *Catalog) SetNamespaceProperties(ctx context.Context, ns []string, props map[string]string) error {
+	if err := validateIdent(ns); err != nil {
+		return fmt.Errorf("iceberg: set namespace properties %q: %w", ns, err)
+	}
+	if len(props) == 0 {
+		return nil
+	}
+	_, err := c.cat.UpdateNamespaceProperties(ctx, table.Identifier(slices.Clone(ns)), nil, iceberggo.Properties(props))
+	if err != nil {
+		return fmt.Errorf("iceberg: set namespace properties %s: %w", joinIdent(ns), err)
+	}
+	return nil
+}
+
+// ListNamespaces returns every namespace of every level, sorted.
+func (c *Catalog) ListNamespaces(ctx context.Context) ([][]string, error) {
+	nss, err := c.cat.ListNamespaces(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: list namespaces: %w", err)
+	}
+	out := make([][]string, 0, len(nss))
+	for _, ns := range nss {
+		out = append(out, []string(ns))
+	}
+	slices.SortFunc(out, slices.Compare)
+	out = slices.CompactFunc(out, slices.Equal)
+	return out, nil
+}
+
+// ListTables returns the full identifiers of the tables directly in ns,
+// sorted. The error wraps ErrNoSuchNamespace if ns does not exist.
+func (c *Catalog) ListTables(ctx context.Context, ns []string) ([][]string, error) {
+	if err := validateIdent(ns); err != nil {
+		return nil, fmt.Errorf("iceberg: list tables %q: %w", ns, err)
+	}
+	var out [][]string
+	for ident, err := range c.cat.ListTables(ctx, table.Identifier(slices.Clone(ns))) {
+		if err != nil {
+			return nil, fmt.Errorf("iceberg: list tables in %s: %w", joinIdent(ns), err)
+		}
+		out = append(out, []string(ident))
+	}
+	slices.SortFunc(out, slices.Compare)
+	return out, nil
+}
+
+// TableSpec describes a table to create.
+type TableSpec struct {
+	// Schema is the table's columns. Field IDs are reassigned by the
+	// catalog; identifier fields (NewSchemaWithIdentifiers) are kept.
+	Schema *iceberggo.Schema
+	// DayPartition, if set, partitions the table by day(<column>); the
+	// column must be a date, timestamp or timestamptz column.
+	DayPartition string
+	// Properties are table properties. Unless set here, tidemark adds
+	// commit.retry.num-retries=4 (iceberg-go's default is 0: a commit that
+	// loses a race would otherwise fail at once).
+	Properties map[string]string
+}
+
+// defaultTableProps are added to every created table unless the spec sets them.
+var defaultTableProps = map[string]string{
+	table.CommitNumRetriesKey: "4",
+}
+
+// CreateTable creates the table ident (creating its namespace if needed)
+// and returns it. If the table already exists the error wraps
+// ErrTableExists and nothing is changed.
+func (c *Catalog) CreateTable(ctx context.Context, ident []string, spec TableSpec) (*Table, error) {
+	name := joinIdent(ident)
+	if err := validateTableIdent(ident); err != nil {
+		return nil, fmt.Errorf("iceberg: create table %q: %w", ident, err)
+	}
+	if spec.Schema == nil {
+		return nil, fmt.Errorf("iceberg: create table %s: schema is nil", name)
+	}
+	if err := c.EnsureNamespace(ctx, ident[:len(ident)-1]); err != nil {
+		return nil, fmt.Errorf("iceberg: create table %s: %w", name, err)
+	}
+
+	props := iceberggo.Properties{}
+	for k, v := range defaultTableProps {
+		props[k] = v
+	}
+	for k, v := range spec.Properties {
+		props[k] = v
+	}
+	opts := []catalog.CreateTableOpt{catalog.WithProperties(props)}
+	if spec.DayPartition != "" {
+		ps, err := iceberggo.NewPartitionSpecOpts(iceberggo.AddPartitionFieldByName(
+			spec.DayPartition, spec.DayPartition+"_day", iceberggo.DayTransform{}, spec.Schema, nil))
+		if err != nil {
+			return nil, fmt.Errorf("iceberg: create table %s: partition by day(%s): %w", name, spec.DayPartition, err)
+		}
+		opts = append(opts, catalog.WithPartitionSpec(&ps))
+	}
+
+	tbl, err := c.cat.CreateTable(ctx, table.Identifier(slices.Clone(ident)), spec.Schema, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: create table %s: %w", name, err)
+	}
+	return c.newTable(ident, tbl)
+}
+
+// LoadTable loads the table ident. If it does not exist the error wraps
+// ErrNoSuchTable.
+func (c *Catalog) LoadTable(ctx context.Context, ident []string) (*Table, error) {
+	if err := validateTableIdent(ident); err != nil {
+		return nil, fmt.Errorf("iceberg: load table %q: %w", ident, err)
+	}
+	tbl, err := c.cat.LoadTable(ctx, table.Identifier(slices.Clone(ident)))
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: load table %s: %w", joinIdent(ident), err)
+	}
+	return c.newTable(ident, tbl)
+}
+
+func (c *Catalog) newTable(ident []string, tbl *table.Table) (*Table, error) {
+	t := &Table{cat: c.cat, ident: slices.Clone(ident), name: joinIdent(ident)}
+	if err := t.set(tbl); err != nil {
+		return nil, fmt.Errorf("iceberg: table %s: %w", t.name, err)
+	}
+	return t, nil
+}
+
+func validateIdent(ident []string) error {
+	if len(ident) == 0 {
+		return fmt.Errorf("%w: empty", ErrInvalidIdentifier)
+	}
+	for _, level := range ident {
+		if level == "" {
+			return fmt.Errorf("%w: empty level", ErrInvalidIdentifier)
+		}
+		if strings.Contains(level, ".") {
+			return fmt.Errorf("%w: level %q contains '.'", ErrInvalidIdentifier, level)
+		}
+	}
+	return nil
+}
+
+func validateTableIdent(ident []string) error {
+	if len(ident) < 2 {
+		return fmt.Errorf("%w: a table identifier needs a namespace and a name", ErrInvalidIdentifier)
+	}
+	return validateIdent(ident)
+}
+
+func joinIdent(ident []string) string { return strings.Join(ident, ".") }
+
+// redact replaces secret in err's message; errors.Is/As still see the chain.
+func redact(err error, secret string) error {
+	if err == nil || secret == "" || !strings.Contains(err.Error(), secret) {
+		return err
+	}
+	return &redactedError{msg: strings.ReplaceAll(err.Error(), secret, "xxxxx"), err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }

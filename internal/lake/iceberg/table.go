@@ -1,0 +1,337 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+)
+
+// commitAttempts bounds how often Append, AddColumns and WidenColumn redo
+// their work after a commit that lost a race to another writer.
+const commitAttempts = 3
+
+// Table is an Iceberg table of the catalog. It caches the table's metadata
+// as of its last load, commit or Refresh.
+//
+// Methods are safe for concurrent use; Append, AddColumns, WidenColumn and
+// Refresh are serialized with each other.
+type Table struct {
+	cat   catalog.Catalog
+	ident []string
+	name  string // dotted identifier, for errors
+
+	mu          sync.Mutex
+	tbl         *table.Table
+	arrowSchema *arrow.Schema
+}
+
+// set installs new metadata; t.mu must be held (or t not yet shared).
+func (t *Table) set(tbl *table.Table) error {
+	sc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
+	if err != nil {
+		return fmt.Errorf("arrow schema of table schema %d: %w", tbl.Schema().ID, err)
+	}
+	t.tbl, t.arrowSchema = tbl, sc
+	return nil
+}
+
+func (t *Table) current() *table.Table {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.tbl
+}
+
+// Ident returns the table's identifier (namespace levels, then name).
+func (t *Table) Ident() []string { return slices.Clone(t.ident) }
+
+// Schema returns the table's current Iceberg schema.
+func (t *Table) Schema() *iceberggo.Schema { return t.current().Schema() }
+
+// ArrowSchema returns the Arrow schema of the current Iceberg schema: one
+// field per column, in order, each (and each list element) carrying its
+// Iceberg field id in the "PARQUET:field_id" metadata; string, binary and
+// list are the regular (not large) Arrow types; timestamps are µs, with
+// time zone "UTC" for timestamptz. Build records for Append from it, e.g.
+// array.NewRecordBuilder(mem, t.ArrowSchema()).
+func (t *Table) ArrowSchema() *arrow.Schema {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.arrowSchema
+}
+
+// Summary returns the properties of the current snapshot's summary plus
+// its "operation", or nil if the table has no snapshot. It includes the
+// keys the writer passed to Append, such as "tidemark.position". The map is
+// the caller's to keep.
+func (t *Table) Summary() map[string]string {
+	snap := t.current().CurrentSnapshot()
+	if snap == nil || snap.Summary == nil {
+		return nil
+	}
+	out := maps.Clone(map[string]string(snap.Summary.Properties))
+	if out == nil {
+		out = map[string]string{}
+	}
+	out["operation"] = string(snap.Summary.Operation)
+	return out
+}
+
+// SnapshotCount returns how many snapshots the table's metadata holds.
+func (t *Table) SnapshotCount() int { return len(t.current().Metadata().Snapshots()) }
+
+// Refresh reloads the table's metadata from the catalog.
+func (t *Table) Refresh(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.refreshLocked(ctx); err != nil {
+		return fmt.Errorf("iceberg: refresh table %s: %w", t.name, err)
+	}
+	return nil
+}
+
+func (t *Table) refreshLocked(ctx context.Context) error {
+	fresh, err := t.cat.LoadTable(ctx, table.Identifier(slices.Clone(t.ident)))
+	if err != nil {
+		return err
+	}
+	if old, now := t.tbl.Metadata().TableUUID(), fresh.Metadata().TableUUID(); old != now {
+		return fmt.Errorf("table was replaced (uuid %s, now %s): load it again", old, now)
+	}
+	return t.set(fresh)
+}
+
+// Append writes recs as new data files and commits them as ONE snapshot
+// whose summary also carries props (e.g. "tidemark.position"): the data and
+// the keys become visible together or not at all.
+//
+// All recs must share one Arrow schema, whose fields the table must know
+// (by "PARQUET:field_id", else by name) with the same type or a type the
+// column was widened from; required columns must be present. Records are
+// not released or retained beyond the call. An empty recs commits a
+// snapshot with no data files that still carries props, which moves a
+// table's position forward when it received no rows.
+//
+// If another writer committed to the table since t's metadata was loaded,
+// Append reloads it and redoes the append, up to a few times (files written
+// by an abandoned attempt are left for orphan-file cleanup). If the commit
+// fails in a way that leaves its outcome unknown, Append reloads the table
+// and looks for its own snapshot, so a commit is never applied twice. On
+// success t reflects the new snapshot; on error t reflects the catalog as
+// last seen.
+func (t *Table) Append(ctx context.Context, recs []arrow.RecordBatch, props map[string]string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+
+	sc := t.arrowSchema
+	if len(recs) > 0 {
+		sc = recs[0].Schema()
+		for i, rec := range recs[1:] {
+			if !rec.Schema().Equal(sc) {
+				return fmt.Errorf("iceberg: append to table %s: record %d has a different schema than record 0", t.name, i+1)
+			}
+		}
+	}
+
+	var err error
+	for attempt := 1; ; attempt++ {
+		if err = checkWriteSchema(t.tbl.Schema(), sc); err != nil {
+			break
+		}
+		var retry bool
+		retry, err = t.appendOnce(ctx, sc, recs, props)
+		if err == nil || !retry || attempt == commitAttempts {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("iceberg: append %d rows to table %s: %w", countRows(recs), t.name, err)
+	}
+	return nil
+}
+
+// appendOnce makes one attempt; t.mu is held. retry reports that the
+// attempt lost a race to another writer and t now holds the new metadata.
+func (t *Table) appendOnce(ctx context.Context, sc *arrow.Schema, recs []arrow.RecordBatch, props map[string]string) (retry bool, err error) {
+	rdr, err := array.NewRecordReader(sc, recs)
+	if err != nil {
+		return false, err
+	}
+	defer rdr.Release()
+	tx := t.tbl.NewTransaction()
+	if err := tx.Append(ctx, rdr, iceberggo.Properties(maps.Clone(props))); err != nil {
+		return false, err
+	}
+	staged, err := tx.StagedTable()
+	if err != nil {
+		return false, err
+	}
+	snap := staged.CurrentSnapshot()
+	if snap == nil {
+		return false, errors.New("append staged no snapshot")
+	}
+	committed, err := tx.Commit(ctx)
+	if err == nil {
+		return false, t.set(committed)
+	}
+	return t.afterFailedCommit(ctx, err, func(m table.Metadata) bool {
+		// iceberg-go keeps the snapshot id when it replays a commit.
+		return m.SnapshotByID(snap.SnapshotID) != nil
+	})
+}
+
+// afterFailedCommit decides what a failed commit means; t.mu is held.
+// iceberg-go reports a lost race either as table.ErrCommitFailed or, when
+// the SQL catalog checks the commit's requirements against newer metadata,
+// as a plain "requirement failed" error; other errors (a dropped database
+// connection) may hide a commit that landed. So it reloads the table: if
+// landed says the commit is in the new metadata, the commit succeeded; if
+// another writer moved the table, the caller should retry on the new
+// metadata; if nothing moved, the commit failed for a reason of its own.
+func (t *Table) afterFailedCommit(ctx context.Context, commitErr error, landed func(table.Metadata) bool) (retry bool, err error) {
+	base := t.tbl.MetadataLocation()
+	if rerr := t.refreshLocked(ctx); rerr != nil {
+		return false, errors.Join(commitErr, fmt.Errorf("reload after failed commit (outcome unknown): %w", rerr))
+	}
+	if landed(t.tbl.Metadata()) {
+		return false, nil
+	}
+	if t.tbl.MetadataLocation() == base {
+		return false, commitErr
+	}
+	return true, commitErr
+}
+
+func countRows(recs []arrow.RecordBatch) int64 {
+	var n int64
+	for _, r := range recs {
+		n += r.NumRows()
+	}
+	return n
+}
+
+// AddColumns adds cols as new optional top-level columns, in one commit.
+// Field ids are assigned by Iceberg (any ID in cols is ignored), as are the
+// ids inside nested types. A column that already exists with the same type
+// is skipped, so a retried evolution is harmless; one that exists with
+// another type is an error wrapping ErrIncompatibleType. Required columns
+// are refused: old data files have no value for them. Rows written before
+// the change read back with null in the new columns.
+func (t *Table) AddColumns(ctx context.Context, cols []iceberggo.NestedField) error {
+	for _, c := range cols {
+		if c.Name == "" {
+			return fmt.Errorf("iceberg: add columns to table %s: a column has no name", t.name)
+		}
+		if c.Required {
+			return fmt.Errorf("iceberg: add column %s to table %s: new columns must be optional", c.Name, t.name)
+		}
+	}
+	return t.evolve(ctx, "add columns to", func(sc *iceberggo.Schema, us *table.UpdateSchema) (bool, error) {
+		changed := false
+		for _, c := range cols {
+			if f, ok := sc.FindFieldByName(c.Name); ok {
+				if sameType(f.Type, c.Type) {
+					continue
+				}
+				return false, fmt.Errorf("%w: column %s exists as %s, cannot add it as %s", ErrIncompatibleType, c.Name, f.Type, c.Type)
+			}
+			us.AddColumn([]string{c.Name}, c.Type, c.Doc, false, nil)
+			changed = true
+		}
+		return changed, nil
+	})
+}
+
+// WidenColumn changes the type of the top-level column name to a wider
+// one: int -> long, float -> double, or decimal(p,s) -> decimal(p2,s) with
+// p2 > p. Data files written before keep their type and are read as the new
+// one. Widening to the column's current type does nothing; any other change
+// is an error wrapping ErrIncompatibleType.
+func (t *Table) WidenColumn(ctx context.Context, name string, to iceberggo.Type) error {
+	return t.evolve(ctx, "widen column "+name+" of", func(sc *iceberggo.Schema, us *table.UpdateSchema) (bool, error) {
+		f, ok := sc.FindFieldByName(name)
+		if !ok {
+			return false, fmt.Errorf("no column %s", name)
+		}
+		if f.Type.Equals(to) {
+			return false, nil
+		}
+		if !canWiden(f.Type, to) {
+			return false, fmt.Errorf("%w: cannot change column %s from %s to %s", ErrIncompatibleType, name, f.Type, to)
+		}
+		us.UpdateColumn([]string{name}, table.ColumnUpdate{
+			FieldType: iceberggo.Optional[iceberggo.Type]{Valid: true, Val: to},
+		})
+		return true, nil
+	})
+}
+
+// evolve runs one schema change as its own commit. build inspects the
+// current schema and stages the change, reporting whether there is one; it
+// must make a change that already happened a no-op, so that a retry after
+// an unknown outcome is harmless.
+func (t *Table) evolve(ctx context.Context, what string, build func(*iceberggo.Schema, *table.UpdateSchema) (bool, error)) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+
+	var err error
+	for attempt := 1; ; attempt++ {
+		tx := t.tbl.NewTransaction()
+		us := tx.UpdateSchema(true, false)
+		var changed bool
+		changed, err = build(t.tbl.Schema(), us)
+		if err != nil || !changed {
+			break
+		}
+		if err = us.Commit(); err != nil {
+			break
+		}
+		var committed *table.Table
+		if committed, err = tx.Commit(ctx); err == nil {
+			err = t.set(committed)
+			break
+		}
+		var retry bool
+		retry, err = t.afterFailedCommit(ctx, err, func(table.Metadata) bool { return false })
+		if !retry || attempt == commitAttempts {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("iceberg: %s table %s: %w", what, t.name, err)
+	}
+	return nil
+}
+
+// Scan calls fn with every live row of the current snapshot, in record
+// batches whose schema is ArrowSchema() without field-id metadata. A batch
+// is released when fn returns: call Retain to keep it longer. Scan stops at
+// the first error fn returns and returns it. A table with no snapshot has no
+// rows.
+func (t *Table) Scan(ctx context.Context, fn func(arrow.RecordBatch) error) error {
+	scan := t.current().Scan()
+	defer scan.Close()
+	_, itr, err := scan.ToArrowRecords(ctx)
+	if err != nil {
+		return fmt.Errorf("iceberg: scan table %s: %w", t.name, err)
+	}
+	for rec, err := range itr {
+		if err != nil {
+			return fmt.Errorf("iceberg: scan table %s: %w", t.name, err)
+		}
+		err = fn(rec)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

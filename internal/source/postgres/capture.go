@@ -1,0 +1,426 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/fault"
+)
+
+// Checkpoint is the source-wide position that has been made durable in the
+// lake: every table holds every change up to AckedLSN.
+type Checkpoint struct {
+	AckedLSN  uint64    // end LSN of the last transaction fully committed to every table; confirmed to PostgreSQL
+	CommitLSN uint64    // commit LSN of that transaction
+	Watermark time.Time // its commit time: the source is captured up to here
+	WALEnd    uint64    // the server's WAL end when the checkpoint was taken (for lag)
+	Slot      string
+}
+
+// TableState is what the lake holds about one table.
+type TableState struct {
+	// Cursor is the highest (commit LSN, seq) committed; replayed changes at
+	// or below it are skipped.
+	Cursor change.Position
+	// Props are the tidemark.* properties of the table's latest commit.
+	Props map[string]string
+}
+
+// Writer is what capture needs from the bronze layer. All methods are called
+// from the capture's stream goroutine only.
+type Writer interface {
+	// OpenTable creates the table's lake tables (or verifies and evolves
+	// them) and returns their state. Idempotent.
+	OpenTable(ctx context.Context, id change.TableID, schema *change.Schema) (TableState, error)
+	// Write buffers one change. Changes at or below the table's cursor are
+	// dropped (replay after a crash). Not durable until Flush returns.
+	Write(ctx context.Context, c *change.Change) error
+	// WriteBatch buffers changes that must land in one commit together with
+	// the table state props (a snapshot chunk and its progress).
+	WriteBatch(ctx context.Context, id change.TableID, cs []*change.Change, props map[string]string) error
+	// DeadLetter buffers an undecodable row.
+	DeadLetter(ctx context.Context, d change.DeadLetter) error
+	// Message buffers a logical decoding message.
+	Message(ctx context.Context, m change.Message) error
+	// Buffered is the number of bytes waiting for Flush.
+	Buffered() int64
+	// Flush commits everything buffered, one commit per table, then records
+	// cp. When it returns nil, everything written before is durable and cp
+	// may be acknowledged to the source.
+	Flush(ctx context.Context, cp Checkpoint) error
+	// LoadCheckpoint returns the last recorded checkpoint (ok=false if none).
+	LoadCheckpoint(ctx context.Context) (Checkpoint, bool, error)
+}
+
+// Options configure a Capture.
+type Options struct {
+	Slot              string
+	Publication       string
+	Tables            []change.TableID // empty: publication FOR ALL TABLES
+	SpoolDir          string
+	CommitInterval    time.Duration
+	CommitBytes       int64
+	HeartbeatInterval time.Duration
+	PublicationPoll   time.Duration
+	Snapshot          SnapshotOptions
+	// TemporarySlot makes the session use a temporary slot that PostgreSQL
+	// drops when the connection ends (tidemark tail): no checkpoint is read
+	// or required, and the pipeline's slot is never touched.
+	TemporarySlot bool
+	// OnProgress, if set, is called after each durable flush (for tests and metrics).
+	OnProgress func(Checkpoint)
+}
+
+// SnapshotOptions configure the chunked snapshot.
+type SnapshotOptions struct {
+	Enabled     bool
+	Parallelism int
+	ChunkRows   int
+	ChunkBytes  int64
+}
+
+// Capture moves changes from one PostgreSQL database into a Writer.
+type Capture struct {
+	d      *Dialer
+	types  *TypeCache
+	w      Writer
+	opts   Options
+	log    *slog.Logger
+	prefix string // logical message prefix of this pipeline
+}
+
+// New returns a Capture. It does nothing until Run.
+func New(d *Dialer, w Writer, opts Options, log *slog.Logger) *Capture {
+	return &Capture{d: d, types: NewTypeCache(d), w: w, opts: opts, log: log, prefix: "tidemark." + opts.Slot + "."}
+}
+
+// Close releases the type cache connection.
+func (c *Capture) Close() { c.types.Close() }
+
+// table is the capture's view of one published table.
+type table struct {
+	id       change.TableID
+	info     *TableInfo
+	schema   *change.Schema
+	snapshot snapState
+}
+
+// Run runs one capture session: it verifies or creates the publication, the
+// slot and the lake tables, then streams until ctx is done or an error
+// occurs. On ctx cancellation it flushes and acknowledges before returning
+// nil. Errors are classified (fault.Class): transient ones may be retried by
+// calling Run again.
+func (c *Capture) Run(ctx context.Context) error {
+	meta, err := c.d.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer meta.Close(context.Background())
+
+	cp, haveCP, err := c.w.LoadCheckpoint(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.ensurePublication(ctx, meta, haveCP); err != nil {
+		return err
+	}
+	ids, err := publicationTables(ctx, meta, c.opts.Publication)
+	if err != nil {
+		return err
+	}
+	tables := map[change.TableID]*table{}
+	var problems []error
+	for _, id := range ids {
+		t, err := c.openTable(ctx, meta, id)
+		if err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		tables[id] = t
+	}
+	if len(problems) > 0 {
+		return errors.Join(problems...)
+	}
+
+	repl, err := c.d.ConnectReplication(ctx)
+	if err != nil {
+		return err
+	}
+	defer repl.Close(context.Background())
+
+	start, err := c.ensureSlot(ctx, meta, repl, cp, haveCP)
+	if err != nil {
+		return err
+	}
+	c.log.Info("capture starting", "slot", c.opts.Slot, "publication", c.opts.Publication,
+		"tables", len(tables), "from_lsn", FormatLSN(start))
+
+	err = pglogrepl.StartReplication(ctx, repl, c.opts.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{
+			"proto_version '2'",
+			"publication_names '" + strings.ReplaceAll(c.opts.Publication, "'", "''") + "'",
+			"messages 'true'",
+			"streaming 'true'",
+		},
+	})
+	if err != nil {
+		return c.replicationError(err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, gctx := errgroup.WithContext(ctx)
+	s := newStream(c, repl, tables, start)
+	snap := newSnapshotter(c, s.windows)
+	s.snap = snap
+	for _, t := range tables {
+		if t.snapshot.Status != snapDone && c.opts.Snapshot.Enabled {
+			snap.enqueue(t)
+		} else if t.snapshot.Status != snapDone {
+			s.markSnapshotSkipped(t)
+		}
+	}
+	g.Go(func() error { return s.run(gctx) })
+	g.Go(func() error { return snap.run(gctx) })
+	g.Go(func() error { return c.heartbeat(gctx) })
+	g.Go(func() error { return c.pollPublication(gctx, s) })
+	err = g.Wait()
+	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (c *Capture) ensurePublication(ctx context.Context, meta *pgx.Conn, haveCP bool) error {
+	ok, err := publicationExists(ctx, meta, c.opts.Publication)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if haveCP {
+			return fault.With(fault.ErrPublicationMissing, fmt.Sprintf(
+				"publication %q was dropped after tidemark started using it: changes made while it was missing cannot be decoded. "+
+					"Recreate it and re-snapshot the source (start with a new --name), or restore it", c.opts.Publication), nil)
+		}
+		c.log.Info("creating publication", "publication", c.opts.Publication, "tables", len(c.opts.Tables))
+		return createPublication(ctx, meta, c.opts.Publication, c.opts.Tables)
+	}
+	if len(c.opts.Tables) > 0 {
+		have, err := publicationTables(ctx, meta, c.opts.Publication)
+		if err != nil {
+			return err
+		}
+		return addToPublication(ctx, meta, c.opts.Publication, have, c.opts.Tables)
+	}
+	return nil
+}
+
+// openTable describes a published table and creates its lake tables.
+func (c *Capture) openTable(ctx context.Context, meta *pgx.Conn, id change.TableID) (*table, error) {
+	info, err := describeTable(ctx, meta, id, c.types.Lookup)
+	if err != nil {
+		return nil, err
+	}
+	t := &table{id: id, info: info, schema: schemaOf(info.Relation)}
+	st, err := c.w.OpenTable(ctx, id, t.schema)
+	if err != nil {
+		return nil, err
+	}
+	t.snapshot, err = parseSnapState(st.Props[PropSnapshot])
+	if err != nil {
+		return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: snapshot state in the lake cannot be read", id), err)
+	}
+	t.snapshot.Estimate = info.Estimate
+	return t, nil
+}
+
+// schemaOf builds the lake schema of a relation.
+func schemaOf(r *Relation) *change.Schema {
+	s := &change.Schema{Key: r.KeyNames}
+	for _, col := range r.Columns {
+		s.Fields = append(s.Fields, change.Field{Name: col.Name, Type: col.Map.IcebergType(), SourceType: col.Map.SourceType()})
+	}
+	return s
+}
+
+// ensureSlot verifies (or creates) the replication slot and returns the LSN
+// to start streaming from.
+func (c *Capture) ensureSlot(ctx context.Context, meta *pgx.Conn, repl *pgconn.PgConn, cp Checkpoint, haveCP bool) (uint64, error) {
+	if c.opts.TemporarySlot {
+		res, err := pglogrepl.CreateReplicationSlot(ctx, repl, c.opts.Slot, "pgoutput",
+			pglogrepl.CreateReplicationSlotOptions{Temporary: true, Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
+		if err != nil {
+			return 0, classify(fmt.Errorf("create temporary replication slot %q: %w", c.opts.Slot, err))
+		}
+		return ParseLSN(res.ConsistentPoint)
+	}
+	si, err := slotInfo(ctx, meta, c.opts.Slot)
+	if err != nil {
+		return 0, err
+	}
+	if !si.Exists {
+		if haveCP {
+			return 0, fault.With(fault.ErrSlotLost, fmt.Sprintf(
+				"replication slot %q no longer exists (tidemark had confirmed up to %s): changes after that point are gone from PostgreSQL. "+
+					"Nothing was skipped silently; to rebuild, re-snapshot into a fresh pipeline (start with a new --name, or remove this source's bronze tables)",
+				c.opts.Slot, FormatLSN(cp.AckedLSN)), nil)
+		}
+		res, err := pglogrepl.CreateReplicationSlot(ctx, repl, c.opts.Slot, "pgoutput",
+			pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
+		if err != nil {
+			return 0, classify(fmt.Errorf("create replication slot %q: %w", c.opts.Slot, err))
+		}
+		lsn, err := ParseLSN(res.ConsistentPoint)
+		if err != nil {
+			return 0, err
+		}
+		c.log.Info("created replication slot", "slot", c.opts.Slot, "consistent_point", res.ConsistentPoint)
+		// Record the slot's starting point before any data moves, so a later
+		// start can tell a lost slot from a fresh one.
+		if err := c.w.Flush(ctx, Checkpoint{AckedLSN: lsn, Slot: c.opts.Slot, Watermark: time.Now().UTC()}); err != nil {
+			return 0, err
+		}
+		return lsn, nil
+	}
+	if si.Plugin != "pgoutput" {
+		return 0, fault.With(fault.ErrBadConfig, fmt.Sprintf("replication slot %q uses plugin %q, tidemark needs pgoutput: choose another --slot", c.opts.Slot, si.Plugin), nil)
+	}
+	if si.Database != "" && si.Database != c.d.Database() {
+		return 0, fault.With(fault.ErrBadConfig, fmt.Sprintf("replication slot %q belongs to database %q, not %q: choose another --slot", c.opts.Slot, si.Database, c.d.Database()), nil)
+	}
+	if si.WALStatus == "lost" {
+		return 0, fault.With(fault.ErrWALLost, fmt.Sprintf(
+			"replication slot %q has wal_status = 'lost': PostgreSQL removed WAL that tidemark had not yet captured (max_slot_wal_keep_size). "+
+				"Changes after %s are gone; re-snapshot into a fresh pipeline (new --name) and raise max_slot_wal_keep_size", c.opts.Slot, FormatLSN(si.ConfirmedFlush)), nil)
+	}
+	if haveCP && si.ConfirmedFlush > cp.AckedLSN {
+		return 0, fault.With(fault.ErrSlotMoved, fmt.Sprintf(
+			"replication slot %q is at %s but tidemark only confirmed %s: the slot was recreated or advanced by someone else, "+
+				"so changes in between may be missing. Re-snapshot into a fresh pipeline (new --name)", c.opts.Slot, FormatLSN(si.ConfirmedFlush), FormatLSN(cp.AckedLSN)), nil)
+	}
+	if si.ActivePID != 0 {
+		return 0, fault.MarkTransient(fmt.Errorf("replication slot %q is in use by backend pid %d (another tidemark, or our previous connection not yet gone)", c.opts.Slot, si.ActivePID))
+	}
+	if !haveCP {
+		if err := c.w.Flush(ctx, Checkpoint{AckedLSN: si.ConfirmedFlush, Slot: c.opts.Slot, Watermark: time.Now().UTC()}); err != nil {
+			return 0, err
+		}
+		return si.ConfirmedFlush, nil
+	}
+	return cp.AckedLSN, nil
+}
+
+// replicationError classifies an error from the replication protocol.
+func (c *Capture) replicationError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		msg := strings.ToLower(pgErr.Message)
+		switch {
+		case pgErr.Code == "42704" && strings.Contains(msg, "publication"):
+			return fault.With(fault.ErrPublicationMissing, fmt.Sprintf("publication %q does not exist (dropped while tidemark was using it): recreate it and re-snapshot (new --name)", c.opts.Publication), err)
+		case pgErr.Code == "42704" && strings.Contains(msg, "slot"):
+			return fault.With(fault.ErrSlotLost, fmt.Sprintf("replication slot %q was dropped while tidemark was using it: re-snapshot into a fresh pipeline (new --name)", c.opts.Slot), err)
+		case pgErr.Code == "55000" && strings.Contains(msg, "wal"):
+			return fault.With(fault.ErrWALLost, fmt.Sprintf("replication slot %q can no longer be used: required WAL was removed. Re-snapshot into a fresh pipeline (new --name)", c.opts.Slot), err)
+		}
+	}
+	return classify(err)
+}
+
+// heartbeat emits a small transactional logical message at a fixed interval.
+// Its commit moves the watermark and lets the slot advance on an idle or
+// unpublished-only workload.
+func (c *Capture) heartbeat(ctx context.Context) error {
+	if c.opts.HeartbeatInterval <= 0 {
+		return nil
+	}
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	tick := time.NewTicker(c.opts.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if conn == nil || conn.IsClosed() {
+			var err error
+			if conn, err = c.d.Connect(ctx); err != nil {
+				return err
+			}
+		}
+		if _, err := conn.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, '')`, c.prefix+"hb"); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return classify(fmt.Errorf("emit heartbeat: %w", err))
+		}
+	}
+}
+
+// emitWatermark writes a watermark message in its own transaction.
+func (c *Capture) emitWatermark(ctx context.Context, conn *pgx.Conn, content string) error {
+	if _, err := conn.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, $2)`, c.prefix+"wm", content); err != nil {
+		return classify(fmt.Errorf("emit snapshot watermark: %w", err))
+	}
+	return nil
+}
+
+// pollPublication looks for tables added to the publication and hands them
+// to the stream goroutine, which sets them up and starts their backfill.
+func (c *Capture) pollPublication(ctx context.Context, s *stream) error {
+	if c.opts.PublicationPoll <= 0 {
+		return nil
+	}
+	tick := time.NewTicker(c.opts.PublicationPoll)
+	defer tick.Stop()
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if conn == nil || conn.IsClosed() {
+			var err error
+			if conn, err = c.d.Connect(ctx); err != nil {
+				return err
+			}
+		}
+		ok, err := publicationExists(ctx, conn, c.opts.Publication)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fault.With(fault.ErrPublicationMissing, fmt.Sprintf("publication %q was dropped while tidemark was using it: recreate it and re-snapshot (new --name)", c.opts.Publication), nil)
+		}
+		ids, err := publicationTables(ctx, conn, c.opts.Publication)
+		if err != nil {
+			return err
+		}
+		s.offerTables(ids)
+	}
+}
+
+func formatInt(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,398 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
+)
+
+// cdcColumns are the bronze metadata columns; a source column may not use
+// one of these names.
+var cdcColumns = map[string]bool{
+	"cdc_op": true, "cdc_ts": true, "cdc_processed_at": true, "cdc_source_lsn": true,
+	"cdc_source_tx_id": true, "cdc_seq": true, "cdc_unchanged": true, "cdc_deleted": true,
+}
+
+// IsReservedColumn reports whether name collides with a tidemark metadata column.
+func IsReservedColumn(name string) bool { return cdcColumns[name] }
+
+// Dialer opens connections to the source with tidemark's session settings.
+type Dialer struct {
+	cfg *pgx.ConnConfig
+}
+
+// NewDialer parses dsn. The error never contains the password.
+func NewDialer(dsn string, redact func(string) string) (*Dialer, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fault.With(fault.ErrBadConfig, "source: cannot parse the PostgreSQL connection string "+redact(dsn)+
+			" (expected postgres://user:password@host:port/database)", errors.New(redact(err.Error())))
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	for k, v := range typemap.SessionSettings() {
+		cfg.RuntimeParams[k] = v
+	}
+	cfg.RuntimeParams["application_name"] = "tidemark"
+	return &Dialer{cfg: cfg}, nil
+}
+
+// Database is the database name of the source.
+func (d *Dialer) Database() string { return d.cfg.Database }
+
+// Connect opens an ordinary SQL connection.
+func (d *Dialer) Connect(ctx context.Context) (*pgx.Conn, error) {
+	c, err := pgx.ConnectConfig(ctx, d.cfg.Copy())
+	if err != nil {
+		return nil, classify(fmt.Errorf("connect to source %s:%d/%s: %w", d.cfg.Host, d.cfg.Port, d.cfg.Database, err))
+	}
+	return c, nil
+}
+
+// ConnectReplication opens a logical replication connection.
+func (d *Dialer) ConnectReplication(ctx context.Context) (*pgconn.PgConn, error) {
+	pc := d.cfg.Config.Copy()
+	pc.RuntimeParams["replication"] = "database"
+	c, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		return nil, classify(fmt.Errorf("open replication connection to %s:%d/%s: %w", d.cfg.Host, d.cfg.Port, d.cfg.Database, err))
+	}
+	return c, nil
+}
+
+// classify marks well-known server answers with their fault class.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "42501":
+			return fault.With(fault.ErrPermissionDenied, "permission denied on the source: grant the tidemark role what docs/operations.md lists (REPLICATION, SELECT on published tables, CREATE on the database for the publication)", err)
+		case "28P01", "28000":
+			return fault.With(fault.ErrBadConfig, "the source rejected the credentials: check the user and password in --source", err)
+		case "3D000":
+			return fault.With(fault.ErrBadConfig, "the source database does not exist: check the database in --source", err)
+		}
+	}
+	if fault.IsTransient(err) {
+		return fault.MarkTransient(err)
+	}
+	return err
+}
+
+// TypeCache answers typemap lookups from pg_type, caching by OID. Safe for
+// concurrent use; it uses its own connection lazily.
+type TypeCache struct {
+	mu    sync.Mutex
+	d     *Dialer
+	conn  *pgx.Conn
+	cache map[uint32]typemap.TypeInfo
+}
+
+// NewTypeCache returns a cache that connects through d when it must.
+func NewTypeCache(d *Dialer) *TypeCache {
+	return &TypeCache{d: d, cache: map[uint32]typemap.TypeInfo{}}
+}
+
+// Close releases the cache's connection.
+func (tc *TypeCache) Close() {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.conn != nil {
+		tc.conn.Close(context.Background())
+		tc.conn = nil
+	}
+}
+
+// Lookup implements typemap.Lookup.
+func (tc *TypeCache) Lookup(oid uint32) (typemap.TypeInfo, error) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if ti, ok := tc.cache[oid]; ok {
+		return ti, nil
+	}
+	ctx := context.Background()
+	if tc.conn == nil || tc.conn.IsClosed() {
+		c, err := tc.d.Connect(ctx)
+		if err != nil {
+			return typemap.TypeInfo{}, err
+		}
+		tc.conn = c
+	}
+	var (
+		ti       typemap.TypeInfo
+		kind     string
+		category string
+		delim    string
+		elem     uint32
+	)
+	err := tc.conn.QueryRow(ctx, `SELECT t.oid, format_type(t.oid, NULL), t.typtype::text, t.typbasetype, t.typelem, t.typdelim::text, t.typtypmod, t.typcategory::text
+		FROM pg_type t WHERE t.oid = $1`, oid).Scan(&ti.OID, &ti.Name, &kind, &ti.BaseOID, &elem, &delim, &ti.TypMod, &category)
+	if err != nil {
+		tc.conn.Close(ctx)
+		tc.conn = nil
+		return ti, classify(fmt.Errorf("look up type oid %d: %w", oid, err))
+	}
+	if kind != "" {
+		ti.Kind = kind[0]
+	}
+	if category == "A" {
+		ti.ElemOID = elem
+	}
+	if delim != "" {
+		ti.Delim = delim[0]
+	}
+	tc.cache[oid] = ti
+	return ti, nil
+}
+
+// TableInfo is what the catalog says about a published table.
+type TableInfo struct {
+	Relation *Relation
+	Estimate int64 // pg_class.reltuples (may be -1 when never analyzed)
+}
+
+func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+func quoteTable(t change.TableID) string { return pgx.Identifier{t.Schema, t.Name}.Sanitize() }
+
+// describeTable reads a table's columns and key from the catalog.
+func describeTable(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup typemap.Lookup) (*TableInfo, error) {
+	var (
+		oid      uint32
+		replid   string
+		estimate float64
+	)
+	err := conn.QueryRow(ctx, `SELECT c.oid, c.relreplident::text, c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2`, t.Schema, t.Name).Scan(&oid, &replid, &estimate)
+	if err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("table %s: not found in the source catalog", t)
+		}
+		return nil, classify(fmt.Errorf("table %s: read catalog: %w", t, err))
+	}
+	rows, err := conn.Query(ctx, `SELECT attname, atttypid, atttypmod, format_type(atttypid, atttypmod) FROM pg_attribute
+		WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, oid)
+	if err != nil {
+		return nil, classify(fmt.Errorf("table %s: read columns: %w", t, err))
+	}
+	rel := &Relation{Table: t}
+	for rows.Next() {
+		var c Column
+		if err := rows.Scan(&c.Name, &c.TypeOID, &c.TypeMod, &c.TypeName); err != nil {
+			rows.Close()
+			return nil, classify(fmt.Errorf("table %s: read columns: %w", t, err))
+		}
+		rel.Columns = append(rel.Columns, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, classify(fmt.Errorf("table %s: read columns: %w", t, err))
+	}
+	for _, c := range rel.Columns {
+		if IsReservedColumn(c.Name) {
+			return nil, fault.With(fault.ErrColumnCollision, fmt.Sprintf("table %s: column %q has the name of a tidemark metadata column; rename it at the source or leave the table out of the publication", t, c.Name), nil)
+		}
+	}
+	if err := mapColumns(t, rel.Columns, lookup); err != nil {
+		return nil, err
+	}
+	keys, err := tableKey(ctx, conn, oid, replid)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", t, err)
+	}
+	if len(keys) == 0 {
+		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
+			"table %s has no primary key and no replica identity index: tidemark cannot order its changes by key. "+
+				"Add one (ALTER TABLE %s ADD PRIMARY KEY (...)) or set REPLICA IDENTITY USING INDEX on a unique index, "+
+				"or leave the table out (--tables)", t, quoteTable(t)), nil)
+	}
+	if replid == "n" {
+		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
+			"table %s has REPLICA IDENTITY NOTHING: its deletes carry no key. Run ALTER TABLE %s REPLICA IDENTITY DEFAULT", t, quoteTable(t)), nil)
+	}
+	rel.setKeys(keys)
+	return &TableInfo{Relation: rel, Estimate: int64(estimate)}, nil
+}
+
+// tableKey returns the replica identity index columns when one is set, else
+// the primary key columns.
+func tableKey(ctx context.Context, conn *pgx.Conn, oid uint32, replid string) ([]string, error) {
+	rows, err := conn.Query(ctx, `SELECT i.indisprimary, i.indisreplident,
+			ARRAY(SELECT a.attname FROM unnest(i.indkey) WITH ORDINALITY k(attnum, ord)
+			      JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum ORDER BY k.ord)
+		FROM pg_index i WHERE i.indrelid = $1 AND (i.indisprimary OR i.indisreplident)`, oid)
+	if err != nil {
+		return nil, classify(fmt.Errorf("read key: %w", err))
+	}
+	defer rows.Close()
+	var pk, ri []string
+	for rows.Next() {
+		var isPK, isRI bool
+		var cols []string
+		if err := rows.Scan(&isPK, &isRI, &cols); err != nil {
+			return nil, classify(fmt.Errorf("read key: %w", err))
+		}
+		if isPK {
+			pk = cols
+		}
+		if isRI {
+			ri = cols
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify(fmt.Errorf("read key: %w", err))
+	}
+	if replid == "i" && len(ri) > 0 {
+		return ri, nil
+	}
+	return pk, nil
+}
+
+// publicationTables lists the tables in the publication.
+func publicationTables(ctx context.Context, conn *pgx.Conn, pub string) ([]change.TableID, error) {
+	rows, err := conn.Query(ctx, `SELECT schemaname::text, tablename::text FROM pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2`, pub)
+	if err != nil {
+		return nil, classify(fmt.Errorf("list tables of publication %q: %w", pub, err))
+	}
+	defer rows.Close()
+	var out []change.TableID
+	for rows.Next() {
+		var t change.TableID
+		if err := rows.Scan(&t.Schema, &t.Name); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, classify(rows.Err())
+}
+
+// publicationExists reports whether the publication exists.
+func publicationExists(ctx context.Context, conn *pgx.Conn, pub string) (bool, error) {
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_publication WHERE pubname = $1`, pub).Scan(&n); err != nil {
+		return false, classify(fmt.Errorf("look up publication %q: %w", pub, err))
+	}
+	return n > 0, nil
+}
+
+// createPublication creates pub for the listed tables, or FOR ALL TABLES
+// when none are listed.
+func createPublication(ctx context.Context, conn *pgx.Conn, pub string, tables []change.TableID) error {
+	sql := "CREATE PUBLICATION " + quoteIdent(pub)
+	if len(tables) == 0 {
+		sql += " FOR ALL TABLES"
+	} else {
+		parts := make([]string, len(tables))
+		for i, t := range tables {
+			parts[i] = quoteTable(t)
+		}
+		sql += " FOR TABLE " + strings.Join(parts, ", ")
+	}
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		return classify(fmt.Errorf("create publication %q: %w", pub, err))
+	}
+	return nil
+}
+
+// addToPublication adds tables missing from a table-list publication.
+func addToPublication(ctx context.Context, conn *pgx.Conn, pub string, have, want []change.TableID) error {
+	in := map[change.TableID]bool{}
+	for _, t := range have {
+		in[t] = true
+	}
+	for _, t := range want {
+		if in[t] {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "ALTER PUBLICATION "+quoteIdent(pub)+" ADD TABLE "+quoteTable(t)); err != nil {
+			return classify(fmt.Errorf("add table %s to publication %q: %w", t, pub, err))
+		}
+	}
+	return nil
+}
+
+// SlotInfo is a replication slot's state.
+type SlotInfo struct {
+	Exists         bool
+	Plugin         string
+	Database       string
+	WALStatus      string
+	ConfirmedFlush uint64
+	RestartLSN     uint64
+	ActivePID      int32
+}
+
+func slotInfo(ctx context.Context, conn *pgx.Conn, slot string) (SlotInfo, error) {
+	var (
+		si                    SlotInfo
+		plugin, db, walStatus *string
+		confirmed, restart    *string
+		pid                   *int32
+	)
+	err := conn.QueryRow(ctx, `SELECT plugin::text, database::text, wal_status, confirmed_flush_lsn::text, restart_lsn::text, active_pid
+		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&plugin, &db, &walStatus, &confirmed, &restart, &pid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return si, nil
+	}
+	if err != nil {
+		return si, classify(fmt.Errorf("look up replication slot %q: %w", slot, err))
+	}
+	si.Exists = true
+	if plugin != nil {
+		si.Plugin = *plugin
+	}
+	if db != nil {
+		si.Database = *db
+	}
+	if walStatus != nil {
+		si.WALStatus = *walStatus
+	}
+	if confirmed != nil {
+		si.ConfirmedFlush, _ = ParseLSN(*confirmed)
+	}
+	if restart != nil {
+		si.RestartLSN, _ = ParseLSN(*restart)
+	}
+	if pid != nil {
+		si.ActivePID = *pid
+	}
+	return si, nil
+}
+
+// ParseLSN parses "X/Y".
+func ParseLSN(s string) (uint64, error) {
+	var hi, lo uint32
+	if _, err := fmt.Sscanf(s, "%X/%X", &hi, &lo); err != nil {
+		return 0, fmt.Errorf("parse LSN %q: %w", s, err)
+	}
+	return uint64(hi)<<32 | uint64(lo), nil
+}
+
+// FormatLSN prints an LSN as PostgreSQL does.
+func FormatLSN(l uint64) string { return fmt.Sprintf("%X/%X", uint32(l>>32), uint32(l)) }
+
+// currentWALLSN returns pg_current_wal_lsn().
+func currentWALLSN(ctx context.Context, conn *pgx.Conn) (uint64, error) {
+	var s string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+		return 0, classify(fmt.Errorf("read current WAL position: %w", err))
+	}
+	return ParseLSN(s)
+}

@@ -1,0 +1,384 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/fault"
+)
+
+// PropSnapshot is the bronze commit property holding a table's snapshot
+// progress (JSON, see snapState).
+const PropSnapshot = "tidemark.snapshot"
+
+// Snapshot statuses.
+const (
+	snapPending = "pending"
+	snapRunning = "running"
+	snapDone    = "done"
+	snapSkipped = "skipped"
+)
+
+// snapState is a table's snapshot progress, persisted with the commit that
+// holds the chunk it describes: a crash resumes after LastKey.
+type snapState struct {
+	Status     string   `json:"status"`
+	LastKey    []string `json:"last_key,omitempty"` // text of the key columns of the last row read
+	Rows       int64    `json:"rows"`
+	Estimate   int64    `json:"estimate"`
+	StartedAt  string   `json:"started_at,omitempty"`
+	FinishedAt string   `json:"finished_at,omitempty"`
+}
+
+func parseSnapState(s string) (snapState, error) {
+	if s == "" {
+		return snapState{Status: snapPending}, nil
+	}
+	var st snapState
+	if err := json.Unmarshal([]byte(s), &st); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+func (st snapState) encode() string {
+	b, _ := json.Marshal(st)
+	return string(b)
+}
+
+// SnapshotProgress is the decoded form of PropSnapshot, for status output.
+type SnapshotProgress struct {
+	Status     string
+	Rows       int64
+	Estimate   int64
+	StartedAt  string
+	FinishedAt string
+}
+
+// ParseSnapshotProgress decodes a PropSnapshot value.
+func ParseSnapshotProgress(s string) (SnapshotProgress, error) {
+	st, err := parseSnapState(s)
+	return SnapshotProgress{Status: st.Status, Rows: st.Rows, Estimate: st.Estimate, StartedAt: st.StartedAt, FinishedAt: st.FinishedAt}, err
+}
+
+// snapRow is one row read by a chunk.
+type snapRow struct {
+	key    string
+	values []any
+	raw    string // JSON, only kept for rows that failed to decode
+	err    error
+}
+
+// window is one chunk between its low and high watermark.
+type window struct {
+	id        string
+	table     change.TableID
+	open      bool
+	changed   map[string]struct{}
+	truncated bool
+
+	rows    []snapRow
+	schema  *change.Schema
+	lastKey []string
+	last    bool
+
+	done chan error
+}
+
+func (w *window) finish(err error) {
+	select {
+	case w.done <- err:
+	default:
+	}
+}
+
+// windows is the registry shared by snapshot workers and the stream.
+type windows struct {
+	mu sync.Mutex
+	m  map[string]*window
+}
+
+func newWindows() *windows { return &windows{m: map[string]*window{}} }
+
+func (ws *windows) add(w *window) {
+	ws.mu.Lock()
+	ws.m[w.id] = w
+	ws.mu.Unlock()
+}
+
+func (ws *windows) remove(id string) {
+	ws.mu.Lock()
+	delete(ws.m, id)
+	ws.mu.Unlock()
+}
+
+func (ws *windows) open(id string) {
+	ws.mu.Lock()
+	if w := ws.m[id]; w != nil {
+		w.open = true
+	}
+	ws.mu.Unlock()
+}
+
+// close removes and returns the window, or nil if unknown.
+func (ws *windows) close(id string) *window {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	w := ws.m[id]
+	if w == nil || !w.open {
+		return nil
+	}
+	delete(ws.m, id)
+	return w
+}
+
+func (ws *windows) noteKey(t change.TableID, key string) {
+	ws.mu.Lock()
+	for _, w := range ws.m {
+		if w.open && w.table == t {
+			w.changed[key] = struct{}{}
+		}
+	}
+	ws.mu.Unlock()
+}
+
+func (ws *windows) truncate(t change.TableID) {
+	ws.mu.Lock()
+	for _, w := range ws.m {
+		if w.open && w.table == t {
+			w.truncated = true
+		}
+	}
+	ws.mu.Unlock()
+}
+
+// snapshotter reads tables in key-ordered chunks, several tables at a time.
+type snapshotter struct {
+	c       *Capture
+	windows *windows
+	queue   chan *table
+	mu      sync.Mutex
+	queued  map[change.TableID]bool
+}
+
+func newSnapshotter(c *Capture, ws *windows) *snapshotter {
+	return &snapshotter{c: c, windows: ws, queue: make(chan *table, 4096), queued: map[change.TableID]bool{}}
+}
+
+func (sn *snapshotter) enqueue(t *table) {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if sn.queued[t.id] {
+		return
+	}
+	sn.queued[t.id] = true
+	sn.queue <- t
+}
+
+func (sn *snapshotter) run(ctx context.Context) error {
+	n := sn.c.opts.Snapshot.Parallelism
+	if n < 1 {
+		n = 1
+	}
+	errc := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() { errc <- sn.worker(ctx) }()
+	}
+	var first error
+	for i := 0; i < n; i++ {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (sn *snapshotter) worker(ctx context.Context) error {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	for {
+		var t *table
+		select {
+		case <-ctx.Done():
+			return nil
+		case t = <-sn.queue:
+		}
+		if conn == nil || conn.IsClosed() {
+			var err error
+			if conn, err = sn.c.d.Connect(ctx); err != nil {
+				return err
+			}
+		}
+		if err := sn.table(ctx, conn, t); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// table snapshots one table from where its persisted progress left off.
+func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) error {
+	rel := t.info.Relation
+	keyCols := make([]string, len(rel.KeyNames))
+	keyTypes := make([]string, len(rel.KeyNames))
+	for i, k := range rel.KeyNames {
+		keyCols[i] = quoteIdent(k)
+		idx := rel.Index(k)
+		if idx < 0 {
+			return fmt.Errorf("table %s: key column %q not found", t.id, k)
+		}
+		keyTypes[i] = rel.Columns[idx].TypeName
+	}
+	lastKey := t.snapshot.LastKey
+	rows := t.snapshot.Rows
+	est := t.info.Estimate
+	start := time.Now()
+	lastLog := start
+	startRows := rows
+	chunkRows := sn.c.opts.Snapshot.ChunkRows
+	sn.c.log.Info("snapshot starting", "table", t.id.String(), "resume_after_rows", rows, "estimate", est)
+	for {
+		w, err := sn.chunk(ctx, conn, t, keyCols, keyTypes, lastKey, chunkRows)
+		if err != nil {
+			return err
+		}
+		rows += int64(len(w.rows))
+		lastKey = w.lastKey
+		if now := time.Now(); now.Sub(lastLog) >= 5*time.Second || w.last {
+			el := now.Sub(start).Seconds()
+			rate := 0.0
+			if el > 0 {
+				rate = float64(rows-startRows) / el
+			}
+			sn.c.log.Info("snapshot progress", "table", t.id.String(), "rows", rows, "estimate", est,
+				"rows_per_sec", int64(rate), "done", w.last)
+			lastLog = now
+		}
+		if w.last {
+			return nil
+		}
+	}
+}
+
+func newWindowID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// chunk reads one chunk between watermarks and waits until the stream has
+// reconciled it.
+func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyCols, keyTypes []string, after []string, limit int) (*window, error) {
+	w := &window{id: newWindowID(), table: t.id, changed: map[string]struct{}{}, done: make(chan error, 1)}
+	sn.windows.add(w)
+	defer sn.windows.remove(w.id)
+	if err := sn.c.emitWatermark(ctx, conn, "low:"+w.id); err != nil {
+		return nil, err
+	}
+	var sql strings.Builder
+	sql.WriteString("SELECT * FROM " + quoteTable(t.id))
+	args := []any{pgx.QueryResultFormats{pgx.TextFormatCode}}
+	if len(after) == len(keyCols) && len(after) > 0 {
+		sql.WriteString(" WHERE (" + strings.Join(keyCols, ", ") + ") > (")
+		for i := range after {
+			if i > 0 {
+				sql.WriteString(", ")
+			}
+			fmt.Fprintf(&sql, "$%d::text::%s", i+1, keyTypes[i])
+			args = append(args, after[i])
+		}
+		sql.WriteString(")")
+	}
+	sql.WriteString(" ORDER BY " + strings.Join(keyCols, ", "))
+	fmt.Fprintf(&sql, " LIMIT %d", limit)
+	rows, err := conn.Query(ctx, sql.String(), args...)
+	if err != nil {
+		return nil, classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
+	}
+	fds := rows.FieldDescriptions()
+	rel := &Relation{Table: t.id}
+	for _, fd := range fds {
+		rel.Columns = append(rel.Columns, Column{Name: fd.Name, TypeOID: fd.DataTypeOID, TypeMod: fd.TypeModifier})
+	}
+	if err := mapColumns(t.id, rel.Columns, sn.c.types.Lookup); err != nil {
+		rows.Close()
+		return nil, fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", t.id), err)
+	}
+	rel.setKeys(t.info.Relation.KeyNames)
+	w.schema = schemaOf(rel)
+	var bytes int64
+	n := 0
+	for rows.Next() {
+		raw := rows.RawValues()
+		key, _ := rel.keyString(raw)
+		r := snapRow{key: key, values: make([]any, len(raw))}
+		for i, v := range raw {
+			bytes += int64(len(v)) + 8
+			if v == nil || r.err != nil {
+				continue
+			}
+			val, err := rel.Columns[i].Map.Decode(v)
+			if err != nil {
+				r.err = fmt.Errorf("column %q (%s): %w", rel.Columns[i].Name, rel.Columns[i].Map.SourceType(), err)
+				cp := make([][]byte, len(raw))
+				for j := range raw {
+					if raw[j] != nil {
+						cp[j] = append([]byte(nil), raw[j]...)
+					}
+				}
+				r.raw = rawJSON(rel, cp)
+				continue
+			}
+			r.values[i] = val
+		}
+		w.rows = append(w.rows, r)
+		n++
+		lk := make([]string, len(rel.KeyIdx))
+		for i, k := range rel.KeyIdx {
+			lk[i] = string(raw[k])
+		}
+		w.lastKey = lk
+		if bytes >= sn.c.opts.Snapshot.ChunkBytes {
+			break
+		}
+	}
+	full := n >= limit || bytes >= sn.c.opts.Snapshot.ChunkBytes
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
+	}
+	if n == 0 {
+		w.lastKey = after
+	}
+	w.last = !full
+	if err := sn.c.emitWatermark(ctx, conn, "high:"+w.id); err != nil {
+		return nil, err
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case err := <-w.done:
+		if err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+var errStopped = errors.New("stopped")

@@ -1,0 +1,676 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/fault"
+)
+
+// statusInterval is how often a standby status update is sent even when
+// nothing new was acknowledged (keeps wal_sender_timeout at bay).
+const statusInterval = 10 * time.Second
+
+// txState is the transaction being decoded.
+type txState struct {
+	xid        uint32
+	commitLSN  uint64
+	commitTime time.Time
+	seq        int64
+}
+
+// stream decodes the replication stream and feeds the Writer. Everything in
+// it is owned by the run goroutine.
+type stream struct {
+	c       *Capture
+	repl    *pgconn.PgConn
+	tables  map[change.TableID]*table
+	rels    map[uint32]*Relation
+	windows *windows
+	snap    *snapshotter
+	offered chan []change.TableID
+
+	inStream  bool
+	streamXid uint32
+	spools    map[uint32]*spool
+	tx        txState
+
+	completed  Checkpoint // last transaction fully decoded
+	acked      uint64     // last LSN confirmed to PostgreSQL
+	walEnd     uint64
+	lastFlush  time.Time
+	lastStatus time.Time
+}
+
+func newStream(c *Capture, repl *pgconn.PgConn, tables map[change.TableID]*table, start uint64) *stream {
+	return &stream{
+		c: c, repl: repl, tables: tables, rels: map[uint32]*Relation{},
+		windows: newWindows(), offered: make(chan []change.TableID, 1),
+		spools:    map[uint32]*spool{},
+		completed: Checkpoint{AckedLSN: start, Slot: c.opts.Slot},
+		acked:     start, lastFlush: time.Now(),
+	}
+}
+
+// offerTables hands the current publication table list to the stream
+// goroutine (non-blocking; a newer list replaces an unread one).
+func (s *stream) offerTables(ids []change.TableID) {
+	select {
+	case s.offered <- ids:
+	default:
+		select {
+		case <-s.offered:
+		default:
+		}
+		select {
+		case s.offered <- ids:
+		default:
+		}
+	}
+}
+
+func (s *stream) run(ctx context.Context) error {
+	defer func() {
+		for xid, sp := range s.spools {
+			sp.remove()
+			delete(s.spools, xid)
+		}
+	}()
+	for {
+		if ctx.Err() != nil {
+			// Clean stop: flush what we have and confirm it.
+			fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := s.flush(fctx)
+			if err == nil {
+				err = s.sendStatus(fctx)
+			}
+			cancel()
+			if err != nil {
+				return fmt.Errorf("final flush on shutdown: %w", err)
+			}
+			s.c.log.Info("capture stopped cleanly", "confirmed_lsn", FormatLSN(s.acked))
+			return ctx.Err()
+		}
+		select {
+		case ids := <-s.offered:
+			if err := s.addTables(ctx, ids); err != nil {
+				return err
+			}
+		default:
+		}
+		now := time.Now()
+		due := now.Sub(s.lastFlush) >= s.c.opts.CommitInterval
+		if s.c.w.Buffered() >= s.c.opts.CommitBytes || (due && (s.c.w.Buffered() > 0 || s.completed.AckedLSN > s.acked)) {
+			if err := s.flush(ctx); err != nil {
+				return err
+			}
+			if err := s.sendStatus(ctx); err != nil {
+				return err
+			}
+		} else if due {
+			s.lastFlush = now
+		}
+		if now.Sub(s.lastStatus) >= statusInterval {
+			if err := s.sendStatus(ctx); err != nil {
+				return err
+			}
+		}
+		deadline := s.lastFlush.Add(s.c.opts.CommitInterval)
+		if d := s.lastStatus.Add(statusInterval); d.Before(deadline) {
+			deadline = d
+		}
+		if min := time.Now().Add(5 * time.Millisecond); deadline.Before(min) {
+			deadline = min
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		msg, err := s.repl.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			if pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) {
+				continue
+			}
+			return s.c.replicationError(fmt.Errorf("receive from replication slot %q: %w", s.c.opts.Slot, err))
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			if err := s.handleCopyData(ctx, m.Data); err != nil {
+				return err
+			}
+		case *pgproto3.ErrorResponse:
+			return s.c.replicationError(pgconn.ErrorResponseToPgError(m))
+		case *pgproto3.CopyDone:
+			return fault.MarkTransient(fmt.Errorf("replication stream of slot %q ended by the server", s.c.opts.Slot))
+		}
+	}
+}
+
+func (s *stream) handleCopyData(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("parse keepalive: %w", err)
+		}
+		if uint64(ka.ServerWALEnd) > s.walEnd {
+			s.walEnd = uint64(ka.ServerWALEnd)
+		}
+		if ka.ReplyRequested {
+			return s.sendStatus(ctx)
+		}
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("parse XLogData: %w", err)
+		}
+		if uint64(xld.ServerWALEnd) > s.walEnd {
+			s.walEnd = uint64(xld.ServerWALEnd)
+		}
+		return s.handleWAL(ctx, xld.WALData)
+	}
+	return nil
+}
+
+// handleWAL processes one pgoutput message as received.
+func (s *stream) handleWAL(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	switch pglogrepl.MessageType(data[0]) {
+	case pglogrepl.MessageTypeStreamStart:
+		m, err := pglogrepl.ParseV2(data, false)
+		if err != nil {
+			return fmt.Errorf("parse stream start: %w", err)
+		}
+		st := m.(*pglogrepl.StreamStartMessageV2)
+		s.inStream, s.streamXid = true, st.Xid
+		if _, ok := s.spools[st.Xid]; !ok {
+			sp, err := newSpool(s.c.opts.SpoolDir, st.Xid)
+			if err != nil {
+				return err
+			}
+			s.spools[st.Xid] = sp
+		}
+		return nil
+	case pglogrepl.MessageTypeStreamStop:
+		s.inStream = false
+		return nil
+	case pglogrepl.MessageTypeStreamAbort:
+		m, err := pglogrepl.ParseV2(data, false)
+		if err != nil {
+			return fmt.Errorf("parse stream abort: %w", err)
+		}
+		ab := m.(*pglogrepl.StreamAbortMessageV2)
+		if sp, ok := s.spools[ab.Xid]; ok {
+			if ab.SubXid == ab.Xid {
+				sp.remove()
+				delete(s.spools, ab.Xid)
+			} else {
+				sp.aborted[ab.SubXid] = true
+			}
+		}
+		return nil
+	case pglogrepl.MessageTypeStreamCommit:
+		m, err := pglogrepl.ParseV2(data, false)
+		if err != nil {
+			return fmt.Errorf("parse stream commit: %w", err)
+		}
+		sc := m.(*pglogrepl.StreamCommitMessageV2)
+		sp, ok := s.spools[sc.Xid]
+		if !ok {
+			return fault.With(fault.ErrCorruptState, fmt.Sprintf("stream commit for transaction %d without its streamed changes (commit LSN %s)", sc.Xid, sc.CommitLSN), nil)
+		}
+		s.tx = txState{xid: sc.Xid, commitLSN: uint64(sc.CommitLSN), commitTime: sc.CommitTime}
+		err = sp.replay(func(msg []byte) error { return s.handleMessage(ctx, msg, true) })
+		sp.remove()
+		delete(s.spools, sc.Xid)
+		if err != nil {
+			return err
+		}
+		s.commit(uint64(sc.CommitLSN), uint64(sc.TransactionEndLSN), sc.CommitTime)
+		return nil
+	}
+	if s.inStream {
+		sp := s.spools[s.streamXid]
+		sub := s.streamXid
+		if len(data) >= 5 {
+			sub = uint32(data[1])<<24 | uint32(data[2])<<16 | uint32(data[3])<<8 | uint32(data[4])
+		}
+		return sp.append(sub, data)
+	}
+	return s.handleMessage(ctx, data, false)
+}
+
+// handleMessage decodes one transaction-level message (live or replayed from
+// a spool) in the context of s.tx.
+func (s *stream) handleMessage(ctx context.Context, data []byte, inStream bool) error {
+	m, err := pglogrepl.ParseV2(data, inStream)
+	if err != nil {
+		return fault.With(fault.ErrCorruptState, fmt.Sprintf("cannot parse pgoutput message type %q in transaction %d", data[0], s.tx.xid), err)
+	}
+	switch m := m.(type) {
+	case *pglogrepl.BeginMessage:
+		s.tx = txState{xid: m.Xid, commitLSN: uint64(m.FinalLSN), commitTime: m.CommitTime}
+	case *pglogrepl.CommitMessage:
+		s.commit(uint64(m.CommitLSN), uint64(m.TransactionEndLSN), m.CommitTime)
+	case *pglogrepl.RelationMessageV2:
+		return s.relation(ctx, &m.RelationMessage)
+	case *pglogrepl.InsertMessageV2:
+		return s.insert(ctx, m.RelationID, m.Tuple)
+	case *pglogrepl.UpdateMessageV2:
+		return s.update(ctx, &m.UpdateMessage)
+	case *pglogrepl.DeleteMessageV2:
+		return s.delete(ctx, &m.DeleteMessage)
+	case *pglogrepl.TruncateMessageV2:
+		return s.truncate(ctx, m.RelationIDs)
+	case *pglogrepl.LogicalDecodingMessageV2:
+		return s.message(ctx, &m.LogicalDecodingMessage)
+	case *pglogrepl.TypeMessageV2, *pglogrepl.OriginMessage:
+	}
+	return nil
+}
+
+// commit records that a transaction has been fully decoded.
+func (s *stream) commit(commitLSN, endLSN uint64, t time.Time) {
+	s.completed.AckedLSN = endLSN
+	s.completed.CommitLSN = commitLSN
+	s.completed.Watermark = t
+}
+
+func (s *stream) nextPos() change.Position {
+	s.tx.seq++
+	return change.Position{LSN: s.tx.commitLSN, Seq: s.tx.seq}
+}
+
+// relation applies a Relation message: the column layout of the following
+// changes of that table.
+func (s *stream) relation(ctx context.Context, m *pglogrepl.RelationMessage) error {
+	id := change.TableID{Schema: m.Namespace, Name: m.RelationName}
+	t, ok := s.tables[id]
+	if !ok {
+		if err := s.addTables(ctx, []change.TableID{id}); err != nil {
+			return err
+		}
+		if t, ok = s.tables[id]; !ok {
+			return fmt.Errorf("table %s: appeared in the stream but could not be set up", id)
+		}
+	}
+	rel := &Relation{ID: m.RelationID, Table: id}
+	for _, col := range m.Columns {
+		if IsReservedColumn(col.Name) {
+			return fault.With(fault.ErrColumnCollision, fmt.Sprintf("table %s: column %q has the name of a tidemark metadata column; rename it at the source", id, col.Name), nil)
+		}
+		rel.Columns = append(rel.Columns, Column{Name: col.Name, TypeOID: col.DataType, TypeMod: col.TypeModifier})
+	}
+	if err := mapColumns(id, rel.Columns, s.c.types.Lookup); err != nil {
+		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", id), err)
+	}
+	rel.setKeys(t.info.Relation.KeyNames)
+	for i, k := range rel.KeyIdx {
+		if k < 0 {
+			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: key column %q is no longer in the published columns", id, rel.KeyNames[i]), nil)
+		}
+	}
+	schema := schemaOf(rel)
+	if !sameSchema(schema, t.schema) {
+		if _, err := s.c.w.OpenTable(ctx, id, schema); err != nil {
+			return err
+		}
+		t.schema = schema
+		s.c.log.Info("schema change", "table", id.String(), "columns", len(schema.Fields))
+	}
+	rel.schema = t.schema
+	s.rels[m.RelationID] = rel
+	return nil
+}
+
+func sameSchema(a, b *change.Schema) bool {
+	if len(a.Fields) != len(b.Fields) {
+		return false
+	}
+	for i := range a.Fields {
+		if a.Fields[i].Name != b.Fields[i].Name || !a.Fields[i].Type.Equals(b.Fields[i].Type) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *stream) rel(id uint32) (*Relation, error) {
+	r, ok := s.rels[id]
+	if !ok {
+		return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("change for relation id %d before its Relation message (transaction %d, commit %s)", id, s.tx.xid, FormatLSN(s.tx.commitLSN)), nil)
+	}
+	return r, nil
+}
+
+// decoded is one tuple decoded against a relation.
+type decoded struct {
+	values    []any
+	raw       [][]byte
+	unchanged []string
+	err       error
+}
+
+func decodeTuple(rel *Relation, tup *pglogrepl.TupleData) decoded {
+	var d decoded
+	if tup == nil {
+		return d
+	}
+	n := len(rel.Columns)
+	d.values = make([]any, n)
+	d.raw = make([][]byte, n)
+	for i, col := range tup.Columns {
+		if i >= n {
+			d.err = fmt.Errorf("tuple has %d columns, relation has %d", len(tup.Columns), n)
+			return d
+		}
+		switch col.DataType {
+		case pglogrepl.TupleDataTypeNull:
+		case pglogrepl.TupleDataTypeToast:
+			d.unchanged = append(d.unchanged, rel.Columns[i].Name)
+		case pglogrepl.TupleDataTypeText, pglogrepl.TupleDataTypeBinary:
+			d.raw[i] = col.Data
+			if d.err != nil {
+				continue
+			}
+			v, err := rel.Columns[i].Map.Decode(col.Data)
+			if err != nil {
+				d.err = fmt.Errorf("column %q (%s): %w", rel.Columns[i].Name, rel.Columns[i].Map.SourceType(), err)
+				continue
+			}
+			d.values[i] = v
+		}
+	}
+	return d
+}
+
+// rawJSON renders a raw tuple for the dead-letter table.
+func rawJSON(rel *Relation, raw [][]byte) string {
+	m := make(map[string]any, len(raw))
+	for i, r := range raw {
+		if i >= len(rel.Columns) {
+			break
+		}
+		if r == nil {
+			m[rel.Columns[i].Name] = nil
+		} else {
+			m[rel.Columns[i].Name] = string(r)
+		}
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+func (s *stream) emit(ctx context.Context, rel *Relation, op change.Op, d decoded) error {
+	return s.emitWithBefore(ctx, rel, op, d, nil)
+}
+
+func (s *stream) emitWithBefore(ctx context.Context, rel *Relation, op change.Op, d decoded, before []any) error {
+	pos := s.nextPos()
+	if key, ok := rel.keyString(d.raw); ok {
+		s.windows.noteKey(rel.Table, key)
+	}
+	if d.err != nil {
+		return s.c.w.DeadLetter(ctx, change.DeadLetter{Table: rel.Table, Op: op, Pos: pos, TxID: int64(s.tx.xid),
+			CommitTime: s.tx.commitTime, Raw: rawJSON(rel, d.raw), Error: d.err.Error()})
+	}
+	return s.c.w.Write(ctx, &change.Change{Table: rel.Table, Op: op, Values: d.values, Unchanged: d.unchanged,
+		Before: before, Schema: rel.schema, Pos: pos, TxID: int64(s.tx.xid), CommitTime: s.tx.commitTime})
+}
+
+func (s *stream) insert(ctx context.Context, relID uint32, tup *pglogrepl.TupleData) error {
+	rel, err := s.rel(relID)
+	if err != nil {
+		return err
+	}
+	return s.emit(ctx, rel, change.OpInsert, decodeTuple(rel, tup))
+}
+
+func (s *stream) update(ctx context.Context, m *pglogrepl.UpdateMessage) error {
+	rel, err := s.rel(m.RelationID)
+	if err != nil {
+		return err
+	}
+	nd := decodeTuple(rel, m.NewTuple)
+	var before []any
+	if m.OldTuple != nil {
+		od := decodeTuple(rel, m.OldTuple)
+		before = od.values
+		oldKey, ok1 := rel.keyString(od.raw)
+		newKey, ok2 := rel.keyString(nd.raw)
+		if ok1 && ok2 && oldKey != newKey {
+			// The key changed: for replay by key this is a delete of the old
+			// key and an insert of the new one.
+			od.unchanged = nil
+			if err := s.emitWithBefore(ctx, rel, change.OpDelete, od, od.values); err != nil {
+				return err
+			}
+			return s.emit(ctx, rel, change.OpInsert, nd)
+		}
+	}
+	return s.emitWithBefore(ctx, rel, change.OpUpdate, nd, before)
+}
+
+func (s *stream) delete(ctx context.Context, m *pglogrepl.DeleteMessage) error {
+	rel, err := s.rel(m.RelationID)
+	if err != nil {
+		return err
+	}
+	d := decodeTuple(rel, m.OldTuple)
+	d.unchanged = nil
+	return s.emitWithBefore(ctx, rel, change.OpDelete, d, d.values)
+}
+
+func (s *stream) truncate(ctx context.Context, ids []uint32) error {
+	for _, id := range ids {
+		rel, err := s.rel(id)
+		if err != nil {
+			return err
+		}
+		s.windows.truncate(rel.Table)
+		if err := s.c.w.Write(ctx, &change.Change{Table: rel.Table, Op: change.OpTruncate, Values: make([]any, len(rel.Columns)),
+			Schema: rel.schema, Pos: s.nextPos(), TxID: int64(s.tx.xid), CommitTime: s.tx.commitTime}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *stream) message(ctx context.Context, m *pglogrepl.LogicalDecodingMessage) error {
+	if strings.HasPrefix(m.Prefix, "tidemark.") {
+		if !strings.HasPrefix(m.Prefix, s.c.prefix) {
+			return nil // another pipeline's heartbeat or watermark
+		}
+		if m.Prefix == s.c.prefix+"wm" {
+			return s.watermark(ctx, string(m.Content))
+		}
+		return nil // heartbeat: its commit moves the watermark
+	}
+	pos := change.Position{LSN: uint64(m.LSN)}
+	if m.Transactional {
+		pos = s.nextPos()
+	}
+	return s.c.w.Message(ctx, change.Message{Prefix: m.Prefix, Content: append([]byte(nil), m.Content...), Transactional: m.Transactional,
+		Pos: pos, TxID: int64(s.tx.xid), CommitTime: s.tx.commitTime})
+}
+
+// watermark handles "low:<id>" and "high:<id>".
+func (s *stream) watermark(ctx context.Context, content string) error {
+	kind, id, ok := strings.Cut(content, ":")
+	if !ok {
+		return nil
+	}
+	switch kind {
+	case "low":
+		s.windows.open(id)
+	case "high":
+		w := s.windows.close(id)
+		if w == nil {
+			return nil // a window of an earlier session, replayed
+		}
+		return s.emitChunk(ctx, w)
+	}
+	return nil
+}
+
+// emitChunk writes a reconciled snapshot chunk at the current position.
+func (s *stream) emitChunk(ctx context.Context, w *window) error {
+	t := s.tables[w.table]
+	if t == nil {
+		w.finish(fmt.Errorf("table %s: snapshot chunk for a table no longer captured", w.table))
+		return nil
+	}
+	cs := make([]*change.Change, 0, len(w.rows))
+	var dls []change.DeadLetter
+	for _, r := range w.rows {
+		if w.truncated {
+			break
+		}
+		if _, changed := w.changed[r.key]; changed {
+			continue
+		}
+		pos := s.nextPos()
+		if r.err != nil {
+			dls = append(dls, change.DeadLetter{Table: w.table, Op: change.OpRead, Pos: pos, TxID: int64(s.tx.xid),
+				CommitTime: s.tx.commitTime, Raw: r.raw, Error: r.err.Error()})
+			continue
+		}
+		cs = append(cs, &change.Change{Table: w.table, Op: change.OpRead, Values: r.values, Schema: w.schema,
+			Pos: pos, TxID: int64(s.tx.xid), CommitTime: s.tx.commitTime})
+	}
+	if w.schema != nil && len(cs) > 0 {
+		// Make sure the lake has every column the chunk read (a column added
+		// since the last Relation message).
+		if _, err := s.c.w.OpenTable(ctx, w.table, mergeSchema(t.schema, w.schema)); err != nil {
+			w.finish(err)
+			return err
+		}
+	}
+	st := t.snapshot
+	st.Status = snapRunning
+	st.LastKey = w.lastKey
+	st.Rows += int64(len(cs))
+	if w.last {
+		st.Status = snapDone
+		st.FinishedAt = time.Now().UTC().Format(time.RFC3339)
+	}
+	if st.StartedAt == "" {
+		st.StartedAt = time.Now().UTC().Format(time.RFC3339)
+	}
+	props := map[string]string{PropSnapshot: st.encode()}
+	if err := s.c.w.WriteBatch(ctx, w.table, cs, props); err != nil {
+		w.finish(err)
+		return err
+	}
+	for _, dl := range dls {
+		if err := s.c.w.DeadLetter(ctx, dl); err != nil {
+			w.finish(err)
+			return err
+		}
+	}
+	t.snapshot = st
+	w.finish(nil)
+	return nil
+}
+
+// mergeSchema returns base extended by the fields of extra it lacks.
+func mergeSchema(base, extra *change.Schema) *change.Schema {
+	out := &change.Schema{Key: base.Key, Fields: append([]change.Field(nil), base.Fields...)}
+	have := map[string]bool{}
+	for _, f := range base.Fields {
+		have[f.Name] = true
+	}
+	for _, f := range extra.Fields {
+		if !have[f.Name] {
+			out.Fields = append(out.Fields, f)
+		}
+	}
+	return out
+}
+
+// addTables sets up tables that are new to the publication and queues their
+// backfill.
+func (s *stream) addTables(ctx context.Context, ids []change.TableID) error {
+	var fresh []change.TableID
+	for _, id := range ids {
+		if _, ok := s.tables[id]; !ok {
+			fresh = append(fresh, id)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	meta, err := s.c.d.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer meta.Close(context.Background())
+	for _, id := range fresh {
+		t, err := s.c.openTable(ctx, meta, id)
+		if err != nil {
+			return err
+		}
+		s.tables[id] = t
+		s.c.log.Info("table added to the publication", "table", id.String())
+		if t.snapshot.Status != snapDone {
+			if s.c.opts.Snapshot.Enabled {
+				s.snap.enqueue(t)
+			} else {
+				s.markSnapshotSkipped(t)
+			}
+		}
+	}
+	return nil
+}
+
+// markSnapshotSkipped records that a table's existing rows are deliberately
+// not backfilled (snapshot disabled by configuration).
+func (s *stream) markSnapshotSkipped(t *table) {
+	t.snapshot.Status = snapSkipped
+}
+
+// flush commits everything buffered and records the checkpoint.
+func (s *stream) flush(ctx context.Context) error {
+	cp := s.completed
+	cp.WALEnd = s.walEnd
+	if err := s.c.w.Flush(ctx, cp); err != nil {
+		return err
+	}
+	s.lastFlush = time.Now()
+	if cp.AckedLSN > s.acked {
+		s.acked = cp.AckedLSN
+	}
+	if s.c.opts.OnProgress != nil {
+		s.c.opts.OnProgress(cp)
+	}
+	return nil
+}
+
+// sendStatus confirms s.acked to PostgreSQL.
+func (s *stream) sendStatus(ctx context.Context) error {
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, s.repl, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pglogrepl.LSN(s.acked),
+		WALFlushPosition: pglogrepl.LSN(s.acked),
+		WALApplyPosition: pglogrepl.LSN(s.acked),
+	})
+	if err != nil {
+		return classify(fmt.Errorf("send standby status to slot %q: %w", s.c.opts.Slot, err))
+	}
+	s.lastStatus = time.Now()
+	return nil
+}

@@ -1,0 +1,202 @@
+package typemap
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+)
+
+// Errors are reasons only: they never quote the value.
+var (
+	errMalformed = errors.New("malformed text")
+	errRange     = errors.New("out of range")
+)
+
+func decodeInt32(text []byte) (any, error) {
+	v, err := strconv.ParseInt(string(text), 10, 32)
+	if err != nil {
+		return nil, numErr(err)
+	}
+	return int32(v), nil
+}
+
+func decodeInt64(text []byte) (any, error) {
+	v, err := strconv.ParseInt(string(text), 10, 64)
+	if err != nil {
+		return nil, numErr(err)
+	}
+	return v, nil
+}
+
+// decodeUint32 reads oid, xid and cid: unsigned 32-bit, stored as long.
+func decodeUint32(text []byte) (any, error) {
+	v, err := strconv.ParseUint(string(text), 10, 32)
+	if err != nil {
+		return nil, numErr(err)
+	}
+	return int64(v), nil
+}
+
+// decodeUint63 reads xid8: unsigned 64-bit, stored as long. Values above
+// 2^63-1 (an epoch beyond 2^31) are refused rather than wrapped.
+func decodeUint63(text []byte) (any, error) {
+	v, err := strconv.ParseUint(string(text), 10, 63)
+	if err != nil {
+		return nil, numErr(err)
+	}
+	return int64(v), nil
+}
+
+// Float text under extra_float_digits=3 is the shortest text that reads
+// back to the same bits; PostgreSQL spells the specials NaN, Infinity and
+// -Infinity, which ParseFloat accepts. "-0" keeps its sign.
+func decodeFloat32(text []byte) (any, error) {
+	v, err := strconv.ParseFloat(string(text), 32)
+	if err != nil {
+		return nil, numErr(err)
+	}
+	return float32(v), nil
+}
+
+func decodeFloat64(text []byte) (any, error) {
+	v, err := strconv.ParseFloat(string(text), 64)
+	if err != nil {
+		return nil, numErr(err)
+	}
+	return v, nil
+}
+
+func numErr(err error) error {
+	if errors.Is(err, strconv.ErrRange) {
+		return errRange
+	}
+	return errMalformed
+}
+
+func decodeBool(text []byte) (any, error) {
+	switch string(text) {
+	case "t":
+		return true, nil
+	case "f":
+		return false, nil
+	}
+	return nil, errMalformed
+}
+
+// decodeString keeps the text exactly; it only insists on UTF-8, which
+// Iceberg strings require (a SQL_ASCII database can hold anything).
+func decodeString(text []byte) (any, error) {
+	if !utf8.Valid(text) {
+		return nil, errors.New("text is not valid UTF-8")
+	}
+	return string(text), nil
+}
+
+// decodeBytea reads bytea_output=hex: `\x` then two hex digits a byte.
+func decodeBytea(text []byte) (any, error) {
+	if len(text) < 2 || text[0] != '\\' || text[1] != 'x' {
+		return nil, errors.New("bytea text is not in hex format (bytea_output=hex)")
+	}
+	out := make([]byte, hex.DecodedLen(len(text)-2))
+	if _, err := hex.Decode(out, text[2:]); err != nil {
+		return nil, errMalformed
+	}
+	return out, nil
+}
+
+// decimalDecoder reads numeric text into decimal(p,s) exactly: never
+// rounds, never truncates. NaN and ±Infinity have no decimal form.
+func decimalDecoder(p, s int32) decodeFunc {
+	return func(text []byte) (any, error) {
+		switch string(text) {
+		case "NaN", "Infinity", "-Infinity":
+			return nil, fmt.Errorf("%s is not representable in decimal(%d,%d)", text, p, s)
+		}
+		return parseDecimal(text, p, s)
+	}
+}
+
+// parseDecimal reads [-]digits[.digits] as an unscaled integer at scale s,
+// requiring at most p significant digits.
+func parseDecimal(text []byte, p, s int32) (any, error) {
+	i, neg := 0, false
+	if i < len(text) && (text[i] == '-' || text[i] == '+') {
+		neg = text[i] == '-'
+		i++
+	}
+	// digits holds the unscaled value's digits without leading zeros.
+	digits := make([]byte, 0, 40)
+	nint, nfrac, sawDot := 0, 0, false
+	for ; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case c >= '0' && c <= '9':
+			if sawDot {
+				nfrac++
+				if nfrac > int(s) {
+					if c != '0' {
+						return nil, fmt.Errorf("more fractional digits than scale %d", s)
+					}
+					continue
+				}
+			} else {
+				nint++
+			}
+			if len(digits) == 0 && c == '0' {
+				continue
+			}
+			digits = append(digits, c)
+			if len(digits) > int(p) {
+				return nil, fmt.Errorf("more than %d significant digits for decimal(%d,%d)", p, p, s)
+			}
+		case c == '.' && !sawDot:
+			sawDot = true
+		default:
+			return nil, errMalformed
+		}
+	}
+	if nint+nfrac == 0 {
+		return nil, errMalformed
+	}
+	for f := min(nfrac, int(s)); f < int(s); f++ {
+		if len(digits) > 0 {
+			digits = append(digits, '0')
+			if len(digits) > int(p) {
+				return nil, fmt.Errorf("more than %d significant digits for decimal(%d,%d)", p, p, s)
+			}
+		}
+	}
+	if len(digits) <= 18 {
+		var u int64
+		for _, c := range digits {
+			u = u*10 + int64(c-'0')
+		}
+		if neg {
+			u = -u
+		}
+		return decimal128.FromI64(u), nil
+	}
+	b, ok := new(big.Int).SetString(string(digits), 10)
+	if !ok {
+		return nil, errMalformed
+	}
+	if neg {
+		b.Neg(b)
+	}
+	return decimal128.FromBigInt(b), nil
+}
+
+// Sentinels for PostgreSQL's infinite dates and timestamps: the same
+// extremes PostgreSQL itself uses internally for them.
+const (
+	dateInfinity    = math.MaxInt32
+	dateNegInfinity = math.MinInt32
+	tsInfinity      = math.MaxInt64
+	tsNegInfinity   = math.MinInt64
+)

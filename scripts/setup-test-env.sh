@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# setup-test-env.sh — prepare this machine for `make test`. Idempotent.
+#
+#   1. PostgreSQL server binaries (initdb, pg_ctl, postgres): installed with
+#      apt-get when none can be found. The tests start their own throwaway
+#      servers (internal/testenv); no system cluster is created or started.
+#   2. The OS user "postgres" (the tests run the server as that user when
+#      they run as root).
+#   3. A Python venv at .venv with PyIceberg, which the tests use to read the
+#      Iceberg tables tidemark writes (found through TIDEMARK_PYTHON).
+#
+# Environment:
+#   TIDEMARK_PG_BIN      use the PostgreSQL binaries in this directory
+#   PYTHON               the python3 to create the venv with (default: python3)
+#   PYICEBERG_SPEC       the pip requirement for PyIceberg (default below)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENV="$ROOT/.venv"
+# Pinned so every machine reads the lake with the same PyIceberg.
+PYICEBERG_SPEC=${PYICEBERG_SPEC:-"pyiceberg[sql-sqlite,pyarrow]==0.12.0"}
+
+say() { printf 'setup-test-env: %s\n' "$*"; }
+die() { printf 'setup-test-env: error: %s\n' "$*" >&2; exit 1; }
+
+# as_root runs a command as root (directly, or through sudo when available).
+as_root() {
+	if [ "$(id -u)" = 0 ]; then
+		"$@"
+	elif command -v sudo >/dev/null 2>&1; then
+		sudo "$@"
+	else
+		die "need root to run: $*"
+	fi
+}
+
+# apt_install installs Debian packages without prompting.
+apt_install() {
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"
+}
+
+# pg_bindir prints the directory holding initdb, following the same order as
+# internal/testenv.BinDir, or fails.
+pg_bindir() {
+	local d
+	if [ -n "${TIDEMARK_PG_BIN:-}" ]; then
+		[ -x "$TIDEMARK_PG_BIN/initdb" ] && { echo "$TIDEMARK_PG_BIN"; return 0; }
+		return 1
+	fi
+	if command -v pg_config >/dev/null 2>&1; then
+		d=$(pg_config --bindir 2>/dev/null || true)
+		[ -n "$d" ] && [ -x "$d/initdb" ] && { echo "$d"; return 0; }
+	fi
+	d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k5,5n | tail -n1 || true)
+	[ -n "$d" ] && [ -x "$d/initdb" ] && { echo "$d"; return 0; }
+	if command -v initdb >/dev/null 2>&1; then
+		d=$(dirname "$(readlink -f "$(command -v initdb)")")
+		echo "$d"
+		return 0
+	fi
+	return 1
+}
+
+# --- 1. PostgreSQL server binaries ------------------------------------------
+if bindir=$(pg_bindir); then
+	say "PostgreSQL binaries: $bindir ($("$bindir/postgres" --version)) — already present"
+else
+	[ -z "${TIDEMARK_PG_BIN:-}" ] || die "TIDEMARK_PG_BIN=$TIDEMARK_PG_BIN has no initdb"
+	command -v apt-get >/dev/null 2>&1 ||
+		die "PostgreSQL server binaries not found and apt-get is unavailable; install PostgreSQL (>= 14) and set TIDEMARK_PG_BIN to its bin directory"
+	say "PostgreSQL binaries not found: installing the postgresql package with apt-get"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+	# Like the official postgres Docker image: install postgresql-common first
+	# and tell it not to create (and start) a system cluster on port 5432.
+	apt_install postgresql-common
+	if [ -f /etc/postgresql-common/createcluster.conf ]; then
+		as_root sed -ri 's/^#?\s*(create_main_cluster)\s*=.*$/\1 = false/' /etc/postgresql-common/createcluster.conf
+	fi
+	apt_install postgresql
+	bindir=$(pg_bindir) || die "installed postgresql but still cannot find initdb"
+	say "installed PostgreSQL: $bindir ($("$bindir/postgres" --version))"
+fi
+
+# --- 2. OS user postgres (needed only when tests run as root) ---------------
+if [ "$(id -u)" = 0 ]; then
+	if id postgres >/dev/null 2>&1; then
+		say "OS user postgres: present"
+	else
+		useradd --system --user-group --home-dir /var/lib/postgresql --shell /bin/bash postgres
+		say "OS user postgres: created"
+	fi
+fi
+
+# --- 3. Python venv with PyIceberg -------------------------------------------
+venv_ok() {
+	[ -x "$VENV/bin/python" ] &&
+		"$VENV/bin/python" -c 'import pyiceberg, pyarrow, sqlalchemy; from pyiceberg.catalog.sql import SqlCatalog' >/dev/null 2>&1
+}
+
+if venv_ok; then
+	say "Python venv: $VENV — pyiceberg $("$VENV/bin/python" -c 'import pyiceberg; print(pyiceberg.__version__)') already installed"
+else
+	if [ -e "$VENV" ] && ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
+		say "Python venv: $VENV is broken, recreating it"
+		rm -rf "$VENV"
+	fi
+	if [ ! -x "$VENV/bin/python" ]; then
+		py=${PYTHON:-python3}
+		command -v "$py" >/dev/null 2>&1 || die "$py not found; install Python >= 3.9 (or set PYTHON)"
+		"$py" -c 'import sys; sys.exit(sys.version_info < (3, 9))' ||
+			die "$py is $("$py" --version 2>&1); PyIceberg needs Python >= 3.9"
+		say "Python venv: creating $VENV with $("$py" --version 2>&1)"
+		if ! "$py" -m venv "$VENV"; then
+			rm -rf "$VENV"
+			command -v apt-get >/dev/null 2>&1 || die "'$py -m venv' failed; install the venv module for $py"
+			say "'$py -m venv' failed: installing python3-venv with apt-get"
+			apt_install python3-venv
+			"$py" -m venv "$VENV"
+		fi
+	fi
+	say "Python venv: pip install $PYICEBERG_SPEC"
+	"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$PYICEBERG_SPEC"
+	venv_ok || die "pyiceberg installed into $VENV but cannot be imported"
+	say "Python venv: pyiceberg $("$VENV/bin/python" -c 'import pyiceberg; print(pyiceberg.__version__)') installed"
+fi
+
+say "done (tests use TIDEMARK_PYTHON=$VENV/bin/python)"
