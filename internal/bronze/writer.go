@@ -48,15 +48,15 @@ func SourceNamespace(source string) []string { return []string{"bronze", source}
 // Flush failed must be discarded (its buffers are in an unknown state);
 // the next session builds a new one from what the lake holds.
 type Writer struct {
-	cat      *lake.Catalog
-	source   string
-	slot     string
-	log      *slog.Logger
-	mem      memory.Allocator
-	tables   map[change.TableID]*tableBuf
-	order    []change.TableID
-	dead     *tableBuf
-	msgs     *tableBuf
+	cat       *lake.Catalog
+	source    string
+	slot      string
+	log       *slog.Logger
+	mem       memory.Allocator
+	tables    map[change.TableID]*tableBuf
+	order     []change.TableID
+	dead      *tableBuf
+	msgs      *tableBuf
 	buffered  int64
 	committed int64
 	now       func() time.Time

@@ -146,3 +146,11 @@ func TestFlagHelpShowsDefaults(t *testing.T) {
 		}
 	}
 }
+
+func TestFlagTableErrorNamesTheFlag(t *testing.T) {
+	_, err := config.Resolve(newFlags(t, "--source", "postgres://u@h/shop", "--tables", "public.a,users"), "")
+	want := `config: tables[1]: missing schema in "users"`
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "(set by --tables)") {
+		t.Fatalf("got %v, want %s ... (set by --tables)", err, want)
+	}
+}

@@ -65,7 +65,11 @@ func (k *checker) bad(path, format string, args ...any) {
 // the setting at from (a default derived from it).
 func (k *checker) badFrom(path, from, format string, args ...any) {
 	e := &Error{Path: path, Msg: fmt.Sprintf(format, args...)}
-	if o, ok := k.c.set[from]; ok {
+	o, ok := k.c.set[from]
+	if list, _, isItem := strings.Cut(from, "["); !ok && isItem {
+		o, ok = k.c.set[list] // an item of a list set by a flag
+	}
+	if ok {
 		if o.flag != "" {
 			e.Msg += " (set by --" + o.flag + ")"
 		} else if o.line > 0 {
@@ -78,7 +82,9 @@ func (k *checker) badFrom(path, from, format string, args ...any) {
 func (c *Config) validate(requireSource bool) error {
 	k := &checker{c: c}
 
-	// source and name
+	// source and name; stray white space around a pasted URL is harmless
+	c.Source = NewSecret(strings.TrimSpace(c.Source.Reveal()))
+	c.Catalog = NewSecret(strings.TrimSpace(c.Catalog.Reveal()))
 	var database string
 	sourceOK := false
 	switch {

@@ -486,7 +486,7 @@ func TestConcurrentAppends(t *testing.T) {
 	if _, err := cat.CreateTable(ctx, ident, iceberg.TableSpec{Schema: simpleSchema()}); err != nil {
 		t.Fatal(err)
 	}
-	const writers, appends = 2, 5
+	const writers, appends = 3, 4
 	var wg sync.WaitGroup
 	errs := make(chan error, writers*appends)
 	for w := range writers {

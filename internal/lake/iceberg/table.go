@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -16,8 +18,23 @@ import (
 )
 
 // commitAttempts bounds how often Append, AddColumns and WidenColumn redo
-// their work after a commit that lost a race to another writer.
-const commitAttempts = 3
+// their work after a commit that lost a race to another writer. Bronze and
+// silver have one writer per table, so races are rare; the bound only
+// matters when several writers hammer one table.
+const commitAttempts = 10
+
+// backoff waits before attempt n+1 (n >= 1): a random 0..n*50ms, so that
+// racing writers spread out.
+func backoff(ctx context.Context, n int) error {
+	timer := time.NewTimer(time.Duration(rand.Int64N(int64(n) * int64(50*time.Millisecond))))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-timer.C:
+		return nil
+	}
+}
 
 // Table is an Iceberg table of the catalog. It caches the table's metadata
 // as of its last load, commit or Refresh.
@@ -149,6 +166,10 @@ func (t *Table) Append(ctx context.Context, recs []arrow.RecordBatch, props map[
 		var retry bool
 		retry, err = t.appendOnce(ctx, sc, recs, props)
 		if err == nil || !retry || attempt == commitAttempts {
+			break
+		}
+		if berr := backoff(ctx, attempt); berr != nil {
+			err = errors.Join(err, berr)
 			break
 		}
 	}
@@ -302,6 +323,10 @@ func (t *Table) evolve(ctx context.Context, what string, build func(*iceberggo.S
 		var retry bool
 		retry, err = t.afterFailedCommit(ctx, err, func(table.Metadata) bool { return false })
 		if !retry || attempt == commitAttempts {
+			break
+		}
+		if berr := backoff(ctx, attempt); berr != nil {
+			err = errors.Join(err, berr)
 			break
 		}
 	}

@@ -5,13 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/fault"
@@ -190,17 +190,11 @@ func (sn *snapshotter) run(ctx context.Context) error {
 	if n < 1 {
 		n = 1
 	}
-	errc := make(chan error, n)
+	g, gctx := errgroup.WithContext(ctx)
 	for i := 0; i < n; i++ {
-		go func() { errc <- sn.worker(ctx) }()
+		g.Go(func() error { return sn.worker(gctx) })
 	}
-	var first error
-	for i := 0; i < n; i++ {
-		if err := <-errc; err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return g.Wait()
 }
 
 func (sn *snapshotter) worker(ctx context.Context) error {
@@ -293,7 +287,9 @@ func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyC
 	}
 	var sql strings.Builder
 	sql.WriteString("SELECT * FROM " + quoteTable(t.id))
-	args := []any{pgx.QueryResultFormats{pgx.TextFormatCode}}
+	// Text results (one decoder for stream and snapshot) from an unnamed
+	// statement: a cached plan would fail after ALTER TABLE changes SELECT *.
+	args := []any{pgx.QueryExecModeDescribeExec, pgx.QueryResultFormats{pgx.TextFormatCode}}
 	if len(after) == len(keyCols) && len(after) > 0 {
 		sql.WriteString(" WHERE (" + strings.Join(keyCols, ", ") + ") > (")
 		for i := range after {
@@ -335,7 +331,7 @@ func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyC
 			}
 			val, err := rel.Columns[i].Map.Decode(v)
 			if err != nil {
-				r.err = fmt.Errorf("column %q (%s): %w", rel.Columns[i].Name, rel.Columns[i].Map.SourceType(), err)
+				r.err = err
 				cp := make([][]byte, len(raw))
 				for j := range raw {
 					if raw[j] != nil {
@@ -380,5 +376,3 @@ func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyC
 	}
 	return w, nil
 }
-
-var errStopped = errors.New("stopped")

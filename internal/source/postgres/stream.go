@@ -390,7 +390,7 @@ func decodeTuple(rel *Relation, tup *pglogrepl.TupleData) decoded {
 			}
 			v, err := rel.Columns[i].Map.Decode(col.Data)
 			if err != nil {
-				d.err = fmt.Errorf("column %q (%s): %w", rel.Columns[i].Name, rel.Columns[i].Map.SourceType(), err)
+				d.err = err
 				continue
 			}
 			d.values[i] = v
@@ -515,6 +515,7 @@ func (s *stream) watermark(ctx context.Context, content string) error {
 	if !ok {
 		return nil
 	}
+	s.c.log.Debug("snapshot watermark", "kind", kind, "window", id, "commit_lsn", FormatLSN(s.tx.commitLSN))
 	switch kind {
 	case "low":
 		s.windows.open(id)

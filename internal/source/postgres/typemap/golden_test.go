@@ -26,10 +26,9 @@ var update = flag.Bool("update", false, "rewrite testdata/golden.txt from the se
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// goldenSchema has one column of every type the mapping names, user types
-// of every kind, and arrays. Each row exercises one family of values; row
-// 6 holds only values that have no exact lake form (dead letters).
-const goldenSchema = `
+// goldenDDL has one column of every type the mapping names, user types of
+// every kind, and arrays.
+const goldenDDL = `
 CREATE TYPE mood AS ENUM ('happy', 'sad', 'so so');
 CREATE DOMAIN price AS numeric(10,2);
 CREATE TYPE pair AS (n int, s text);
@@ -106,7 +105,11 @@ CREATE TABLE golden (
 	c_pair_arr         pair[],
 	c_int4range_arr    int4range[]
 );
+`
 
+// goldenRows each exercise one family of values; row 6 holds only values
+// that have no exact lake form (dead letters).
+const goldenRows = `
 -- 1: ordinary values
 INSERT INTO golden (id, c_smallint, c_integer, c_bigint, c_oid, c_xid8, c_real, c_double,
 	c_numeric, c_numeric_12_2, c_numeric_38_10, c_numeric_40_5, c_numeric_2_5, c_numeric_2_m3,
@@ -201,23 +204,11 @@ var goldenDeadLetters = map[string]bool{
 func TestGolden(t *testing.T) {
 	pg := testenv.Shared(t)
 	url := pg.CreateDB(t, "typemap")
-	pg.Exec(t, url, goldenSchema)
+	pg.Exec(t, url, goldenDDL+goldenRows)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range typemap.SessionSettings() {
-		cfg.RuntimeParams[k] = v
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-
+	conn := connect(ctx, t, url)
 	lookup := catalogLookup(ctx, conn)
 	cols, formatted := tableColumns(ctx, t, conn, "golden")
 	mappings := make([]typemap.Mapping, len(cols))
@@ -231,40 +222,7 @@ func TestGolden(t *testing.T) {
 		}
 		mappings[i] = m
 	}
-
-	rows, err := conn.Query(ctx, "SELECT * FROM golden ORDER BY id", pgx.QueryResultFormats{pgx.TextFormatCode})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A result set describes a domain column by its base type and typmod
-	// (printtup.c), where pg_attribute and pgoutput name the domain: both
-	// must map to the same lake type.
-	for i, fd := range rows.FieldDescriptions() {
-		if fd.Format != pgx.TextFormatCode {
-			t.Fatalf("column %s: result format %d, want text", cols[i].Name, fd.Format)
-		}
-		rm, err := typemap.Map(typemap.Column{Name: fd.Name, TypeOID: fd.DataTypeOID, TypeMod: fd.TypeModifier}, lookup)
-		if err != nil {
-			t.Fatalf("Map(result column %s): %v", fd.Name, err)
-		}
-		if !rm.IcebergType().Equals(mappings[i].IcebergType()) {
-			t.Errorf("column %s: result description maps to %s, catalog to %s", fd.Name, rm.IcebergType(), mappings[i].IcebergType())
-		}
-	}
-	var raw [][][]byte // row, column
-	for rows.Next() {
-		vals := rows.RawValues()
-		row := make([][]byte, len(vals))
-		for i, v := range vals {
-			if v != nil {
-				row[i] = append([]byte{}, v...) // RawValues is only valid until Next
-			}
-		}
-		raw = append(raw, row)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	raw := selectText(ctx, t, conn, "SELECT * FROM golden ORDER BY id", lookup, mappings)
 
 	var out strings.Builder
 	out.WriteString("# PostgreSQL text (under typemap.SessionSettings) => decoded lake value.\n")
@@ -281,7 +239,7 @@ func TestGolden(t *testing.T) {
 			if text != nil {
 				shown = strconv.Quote(string(text))
 			}
-			if len(shown) > 120 {
+			if len(shown) > 300 {
 				shown = shown[:60] + fmt.Sprintf("...(%d bytes)...", len(text)) + shown[len(shown)-20:]
 			}
 			key := id + " " + c.Name
@@ -315,7 +273,7 @@ func TestGolden(t *testing.T) {
 				t.Errorf("row %s: AppendValue: %v", key, err)
 			}
 			r := render(v, m.ArrowType())
-			if len(r) > 120 {
+			if len(r) > 300 {
 				r = r[:60] + "..." + r[len(r)-20:]
 			}
 			fmt.Fprintf(&out, "  %s  %s  =>  %s\n", id, shown, r)
@@ -337,6 +295,66 @@ func TestGolden(t *testing.T) {
 	if got := out.String(); got != string(want) {
 		t.Errorf("decoded values differ from %s (run with -update if the change is intended):\n%s", path, lineDiff(string(want), got))
 	}
+}
+
+// connect opens a connection with typemap.SessionSettings, as snapshots do.
+func connect(ctx context.Context, t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range typemap.SessionSettings() {
+		cfg.RuntimeParams[k] = v
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// selectText runs query in the text result format and returns every
+// row's raw column texts (nil for NULL). It also checks that the result's
+// own column descriptions map to the same lake types as mappings.
+func selectText(ctx context.Context, t *testing.T, conn *pgx.Conn, query string, lookup typemap.Lookup, mappings []typemap.Mapping) [][][]byte {
+	t.Helper()
+	rows, err := conn.Query(ctx, query, pgx.QueryResultFormats{pgx.TextFormatCode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	// A result set describes a domain column by its base type and typmod
+	// (printtup.c), where pg_attribute and pgoutput name the domain: both
+	// must map to the same lake type.
+	for i, fd := range rows.FieldDescriptions() {
+		if fd.Format != pgx.TextFormatCode {
+			t.Fatalf("column %s: result format %d, want text", fd.Name, fd.Format)
+		}
+		rm, err := typemap.Map(typemap.Column{Name: fd.Name, TypeOID: fd.DataTypeOID, TypeMod: fd.TypeModifier}, lookup)
+		if err != nil {
+			t.Fatalf("Map(result column %s): %v", fd.Name, err)
+		}
+		if !rm.IcebergType().Equals(mappings[i].IcebergType()) {
+			t.Errorf("column %s: result description maps to %s, catalog to %s", fd.Name, rm.IcebergType(), mappings[i].IcebergType())
+		}
+	}
+	var out [][][]byte
+	for rows.Next() {
+		vals := rows.RawValues()
+		row := make([][]byte, len(vals))
+		for i, v := range vals {
+			if v != nil {
+				row[i] = append([]byte{}, v...) // RawValues is only valid until Next
+			}
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // checkRoundTrip renders a decoded value back into PostgreSQL's text and

@@ -1,0 +1,987 @@
+package app_test
+
+// The end-to-end crash test: the real binary, a real PostgreSQL, a random
+// concurrent workload, SIGKILL at random moments, and at the end a row by
+// row comparison of the source with the replay of bronze.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
+	"github.com/tidemark/tidemark/internal/change"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/testenv"
+)
+
+// ---------------------------------------------------------------------------
+// The binary
+
+var binary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// tidemarkBinary builds cmd/tidemark once per test binary run.
+func tidemarkBinary(t *testing.T) string {
+	t.Helper()
+	binary.once.Do(func() {
+		root, err := repoRoot()
+		if err != nil {
+			binary.err = err
+			return
+		}
+		if binary.dir, err = os.MkdirTemp("", "tidemark-e2e-bin-"); err != nil {
+			binary.err = err
+			return
+		}
+		binary.path = filepath.Join(binary.dir, "tidemark")
+		cmd := exec.Command("go", "build", "-o", binary.path, "./cmd/tidemark")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binary.err = fmt.Errorf("go build ./cmd/tidemark: %v\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+func removeBinary() {
+	if binary.dir != "" {
+		os.RemoveAll(binary.dir)
+	}
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err == nil {
+		if mod := strings.TrimSpace(string(out)); mod != "" && mod != os.DevNull {
+			return filepath.Dir(mod), nil
+		}
+	}
+	abs, err := filepath.Abs("../..")
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(abs, "go.mod")); err != nil {
+		return "", fmt.Errorf("cannot find the repository root (go env GOMOD failed, no ../../go.mod): %w", err)
+	}
+	return abs, nil
+}
+
+// ---------------------------------------------------------------------------
+// Running tidemark as a subprocess
+
+// runner starts tidemark sessions against one source and warehouse, every
+// session's stderr going to one log file.
+type runner struct {
+	t       *testing.T
+	bin     string
+	args    []string
+	logPath string
+	runs    []*session
+}
+
+type session struct {
+	n      int
+	cmd    *exec.Cmd
+	done   chan struct{}
+	err    error // from Wait, valid once done is closed
+	offset int64 // where this session's log starts
+}
+
+func (r *runner) start() *session {
+	r.t.Helper()
+	f, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer f.Close()
+	off, _ := f.Seek(0, 2)
+	s := &session{n: len(r.runs) + 1, done: make(chan struct{}), offset: off}
+	fmt.Fprintf(f, "===== tidemark session %d started %s =====\n", s.n, time.Now().Format(time.RFC3339Nano))
+	s.cmd = exec.Command(r.bin, r.args...)
+	s.cmd.Stdout, s.cmd.Stderr = f, f
+	if err := s.cmd.Start(); err != nil {
+		r.t.Fatalf("start tidemark: %v", err)
+	}
+	go func() {
+		s.err = s.cmd.Wait()
+		close(s.done)
+	}()
+	r.runs = append(r.runs, s)
+	return s
+}
+
+func (s *session) exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill SIGKILLs the session and waits for it to be gone.
+func (s *session) kill(t *testing.T) {
+	t.Helper()
+	if s.exited() {
+		t.Fatalf("tidemark session %d exited by itself before it was killed: %v", s.n, s.err)
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+}
+
+// stop SIGTERMs the session and returns its exit code.
+func (s *session) stop(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	if s.exited() {
+		t.Fatalf("tidemark session %d exited by itself before it was stopped: %v", s.n, s.err)
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(timeout):
+		_ = s.cmd.Process.Signal(syscall.SIGKILL)
+		<-s.done
+		t.Fatalf("tidemark session %d did not stop within %s of SIGTERM", s.n, timeout)
+	}
+	return s.cmd.ProcessState.ExitCode()
+}
+
+// cleanup kills whatever is still running and, if the test failed, dumps
+// the logs: every warning and error of every session, and the tail of each.
+func (r *runner) cleanup() {
+	for _, s := range r.runs {
+		if !s.exited() {
+			_ = s.cmd.Process.Signal(syscall.SIGKILL)
+			<-s.done
+		}
+	}
+	if !r.t.Failed() {
+		return
+	}
+	data, err := os.ReadFile(r.logPath)
+	if err != nil {
+		r.t.Logf("read tidemark log %s: %v", r.logPath, err)
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "tidemark logs (%s, %d bytes); warnings and errors of all sessions:\n", r.logPath, len(data))
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") || strings.HasPrefix(line, "tidemark:") || strings.HasPrefix(line, "=====") {
+			b.WriteString(line + "\n")
+		}
+	}
+	const tail = 60
+	for i, s := range r.runs {
+		end := int64(len(data))
+		if i+1 < len(r.runs) {
+			end = r.runs[i+1].offset
+		}
+		lines := strings.Split(strings.TrimRight(string(data[s.offset:end]), "\n"), "\n")
+		if len(lines) > tail {
+			lines = lines[len(lines)-tail:]
+		}
+		fmt.Fprintf(&b, "----- last %d lines of session %d (exit: %v) -----\n%s\n", len(lines), s.n, s.err, strings.Join(lines, "\n"))
+	}
+	r.t.Log(b.String())
+}
+
+// ---------------------------------------------------------------------------
+// The test
+
+type e2eParams struct {
+	kills           int
+	preloadItems    int
+	preloadAccounts int
+	bigTxnRows      int
+	workers         int
+}
+
+func TestE2ECrashRecovery(t *testing.T) {
+	p := e2eParams{kills: 5, preloadItems: 20000, preloadAccounts: 5000, bigTxnRows: 5000, workers: 2}
+	if testing.Short() {
+		p = e2eParams{kills: 2, preloadItems: 6000, preloadAccounts: 1500, bigTxnRows: 2000, workers: 2}
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("TIDEMARK_E2E_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (set TIDEMARK_E2E_SEED to reuse the kill schedule and workload choices)", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	began := time.Now()
+
+	bin := tidemarkBinary(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "e2e")
+	u, err := url.Parse(srcURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbname := strings.TrimPrefix(u.Path, "/")
+	source := strings.ToLower(dbname)
+
+	pg.Exec(t, srcURL, `
+		CREATE TABLE items (id bigint PRIMARY KEY, version int NOT NULL, payload text, amount numeric(12,2), tags text[], updated_at timestamptz);
+		CREATE TABLE accounts (tenant int, id int, balance bigint, note text, PRIMARY KEY (tenant, id));`)
+	// Small enough that the big transactions are streamed to tidemark while
+	// in progress (pgoutput streaming, spooled to disk); the walsender picks
+	// up per-database settings.
+	pg.Exec(t, srcURL, `ALTER DATABASE `+pgx.Identifier{dbname}.Sanitize()+` SET logical_decoding_work_mem = '64kB'`)
+	pg.Exec(t, srcURL, fmt.Sprintf(`
+		INSERT INTO items
+		SELECT g, 1,
+		       CASE WHEN g %% 200 = 0
+		            THEN (SELECT string_agg(md5(random()::text || g || s), '') FROM generate_series(1, 700) s)
+		            ELSE md5(g::text) END,
+		       round((random() * 20000 - 1000)::numeric, 2),
+		       CASE g %% 5 WHEN 0 THEN NULL WHEN 1 THEN '{}'::text[] WHEN 2 THEN ARRAY['a', NULL, 'c,d'] ELSE ARRAY['t' || g %% 7] END,
+		       timestamptz '2024-01-01 00:00:00.123456+00' + g * interval '1.000001 second'
+		FROM generate_series(1, %d) g;
+		INSERT INTO accounts
+		SELECT 1 + g %% 5, g, (random() * 1e9)::bigint, CASE WHEN g %% 3 = 0 THEN NULL ELSE 'note ' || g END
+		FROM generate_series(1, %d) g;`, p.preloadItems, p.preloadAccounts))
+	t.Logf("setup done in %s", time.Since(began).Round(time.Millisecond))
+
+	root := t.TempDir()
+	wh := filepath.Join(root, "lake")
+	r := &runner{t: t, bin: bin, logPath: filepath.Join(root, "tidemark.log"), args: []string{
+		"run", "--source", srcURL, "--warehouse", wh,
+		"--commit-interval", "200ms", "--heartbeat-interval", "200ms",
+		"--snapshot-chunk-rows", "500", "--snapshot-parallelism", "2", "--log-level", "debug",
+	}}
+	t.Cleanup(r.cleanup)
+	lk := openLake(t, wh, source)
+
+	// The workload starts once the first session has created the slot, so
+	// that its changes are streamed (before that, only the snapshot sees them).
+	first := r.start()
+	for {
+		if first.exited() {
+			t.Fatalf("tidemark session 1 exited by itself: %v", first.err)
+		}
+		if _, ok := lk.checkpoint(); ok {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wl := startWorkload(ctx, t, srcURL, p, seed)
+
+	// Kill tidemark at random moments, the first ones early so that they
+	// land while the snapshot is still running.
+	midSnapshot := 0
+	for i := 0; i < p.kills; i++ {
+		s := first
+		if i > 0 {
+			s = r.start()
+		}
+		d := time.Duration(500+rng.IntN(2500)) * time.Millisecond
+		if i == 0 {
+			d = time.Duration(400+rng.IntN(800)) * time.Millisecond
+		}
+		time.Sleep(d)
+		st := lk.snapshotStatus("items") + "/" + lk.snapshotStatus("accounts")
+		if st != "done/done" {
+			midSnapshot++
+		}
+		s.kill(t)
+		t.Logf("kill %d after %s (snapshot items/accounts: %s; workload ops so far: %d)", i+1, d.Round(time.Millisecond), st, wl.ops.Load())
+		wl.kills.Store(int32(i + 1))
+		if rng.IntN(2) == 0 { // sometimes stay down a while: an outage is a delay
+			time.Sleep(time.Duration(rng.IntN(1000)) * time.Millisecond)
+		}
+	}
+	if midSnapshot == 0 {
+		t.Logf("note: no kill landed while a snapshot was running (it finished too fast)")
+	}
+	// Let the workload finish its one-off events, then stop it.
+	select {
+	case <-wl.eventsDone:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the workload did not finish its one-off events within 2 minutes")
+	}
+	wl.stop()
+	if wl.err != nil {
+		t.Fatalf("workload: %v", wl.err)
+	}
+	target := walLSN(t, srcURL)
+	t.Logf("workload stopped after %d operations (%d transactions rolled back/aborted); WAL at %s", wl.ops.Load(), wl.aborted.Load(), postgres.FormatLSN(target))
+
+	// Final session: wait until it has caught up and both snapshots are done.
+	s := r.start()
+	catchUp := time.Now()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if s.exited() {
+			t.Fatalf("tidemark session %d exited by itself while catching up: %v", s.n, s.err)
+		}
+		cp, ok := lk.checkpoint()
+		if ok && cp.AckedLSN >= target && lk.snapshotStatus("items") == "done" && lk.snapshotStatus("accounts") == "done" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tidemark did not catch up to %s with both snapshots done within 3 minutes: checkpoint %+v, snapshot items=%s accounts=%s",
+				postgres.FormatLSN(target), cp, lk.snapshotStatus("items"), lk.snapshotStatus("accounts"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("caught up in %s", time.Since(catchUp).Round(time.Millisecond))
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	lk.close()
+
+	// The oracle.
+	verifyTable(t, srcURL, wh, source, "items", []string{"id"}, func(rows []bronzetest.Row) {
+		n := 0
+		for _, row := range rows {
+			if row.Op() == "u" && len(row.Unchanged()) > 0 {
+				n++
+			}
+		}
+		if n == 0 {
+			t.Errorf("items: no update row with a non-empty cdc_unchanged: the unchanged-TOAST case never happened")
+		} else {
+			t.Logf("items: %d update rows with unchanged TOAST columns", n)
+		}
+	})
+	verifyTable(t, srcURL, wh, source, "accounts", []string{"tenant", "id"}, func(rows []bronzetest.Row) {
+		n := 0
+		for _, row := range rows {
+			if row.Op() == "t" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("accounts: %d truncate rows in bronze, want 1", n)
+		}
+	})
+	if dl := bronzetest.Read(t, wh, append(bronze.SourceNamespace(source), bronze.DeadLetterTable)...); len(dl) > 0 {
+		for i, row := range dl {
+			if i == 10 {
+				break
+			}
+			t.Errorf("dead letter: table %v op %v at %s: %v", row[bronze.ColTable], row.Op(), row.Pos(), row[bronze.ColError])
+		}
+		t.Errorf("%d rows in the dead-letter table, want none", len(dl))
+	}
+	logStreamedTxns(t, srcURL)
+	t.Logf("total %s", time.Since(began).Round(time.Millisecond))
+}
+
+// verifyTable compares the replay of a bronze table with the source table.
+func verifyTable(t *testing.T, srcURL, wh, source, table string, key []string, extra func([]bronzetest.Row)) {
+	t.Helper()
+	ident := bronze.Ident(source, change.TableID{Schema: "public", Name: table})
+	rows := bronzetest.Read(t, wh, ident...)
+	ops := map[string]int{}
+	for _, row := range rows {
+		ops[row.Op()]++
+	}
+	t.Logf("%s: %d bronze rows %v", table, len(rows), ops)
+
+	if d := bronzetest.Duplicates(rows); len(d) > 0 {
+		for i, s := range d {
+			if i == 20 {
+				t.Errorf("%s: ... and %d more duplicates", table, len(d)-i)
+				break
+			}
+			t.Errorf("%s: duplicate change: %s", table, s)
+		}
+	}
+	reads := map[string][]string{}
+	for _, row := range rows {
+		if row.Op() == "r" {
+			k := bronzetest.KeyOf(row, key)
+			reads[k] = append(reads[k], row.Pos())
+		}
+	}
+	bad := 0
+	for _, k := range sortedKeys(reads) {
+		if len(reads[k]) > 1 {
+			if bad++; bad <= 20 {
+				t.Errorf("%s: key %s was read by the snapshot %d times (positions %v), want at most once", table, k, len(reads[k]), reads[k])
+			}
+		}
+	}
+
+	lk := openLake(t, wh, source)
+	if st := lk.snapshotStatus(table); st != "done" {
+		t.Errorf("%s: snapshot status in the latest bronze commit = %q, want done", table, st)
+	}
+	lk.close()
+
+	want := readSource(t, srcURL, table, key)
+	got := bronzetest.Replay(t, rows, key)
+	extra(rows)
+	mismatches := 0
+	report := func(format string, args ...any) {
+		if mismatches++; mismatches <= 30 {
+			t.Errorf(format, args...)
+		}
+	}
+	history := func(k string) string { return describeHistory(rows, key, k) }
+	for _, k := range sortedKeys(want) {
+		w := want[k]
+		g, ok := got[k]
+		if !ok {
+			report("%s: key %s is in the source but not in bronze's replay (source row %s); bronze history of the key: %s", table, k, show(w), history(k))
+			continue
+		}
+		for _, col := range sortedKeys(w) {
+			gv, present := g[col]
+			if !present {
+				report("%s: key %s: column %q is missing from bronze's replay", table, k, col)
+				continue
+			}
+			if !sameValue(w[col], gv) {
+				report("%s: key %s: column %q: expected %s, got %s; bronze history of the key: %s", table, k, col, showValue(w[col]), showValue(gv), history(k))
+			}
+		}
+	}
+	for _, k := range sortedKeys(got) {
+		if _, ok := want[k]; !ok {
+			report("%s: key %s is in bronze's replay but not in the source (bronze row %s); bronze history of the key: %s", table, k, show(got[k]), history(k))
+		}
+	}
+	if mismatches > 30 {
+		t.Errorf("%s: ... %d mismatches in all", table, mismatches)
+	}
+	t.Logf("%s: %d source rows, %d replayed keys, %d mismatches", table, len(want), len(got), mismatches)
+}
+
+// describeHistory lists the bronze changes of one key, in order.
+func describeHistory(rows []bronzetest.Row, key []string, k string) string {
+	var parts []string
+	for _, row := range rows { // sorted by Replay
+		if row.Op() == "t" {
+			parts = append(parts, "t@"+row.Pos())
+			continue
+		}
+		if bronzetest.KeyOf(row, key) != k {
+			continue
+		}
+		s := row.Op() + "@" + row.Pos()
+		if v, ok := row["version"]; ok {
+			s += fmt.Sprintf(" version=%v", v)
+		}
+		if u := row.Unchanged(); len(u) > 0 {
+			s += fmt.Sprintf(" unchanged=%v", u)
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) > 40 {
+		parts = append(parts[:5], append([]string{"..."}, parts[len(parts)-30:]...)...)
+	}
+	return "[" + strings.Join(parts, "; ") + "]"
+}
+
+// ---------------------------------------------------------------------------
+// Reading the lake while tidemark runs
+
+type lakeView struct {
+	t      *testing.T
+	cat    *lake.Catalog
+	source string
+}
+
+func openLake(t *testing.T, wh, source string) *lakeView {
+	t.Helper()
+	cat, err := lake.Open(context.Background(), lake.Config{Warehouse: wh})
+	if err != nil {
+		t.Fatalf("open the lake at %s: %v", wh, err)
+	}
+	lv := &lakeView{t: t, cat: cat, source: source}
+	t.Cleanup(lv.close)
+	return lv
+}
+
+func (l *lakeView) close() {
+	if l.cat != nil {
+		l.cat.Close()
+		l.cat = nil
+	}
+}
+
+func (l *lakeView) checkpoint() (postgres.Checkpoint, bool) {
+	cp, ok, err := bronze.LoadCheckpoint(context.Background(), l.cat, l.source)
+	if err != nil {
+		l.t.Logf("read checkpoint: %v", err)
+		return cp, false
+	}
+	return cp, ok
+}
+
+// snapshotStatus is the "status" of tidemark.snapshot in the table's
+// latest bronze commit ("" if there is none yet).
+func (l *lakeView) snapshotStatus(table string) string {
+	tbl, err := l.cat.LoadTable(context.Background(), bronze.Ident(l.source, change.TableID{Schema: "public", Name: table}))
+	if err != nil {
+		return ""
+	}
+	var st struct {
+		Status string `json:"status"`
+	}
+	if s := tbl.Summary()[postgres.PropSnapshot]; s != "" {
+		if err := json.Unmarshal([]byte(s), &st); err != nil {
+			l.t.Errorf("table %s: %s is not JSON: %q", table, postgres.PropSnapshot, s)
+		}
+	}
+	return st.Status
+}
+
+// ---------------------------------------------------------------------------
+// Reading the source
+
+func connect(t *testing.T, srcURL string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), srcURL)
+	if err != nil {
+		t.Fatalf("connect to the source: %v", err)
+	}
+	return c
+}
+
+func walLSN(t *testing.T, srcURL string) uint64 {
+	t.Helper()
+	c := connect(t, srcURL)
+	defer c.Close(context.Background())
+	var s string
+	if err := c.QueryRow(context.Background(), "SELECT pg_current_wal_lsn()::text").Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	l, err := postgres.ParseLSN(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// readSource reads a whole table as rows normalised like bronzetest values:
+// integers int64, numeric exact text with its scale, timestamps UTC µs,
+// arrays []any.
+func readSource(t *testing.T, srcURL, table string, key []string) map[string]bronzetest.Row {
+	t.Helper()
+	ctx := context.Background()
+	c := connect(t, srcURL)
+	defer c.Close(ctx)
+	crows, err := c.Query(ctx, `SELECT column_name, data_type FROM information_schema.columns
+		WHERE table_schema = 'public' AND table_name = $1 ORDER BY ordinal_position`, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sel []string
+	for crows.Next() {
+		var name, typ string
+		if err := crows.Scan(&name, &typ); err != nil {
+			t.Fatal(err)
+		}
+		q := pgx.Identifier{name}.Sanitize()
+		if typ == "numeric" {
+			sel = append(sel, q+"::text AS "+q)
+		} else {
+			sel = append(sel, q)
+		}
+	}
+	if err := crows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := c.Query(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM "+pgx.Identifier{table}.Sanitize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]bronzetest.Row{}
+	fds := rows.FieldDescriptions()
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := bronzetest.Row{}
+		for i, v := range vals {
+			r[fds[i].Name] = normalize(v)
+		}
+		out[bronzetest.KeyOf(r, key)] = r
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func normalize(v any) any {
+	switch x := v.(type) {
+	case int16:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case int:
+		return int64(x)
+	case float32:
+		return float64(x)
+	case time.Time:
+		return x.UTC().Truncate(time.Microsecond)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = normalize(e)
+		}
+		return out
+	}
+	return v
+}
+
+func sameValue(a, b any) bool {
+	switch x := a.(type) {
+	case time.Time:
+		y, ok := b.(time.Time)
+		return ok && x.Equal(y)
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !sameValue(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+func showValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NULL"
+	case string:
+		if len(x) > 48 {
+			return fmt.Sprintf("%q...(%d bytes)", x[:40], len(x))
+		}
+		return strconv.Quote(x)
+	case time.Time:
+		return x.Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf("%v (%T)", v, v)
+}
+
+func show(r bronzetest.Row) string {
+	var parts []string
+	for _, k := range sortedKeys(r) {
+		parts = append(parts, k+"="+showValue(r[k]))
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// logStreamedTxns reports whether PostgreSQL streamed in-progress
+// transactions to tidemark (it needs logical_decoding_work_mem to be exceeded).
+func logStreamedTxns(t *testing.T, srcURL string) {
+	c := connect(t, srcURL)
+	defer c.Close(context.Background())
+	var txns, spills int64
+	err := c.QueryRow(context.Background(), `SELECT coalesce(sum(stream_txns), 0)::bigint, coalesce(sum(spill_txns), 0)::bigint
+		FROM pg_stat_replication_slots s JOIN pg_replication_slots r USING (slot_name) WHERE r.database = current_database()`).Scan(&txns, &spills)
+	if err != nil {
+		t.Logf("pg_stat_replication_slots: %v", err)
+		return
+	}
+	t.Logf("transactions streamed in progress to tidemark: %d (spilled: %d)", txns, spills)
+}
+
+// ---------------------------------------------------------------------------
+// The workload
+
+type workload struct {
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	err        error
+	errOnce    sync.Once
+	ops        atomic.Int64
+	aborted    atomic.Int64
+	kills      atomic.Int32
+	eventsDone chan struct{}
+
+	p      e2eParams
+	maxID  atomic.Int64 // highest items id handed out
+	acctID atomic.Int64 // highest accounts id handed out
+	mu     sync.Mutex
+	bigIDs []int64 // items rows inserted with an out-of-line (TOAST) payload
+	altered atomic.Bool
+}
+
+func startWorkload(parent context.Context, t *testing.T, srcURL string, p e2eParams, seed uint64) *workload {
+	ctx, cancel := context.WithCancel(parent)
+	w := &workload{cancel: cancel, p: p, eventsDone: make(chan struct{})}
+	w.maxID.Store(int64(p.preloadItems))
+	w.acctID.Store(int64(p.preloadAccounts))
+	for id := int64(200); id <= int64(p.preloadItems); id += 200 {
+		w.bigIDs = append(w.bigIDs, id)
+	}
+	for i := 0; i < p.workers; i++ {
+		conn, err := pgx.Connect(ctx, srcURL)
+		if err != nil {
+			t.Fatalf("workload: connect: %v", err)
+		}
+		rng := rand.New(rand.NewPCG(seed, uint64(100+i)))
+		w.wg.Add(1)
+		go func(i int) {
+			defer w.wg.Done()
+			defer conn.Close(context.Background())
+			if err := w.run(ctx, conn, rng, i == 0); err != nil && ctx.Err() == nil {
+				w.fail(fmt.Errorf("worker %d: %w", i, err))
+			}
+		}(i)
+	}
+	return w
+}
+
+func (w *workload) fail(err error) {
+	w.errOnce.Do(func() {
+		w.err = err
+		w.cancel()
+	})
+}
+
+func (w *workload) stop() {
+	w.cancel()
+	w.wg.Wait()
+}
+
+// event is a one-off step of the workload, run by worker 0 once the given
+// number of kills has happened.
+type event struct {
+	afterKills int32
+	name       string
+	sql        func(w *workload, rng *rand.Rand) []string
+}
+
+func (w *workload) events() []event {
+	n := int32(w.p.kills)
+	big := int64(w.p.bigTxnRows)
+	bigUpdate := func(set string) func(w *workload, rng *rand.Rand) []string {
+		return func(w *workload, rng *rand.Rand) []string {
+			lo := 1 + rng.Int64N(max(1, int64(w.p.preloadItems)-big))
+			return []string{fmt.Sprintf(`UPDATE items SET version = version + 1%s WHERE id BETWEEN %d AND %d`, set, lo, lo+big-1)}
+		}
+	}
+	return []event{
+		{0, "large transaction (during the snapshot)", bigUpdate(", amount = amount + 1")},
+		{n / 2, "alter table items add column extra", func(*workload, *rand.Rand) []string {
+			return []string{`ALTER TABLE items ADD COLUMN extra text`, `UPDATE items SET extra = 'after-alter ' || id, version = version + 1 WHERE id % 97 = 0`}
+		}},
+		{n / 2, "large transaction rolled back", func(w *workload, rng *rand.Rand) []string {
+			return []string{"BEGIN", bigUpdate(", payload = 'rolled back'")(w, rng)[0], "ROLLBACK"}
+		}},
+		{n/2 + 1, "truncate accounts and re-insert", func(w *workload, rng *rand.Rand) []string {
+			base := w.acctID.Add(1000) - 1000
+			return []string{`TRUNCATE accounts`,
+				fmt.Sprintf(`INSERT INTO accounts SELECT 1 + g %% 5, g, g * 10, 'reinserted' FROM generate_series(%d, %d) g`, base+1, base+1000)}
+		}},
+		{n, "large transaction with the new column", bigUpdate(", extra = 'bulk'")},
+	}
+}
+
+func (w *workload) run(ctx context.Context, conn *pgx.Conn, rng *rand.Rand, leader bool) error {
+	var evs []event
+	if leader {
+		evs = w.events()
+	}
+	for ctx.Err() == nil {
+		if leader && len(evs) > 0 && w.kills.Load() >= evs[0].afterKills {
+			ev := evs[0]
+			evs = evs[1:]
+			for _, q := range ev.sql(w, rng) {
+				if _, err := conn.Exec(ctx, q); err != nil {
+					return fmt.Errorf("%s: %s: %w", ev.name, q, err)
+				}
+			}
+			if strings.HasPrefix(ev.name, "alter") {
+				w.altered.Store(true)
+			}
+			w.ops.Add(1)
+			if len(evs) == 0 {
+				close(w.eventsDone)
+			}
+			continue
+		}
+		if err := w.step(ctx, conn, rng); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001" || pgErr.Code == "23505") {
+				w.aborted.Add(1) // deadlock between the workers: the transaction is rolled back
+				continue
+			}
+			return err
+		}
+		w.ops.Add(1)
+		time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+	}
+	return nil
+}
+
+// step runs one random operation: most are single statements in their own
+// transaction; some are multi-statement transactions, some of them rolled
+// back entirely or to a savepoint.
+func (w *workload) step(ctx context.Context, conn *pgx.Conn, rng *rand.Rand) error {
+	if rng.IntN(100) < 12 {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(context.Background())
+		n := 2 + rng.IntN(6)
+		savepoint := rng.IntN(4) == 0
+		for i := 0; i < n; i++ {
+			if savepoint && i == n/2 {
+				if _, err := tx.Exec(ctx, "SAVEPOINT sp"); err != nil {
+					return err
+				}
+			}
+			q, args := w.statement(rng)
+			if _, err := tx.Exec(ctx, q, args...); err != nil {
+				return err
+			}
+		}
+		if savepoint {
+			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT sp"); err != nil {
+				return err
+			}
+		}
+		if rng.IntN(10) == 0 {
+			w.aborted.Add(1)
+			return tx.Rollback(ctx)
+		}
+		return tx.Commit(ctx)
+	}
+	q, args := w.statement(rng)
+	_, err := conn.Exec(ctx, q, args...)
+	return err
+}
+
+func (w *workload) randomTags(rng *rand.Rand) any {
+	switch rng.IntN(5) {
+	case 0:
+		return nil
+	case 1:
+		return []string{}
+	case 2:
+		return []*string{ptr("x"), nil, ptr(`quote " and , comma`)}
+	default:
+		n := 1 + rng.IntN(4)
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("tag%d", rng.IntN(50))
+		}
+		return out
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (w *workload) randomAmount(rng *rand.Rand) string {
+	return fmt.Sprintf("%d.%02d", rng.IntN(200000)-50000, rng.IntN(100))
+}
+
+func (w *workload) randomTime(rng *rand.Rand) any {
+	if rng.IntN(10) == 0 {
+		return nil
+	}
+	return time.Date(2020+rng.IntN(6), time.Month(1+rng.IntN(12)), 1+rng.IntN(28), rng.IntN(24), rng.IntN(60), rng.IntN(60), rng.IntN(1e6)*1000, time.UTC)
+}
+
+// statement returns one random write.
+func (w *workload) statement(rng *rand.Rand) (string, []any) {
+	existing := func() int64 { return 1 + rng.Int64N(w.maxID.Load()) }
+	extra := func() any {
+		if rng.IntN(3) == 0 {
+			return nil
+		}
+		return fmt.Sprintf("extra-%d", rng.IntN(1000))
+	}
+	switch x := rng.IntN(100); {
+	case x < 22: // insert an item, sometimes with a payload stored out of line
+		id := w.maxID.Add(1)
+		if rng.IntN(8) == 0 {
+			w.mu.Lock()
+			w.bigIDs = append(w.bigIDs, id)
+			w.mu.Unlock()
+			return `INSERT INTO items (id, version, payload, amount, tags, updated_at)
+				SELECT $1, 1, string_agg(md5(random()::text || s), ''), $2::numeric, $3::text[], $4 FROM generate_series(1, 700) s`,
+				[]any{id, w.randomAmount(rng), w.randomTags(rng), w.randomTime(rng)}
+		}
+		return `INSERT INTO items (id, version, payload, amount, tags, updated_at) VALUES ($1, 1, $2, $3::numeric, $4::text[], $5)`,
+			[]any{id, fmt.Sprintf("small payload %d", rng.IntN(1e6)), w.randomAmount(rng), w.randomTags(rng), w.randomTime(rng)}
+	case x < 44: // update an item (all columns but payload)
+		if w.altered.Load() && rng.IntN(2) == 0 {
+			return `UPDATE items SET version = version + 1, amount = $2::numeric, extra = $3 WHERE id = $1`,
+				[]any{existing(), w.randomAmount(rng), extra()}
+		}
+		return `UPDATE items SET version = version + 1, amount = $2::numeric, tags = $3::text[], updated_at = $4 WHERE id = $1`,
+			[]any{existing(), w.randomAmount(rng), w.randomTags(rng), w.randomTime(rng)}
+	case x < 56: // update an item with a big payload, leaving the payload (TOAST) unchanged
+		w.mu.Lock()
+		id := w.bigIDs[rng.IntN(len(w.bigIDs))]
+		w.mu.Unlock()
+		return `UPDATE items SET version = version + 1 WHERE id = $1`, []any{id}
+	case x < 60: // rewrite a payload
+		return `UPDATE items SET version = version + 1, payload = $2 WHERE id = $1`, []any{existing(), fmt.Sprintf("rewritten %d", rng.IntN(1e6))}
+	case x < 68:
+		return `DELETE FROM items WHERE id = $1`, []any{existing()}
+	case x < 78:
+		id := w.acctID.Add(1)
+		return `INSERT INTO accounts VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+			[]any{1 + id%5, id, rng.Int64N(1e12) - 5e11, fmt.Sprintf("n%d", rng.IntN(100))}
+	case x < 92:
+		id := 1 + rng.Int64N(w.acctID.Load())
+		return `UPDATE accounts SET balance = balance + $3, note = $4 WHERE tenant = $1 AND id = $2`,
+			[]any{1 + id%5, id, rng.Int64N(1000) - 500, nil}
+	case x < 97:
+		id := 1 + rng.Int64N(w.acctID.Load())
+		return `DELETE FROM accounts WHERE tenant = $1 AND id = $2`, []any{1 + id%5, id}
+	default: // change an account's key
+		id := 1 + rng.Int64N(w.acctID.Load())
+		nid := w.acctID.Add(1)
+		return `UPDATE accounts SET id = $3, tenant = $4 WHERE tenant = $1 AND id = $2`, []any{1 + id%5, id, nid, 1 + nid%5}
+	}
+}

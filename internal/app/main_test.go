@@ -1,0 +1,14 @@
+package app_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/tidemark/tidemark/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	code := testenv.Main(m)
+	removeBinary()
+	os.Exit(code)
+}

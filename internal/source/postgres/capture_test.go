@@ -1,0 +1,594 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/fault"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+// harness runs captures of one database into one warehouse.
+type harness struct {
+	t      *testing.T
+	pg     *testenv.PG
+	url    string
+	wh     string
+	source string
+	log    *slog.Logger
+}
+
+func newHarness(t *testing.T, pg *testenv.PG, setup string) *harness {
+	t.Helper()
+	url := pg.CreateDB(t, "cap")
+	if setup != "" {
+		pg.Exec(t, url, setup)
+	}
+	lvl := slog.LevelWarn
+	if testing.Verbose() {
+		lvl = slog.LevelDebug
+	}
+	return &harness{t: t, pg: pg, url: url, wh: t.TempDir(), source: "src",
+		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))}
+}
+
+func (h *harness) opts() postgres.Options {
+	return postgres.Options{
+		Slot: "tidemark_test", Publication: "tidemark_test", SpoolDir: filepath.Join(h.wh, "spool"),
+		CommitInterval: 100 * time.Millisecond, CommitBytes: 8 << 20, HeartbeatInterval: 100 * time.Millisecond,
+		PublicationPoll: 300 * time.Millisecond,
+		Snapshot:        postgres.SnapshotOptions{Enabled: true, Parallelism: 2, ChunkRows: 100, ChunkBytes: 8 << 20},
+	}
+}
+
+// running is a capture session in the background.
+type running struct {
+	cancel context.CancelFunc
+	done   chan error
+	cat    *lake.Catalog
+	mu     sync.Mutex
+	acked  uint64
+}
+
+func (h *harness) start(opts postgres.Options) *running {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cat, err := lake.Open(ctx, lake.Config{Warehouse: h.wh})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	r := &running{cancel: cancel, done: make(chan error, 1), cat: cat}
+	w, err := bronze.NewWriter(ctx, cat, h.source, opts.Slot, h.log)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	opts.OnProgress = func(cp postgres.Checkpoint) {
+		r.mu.Lock()
+		r.acked = cp.AckedLSN
+		r.mu.Unlock()
+	}
+	d, err := postgres.NewDialer(h.url, func(s string) string { return "redacted" })
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	c := postgres.New(d, w, opts, h.log)
+	go func() {
+		err := c.Run(ctx)
+		c.Close()
+		w.Close()
+		r.done <- err
+	}()
+	h.t.Cleanup(func() { r.stop() })
+	// Wait until the session streams (slot created, first flush done), so
+	// that the test's changes go through the stream.
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		a := r.acked
+		r.mu.Unlock()
+		if a != 0 {
+			return r
+		}
+		select {
+		case err := <-r.done:
+			r.done <- err
+			return r
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	h.t.Fatal("capture did not start streaming within 30s")
+	return r
+}
+
+func (r *running) stop() error {
+	r.cancel()
+	select {
+	case err := <-r.done:
+		r.done <- err
+		r.cat.Close()
+		return err
+	case <-time.After(60 * time.Second):
+		return errors.New("capture did not stop within 60s")
+	}
+}
+
+// runErr runs a capture expected to fail and returns its error.
+func (h *harness) runErr(opts postgres.Options) error {
+	h.t.Helper()
+	r := h.start(opts)
+	select {
+	case err := <-r.done:
+		r.done <- err
+		return err
+	case <-time.After(30 * time.Second):
+		h.t.Fatal("capture did not fail within 30s")
+		return nil
+	}
+}
+
+// waitCaughtUp waits until the capture has confirmed the source's current
+// WAL position and every bronze table's snapshot is done.
+func (h *harness) waitCaughtUp(r *running) {
+	h.t.Helper()
+	h.waitLSN(r, h.walLSN())
+	deadline := time.Now().Add(60 * time.Second)
+	for !h.snapshotsDone() {
+		if time.Now().After(deadline) {
+			h.t.Fatal("snapshots not done within 60s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	h.waitLSN(r, h.walLSN())
+}
+
+func (h *harness) snapshotsDone() bool {
+	ctx := context.Background()
+	cat, err := lake.Open(ctx, lake.Config{Warehouse: h.wh})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cat.Close()
+	ids, err := cat.ListTables(ctx, []string{"bronze", h.source, "public"})
+	if err != nil {
+		return false
+	}
+	for _, id := range ids {
+		tbl, err := cat.LoadTable(ctx, id)
+		if err != nil {
+			return false
+		}
+		if !strings.Contains(tbl.Summary()[postgres.PropSnapshot], `"status":"done"`) {
+			return false
+		}
+	}
+	return true
+}
+
+func (h *harness) waitLSN(r *running, target uint64) {
+	h.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-r.done:
+			h.t.Fatalf("capture stopped while waiting to catch up: %v", err)
+		default:
+		}
+		r.mu.Lock()
+		a := r.acked
+		r.mu.Unlock()
+		if a >= target {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.t.Fatalf("capture did not reach %s within 60s", postgres.FormatLSN(target))
+}
+
+func (h *harness) walLSN() uint64 {
+	h.t.Helper()
+	var s string
+	h.query(func(c *pgx.Conn) error {
+		return c.QueryRow(context.Background(), "SELECT pg_current_wal_insert_lsn()::text").Scan(&s)
+	})
+	l, err := postgres.ParseLSN(s)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return l
+}
+
+func (h *harness) query(fn func(*pgx.Conn) error) {
+	h.t.Helper()
+	c, err := pgx.Connect(context.Background(), h.url)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if err := fn(c); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) exec(sql string) { h.t.Helper(); h.pg.Exec(h.t, h.url, sql) }
+
+// rows reads a lake table as maps.
+func (h *harness) rows(ident ...string) []map[string]any {
+	h.t.Helper()
+	ctx := context.Background()
+	cat, err := lake.Open(ctx, lake.Config{Warehouse: h.wh})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cat.Close()
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		h.t.Fatalf("load %s: %v", strings.Join(ident, "."), err)
+	}
+	var out []map[string]any
+	err = tbl.Scan(ctx, func(rec arrow.RecordBatch) error {
+		for i := 0; i < int(rec.NumRows()); i++ {
+			m := map[string]any{}
+			for c, col := range rec.Columns() {
+				if col.IsNull(i) {
+					m[rec.ColumnName(c)] = nil
+				} else {
+					m[rec.ColumnName(c)] = col.GetOneForMarshal(i)
+				}
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+func (h *harness) summary(ident ...string) map[string]string {
+	h.t.Helper()
+	ctx := context.Background()
+	cat, err := lake.Open(ctx, lake.Config{Warehouse: h.wh})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cat.Close()
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return tbl.Summary()
+}
+
+func count(rows []map[string]any, pred func(map[string]any) bool) int {
+	n := 0
+	for _, r := range rows {
+		if pred(r) {
+			n++
+		}
+	}
+	return n
+}
+
+func op(o string) func(map[string]any) bool {
+	return func(r map[string]any) bool { return r["cdc_op"] == o }
+}
+
+func bronzeIdent(table string) []string { return []string{"bronze", "src", "public", table} }
+
+func TestSnapshotAndStreamBasics(t *testing.T) {
+	pg := testenv.Shared(t)
+	h := newHarness(t, pg, `
+		CREATE TABLE t (id int primary key, v text, big text);
+		ALTER TABLE t ALTER COLUMN big SET STORAGE EXTERNAL;
+		INSERT INTO t SELECT g, 'v' || g, NULL FROM generate_series(1, 1000) g;`)
+	r := h.start(h.opts())
+	// Changes while the snapshot runs and after it.
+	h.exec(`UPDATE t SET v = 'updated' WHERE id <= 10;
+		DELETE FROM t WHERE id BETWEEN 11 AND 20;
+		INSERT INTO t VALUES (2000, 'new', repeat('x', 100000));`)
+	h.exec(`UPDATE t SET v = 'toast-kept' WHERE id = 2000`)
+	h.exec(`SELECT pg_logical_emit_message(true, 'audit', 'hello from the app')`)
+	h.exec(`ALTER TABLE t ADD COLUMN extra bigint; UPDATE t SET extra = 42 WHERE id = 1`)
+	h.exec(`UPDATE t SET id = 3000 WHERE id = 999`)
+	h.waitCaughtUp(r)
+	if err := r.stop(); err != nil {
+		t.Fatalf("clean stop: %v", err)
+	}
+	rows := h.rows(bronzeIdent("t")...)
+	// Replaying bronze by key in (lsn, seq) order gives the source table.
+	got := replay(t, rows, "id")
+	want := map[string]string{}
+	h.query(func(c *pgx.Conn) error {
+		rs, err := c.Query(context.Background(), `SELECT id::text, coalesce(v, '<null>') || '|' || coalesce(length(big)::text, '<null>') || '|' || coalesce(extra::text, '<null>') FROM t`)
+		if err != nil {
+			return err
+		}
+		for rs.Next() {
+			var k, v string
+			rs.Scan(&k, &v)
+			want[k] = v
+		}
+		return rs.Err()
+	})
+	for k, w := range want {
+		r, ok := got[k]
+		if !ok {
+			t.Errorf("key %s: in the source, missing from bronze replay", k)
+			continue
+		}
+		g := fmt.Sprintf("%v|%v|%v", orNull(r["v"]), lenOrNull(r["big"]), orNull(r["extra"]))
+		if g != w {
+			t.Errorf("key %s: bronze replay %q, source %q", k, g, w)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("key %s: in bronze replay, deleted at the source", k)
+		}
+	}
+	// TOAST: the update of id 2000 leaves big unchanged and says so.
+	var toast map[string]any
+	for _, r := range rows {
+		if r["id"] == int32(2000) && r["cdc_op"] == "u" {
+			toast = r
+		}
+	}
+	if toast == nil {
+		t.Fatal("no update row for id 2000")
+	}
+	if toast["big"] != nil || fmt.Sprintf("%s", toast["cdc_unchanged"]) != `["big"]` {
+		t.Errorf("TOAST update: big=%v cdc_unchanged=%v, want NULL and [big]", toast["big"], toast["cdc_unchanged"])
+	}
+	// The added column reached bronze.
+	if n := count(rows, func(r map[string]any) bool { return r["extra"] == int64(42) }); n != 1 {
+		t.Errorf("rows with extra=42: %d, want 1", n)
+	}
+	// Key change: a delete of the old key and an insert of the new one.
+	if count(rows, func(r map[string]any) bool { return r["id"] == int32(999) && r["cdc_op"] == "d" }) != 1 ||
+		count(rows, func(r map[string]any) bool { return r["id"] == int32(3000) && r["cdc_op"] == "c" }) != 1 {
+		t.Errorf("key change 999 -> 3000 not recorded as delete + insert")
+	}
+	msgs := h.rows("bronze", "src", "_messages")
+	if count(msgs, func(r map[string]any) bool {
+		return r["prefix"] == "audit" && r["content_text"] == "hello from the app"
+	}) != 1 {
+		t.Errorf("logical message not in _messages: %v", msgs)
+	}
+	if count(msgs, func(r map[string]any) bool { return strings.HasPrefix(fmt.Sprint(r["prefix"]), "tidemark.") }) != 0 {
+		t.Errorf("tidemark's own heartbeat/watermark messages leaked into _messages")
+	}
+	sum := h.summary(bronzeIdent("t")...)
+	for _, k := range []string{"tidemark.position", "tidemark.watermark", "tidemark.cursor"} {
+		if sum[k] == "" {
+			t.Errorf("summary lacks %s: %v", k, sum)
+		}
+	}
+	if !strings.Contains(sum[postgres.PropSnapshot], `"status":"done"`) {
+		t.Errorf("snapshot state = %s, want done", sum[postgres.PropSnapshot])
+	}
+	// Restart: nothing is written twice.
+	before := len(rows)
+	r2 := h.start(h.opts())
+	h.waitCaughtUp(r2)
+	r2.stop()
+	if after := len(h.rows(bronzeIdent("t")...)); after != before {
+		t.Errorf("restart changed bronze from %d to %d rows: a replay was written twice", before, after)
+	}
+}
+
+func TestStreamedTransactionWithRolledBackSavepoint(t *testing.T) {
+	pg, err := testenv.Start(testenv.Options{Settings: map[string]string{"logical_decoding_work_mem": "64kB"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop()
+	h := newHarness(t, pg, `CREATE TABLE s (id int primary key, pad text)`)
+	r := h.start(h.opts())
+	h.waitCaughtUp(r)
+	h.exec(`BEGIN;
+		INSERT INTO s SELECT g, repeat('p', 200) FROM generate_series(1, 500) g;
+		SAVEPOINT sp;
+		INSERT INTO s SELECT g, repeat('q', 200) FROM generate_series(501, 1000) g;
+		ROLLBACK TO SAVEPOINT sp;
+		INSERT INTO s SELECT g, 'tail' FROM generate_series(1001, 1005) g;
+		COMMIT;`)
+	h.waitCaughtUp(r)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	rows := h.rows(bronzeIdent("s")...)
+	if n := count(rows, op("c")); n != 505 {
+		t.Fatalf("inserted rows in bronze = %d, want exactly 505 (500 + 5; the rolled-back savepoint's 500 discarded)", n)
+	}
+	lsns := map[any]bool{}
+	for _, r := range rows {
+		lsns[r["cdc_source_lsn"]] = true
+	}
+	if len(lsns) != 1 {
+		t.Errorf("the transaction's rows carry %d commit positions, want 1", len(lsns))
+	}
+	if ents, _ := os.ReadDir(filepath.Join(h.wh, "spool")); len(ents) != 0 {
+		t.Errorf("spool files left behind: %d", len(ents))
+	}
+}
+
+func TestDeadLetterForUnrepresentableValue(t *testing.T) {
+	pg := testenv.Shared(t)
+	h := newHarness(t, pg, `CREATE TABLE d (id int primary key, amount numeric(10,2));
+		INSERT INTO d VALUES (1, 'NaN'), (2, 1.5);`)
+	r := h.start(h.opts())
+	h.exec(`INSERT INTO d VALUES (3, 'NaN'), (4, 2.25)`)
+	h.waitCaughtUp(r)
+	r.stop()
+	rows := h.rows(bronzeIdent("d")...)
+	if len(rows) != 2 {
+		t.Errorf("bronze rows = %d, want 2 (ids 2 and 4): %v", len(rows), rows)
+	}
+	dl := h.rows("bronze", "src", "_dead_letter")
+	if len(dl) != 2 {
+		t.Fatalf("dead-letter rows = %d, want 2: %v", len(dl), dl)
+	}
+	for _, r := range dl {
+		if r["source_table"] != "public.d" || !strings.Contains(fmt.Sprint(r["raw"]), `"NaN"`) || r["error"] == "" {
+			t.Errorf("dead-letter row lacks table, raw value or error: %v", r)
+		}
+	}
+}
+
+func TestTableAddedLaterIsBackfilled(t *testing.T) {
+	pg := testenv.Shared(t)
+	h := newHarness(t, pg, `CREATE TABLE a (id int primary key)`)
+	r := h.start(h.opts())
+	h.waitCaughtUp(r)
+	h.exec(`CREATE TABLE later (id int primary key, v text);
+		INSERT INTO later SELECT g, 'x' FROM generate_series(1, 250) g;`)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h.exec(`INSERT INTO later VALUES ((SELECT max(id) + 1 FROM later), 'streamed')`)
+		h.waitCaughtUp(r)
+		sum := h.summary(bronzeIdent("later")...)
+		if strings.Contains(sum[postgres.PropSnapshot], `"status":"done"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("table added later was not backfilled: %v", sum)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	r.stop()
+	rows := h.rows(bronzeIdent("later")...)
+	ids := map[any]bool{}
+	for _, r := range rows {
+		ids[r["id"]] = true
+	}
+	for i := int32(1); i <= 250; i++ {
+		if !ids[i] {
+			t.Fatalf("row %d of the table added later is missing from bronze", i)
+		}
+	}
+}
+
+func TestNamedErrors(t *testing.T) {
+	pg := testenv.Shared(t)
+	t.Run("no primary key", func(t *testing.T) {
+		h := newHarness(t, pg, `CREATE TABLE nokey (a int, b text)`)
+		err := h.runErr(h.opts())
+		if !errors.Is(err, fault.ErrNoPrimaryKey) || !strings.Contains(err.Error(), "public.nokey") {
+			t.Fatalf("err = %v, want ErrNoPrimaryKey naming public.nokey", err)
+		}
+		if fault.ExitCode(err) != fault.ExitConfig {
+			t.Errorf("exit code %d, want %d", fault.ExitCode(err), fault.ExitConfig)
+		}
+	})
+	t.Run("slot dropped", func(t *testing.T) {
+		h := newHarness(t, pg, `CREATE TABLE k (id int primary key)`)
+		r := h.start(h.opts())
+		h.waitCaughtUp(r)
+		r.stop()
+		h.exec(`SELECT pg_drop_replication_slot('tidemark_test')`)
+		err := h.runErr(h.opts())
+		if !errors.Is(err, fault.ErrSlotLost) || fault.ExitCode(err) != fault.ExitFatal {
+			t.Fatalf("err = %v, want ErrSlotLost (fatal)", err)
+		}
+	})
+	t.Run("slot recreated behind our back", func(t *testing.T) {
+		h := newHarness(t, pg, `CREATE TABLE k (id int primary key)`)
+		r := h.start(h.opts())
+		h.waitCaughtUp(r)
+		r.stop()
+		h.exec(`SELECT pg_drop_replication_slot('tidemark_test')`)
+		h.exec(`INSERT INTO k VALUES (1)`)
+		h.exec(`SELECT pg_create_logical_replication_slot('tidemark_test', 'pgoutput')`)
+		err := h.runErr(h.opts())
+		if !errors.Is(err, fault.ErrSlotMoved) {
+			t.Fatalf("err = %v, want ErrSlotMoved", err)
+		}
+	})
+	t.Run("column named like a cdc column", func(t *testing.T) {
+		h := newHarness(t, pg, `CREATE TABLE c (id int primary key, cdc_op text)`)
+		err := h.runErr(h.opts())
+		if !errors.Is(err, fault.ErrColumnCollision) {
+			t.Fatalf("err = %v, want ErrColumnCollision", err)
+		}
+	})
+}
+
+var _ = change.OpRead
+var _ = io.Discard
+
+func orNull(v any) string {
+	if v == nil {
+		return "<null>"
+	}
+	return fmt.Sprint(v)
+}
+
+func lenOrNull(v any) string {
+	if v == nil {
+		return "<null>"
+	}
+	return fmt.Sprint(len(fmt.Sprint(v)))
+}
+
+// replay folds bronze rows per key in (lsn, seq) order; unchanged (TOAST)
+// columns keep their previous value.
+func replay(t *testing.T, rows []map[string]any, key string) map[string]map[string]any {
+	t.Helper()
+	sorted := append([]map[string]any(nil), rows...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if a["cdc_source_lsn"].(int64) != b["cdc_source_lsn"].(int64) {
+			return a["cdc_source_lsn"].(int64) < b["cdc_source_lsn"].(int64)
+		}
+		return a["cdc_seq"].(int64) < b["cdc_seq"].(int64)
+	})
+	out := map[string]map[string]any{}
+	for _, r := range sorted {
+		k := fmt.Sprint(r[key])
+		switch r["cdc_op"] {
+		case "t":
+			out = map[string]map[string]any{}
+		case "d":
+			delete(out, k)
+		default:
+			next := map[string]any{}
+			for c, v := range r {
+				next[c] = v
+			}
+			var unchanged []string
+			if u, ok := r["cdc_unchanged"]; ok && u != nil {
+				json.Unmarshal([]byte(fmt.Sprintf("%s", u)), &unchanged)
+			}
+			for _, c := range unchanged {
+				prev, ok := out[k]
+				if !ok {
+					t.Fatalf("key %s: unchanged column %s with no previous row", k, c)
+				}
+				next[c] = prev[c]
+			}
+			out[k] = next
+		}
+	}
+	return out
+}
