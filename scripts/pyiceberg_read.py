@@ -79,6 +79,46 @@ def all_namespaces(cat):
     return sorted(".".join(ns) for ns in out)
 
 
+INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
+INT64_MAX, INT64_MIN = 2**63 - 1, -(2**63)
+
+
+def to_rows(arrow_table):
+    """Like to_pylist, but renders tidemark's documented infinity sentinels
+    (date: int32 max/min days; timestamp: int64 max/min µs, as PostgreSQL and
+    DuckDB store them) as "infinity"/"-infinity", which Python's datetime
+    cannot hold."""
+    import pyarrow as pa
+
+    cols = {}
+    for name in arrow_table.column_names:
+        col = arrow_table.column(name)
+        t = col.type
+        if pa.types.is_date32(t) or pa.types.is_timestamp(t):
+            raw = col.cast(pa.int32() if pa.types.is_date32(t) else pa.int64()).to_pylist()
+            hi, lo = (INT32_MAX, INT32_MIN) if pa.types.is_date32(t) else (INT64_MAX, INT64_MIN)
+            out = []
+            for v in raw:
+                if v is None:
+                    out.append(None)
+                elif v == hi:
+                    out.append("infinity")
+                elif v == lo:
+                    out.append("-infinity")
+                elif pa.types.is_date32(t):
+                    out.append(datetime.date(1970, 1, 1) + datetime.timedelta(days=v))
+                else:
+                    ts = datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=v)
+                    if t.tz is not None:
+                        ts = ts.replace(tzinfo=datetime.timezone.utc)
+                    out.append(ts)
+            cols[name] = out
+        else:
+            cols[name] = col.to_pylist()
+    n = arrow_table.num_rows
+    return [{k: cols[k][i] for k in arrow_table.column_names} for i in range(n)]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--warehouse", required=True, help="tidemark warehouse directory")
@@ -94,7 +134,7 @@ def main():
 
     tbl = cat.load_table(args.table)
     snap = tbl.current_snapshot()
-    rows = tbl.scan().to_arrow().to_pylist() if snap is not None else []
+    rows = to_rows(tbl.scan().to_arrow()) if snap is not None else []
     summary = {}
     if snap is not None and snap.summary is not None:
         summary = {"operation": str(snap.summary.operation.value), **snap.summary.additional_properties}

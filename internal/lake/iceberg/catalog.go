@@ -102,7 +102,7 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	var (
 		driver, dsn, where string
 		dialect            sqlcat.SupportedDialect
-		secret             string
+		secrets            []string
 	)
 	switch {
 	case cfg.CatalogURI == "":
@@ -119,7 +119,10 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 			// Never echo the URI or the parser's message: both may hold the password.
 			return nil, errors.New("iceberg: open catalog: catalog URI is not a valid postgres:// URL")
 		}
-		secret, _ = u.User.Password()
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			// The decoded password, and as it is spelled in the URL.
+			secrets = append(secrets, pw, url.QueryEscape(pw), url.PathEscape(pw))
+		}
 		driver, dialect, dsn = "pgx", sqlcat.Postgres, cfg.CatalogURI
 		where = u.Redacted()
 	default:
@@ -128,11 +131,11 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
-		return nil, redact(fmt.Errorf("iceberg: open catalog %s: %w", where, err), secret)
+		return nil, redact(fmt.Errorf("iceberg: open catalog %s: %w", where, err), secrets...)
 	}
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		return nil, redact(fmt.Errorf("iceberg: open catalog %s: %w", where, err), secret)
+		return nil, redact(fmt.Errorf("iceberg: open catalog %s: %w", where, err), secrets...)
 	}
 
 	whURL := (&url.URL{Scheme: "file", Path: filepath.ToSlash(wh)}).String()
@@ -145,7 +148,7 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	cat, err := sqlcat.NewCatalog(CatalogName, db, dialect, props)
 	if err != nil {
 		_ = db.Close()
-		return nil, redact(fmt.Errorf("iceberg: open catalog %s: %w", where, err), secret)
+		return nil, redact(fmt.Errorf("iceberg: open catalog %s: %w", where, err), secrets...)
 	}
 	return &Catalog{db: db, cat: cat, warehouse: wh}, nil
 }
@@ -354,12 +357,22 @@ func validateTableIdent(ident []string) error {
 
 func joinIdent(ident []string) string { return strings.Join(ident, ".") }
 
-// redact replaces secret in err's message; errors.Is/As still see the chain.
-func redact(err error, secret string) error {
-	if err == nil || secret == "" || !strings.Contains(err.Error(), secret) {
+// redact replaces every secret in err's message (pgx can echo a connection
+// string's password, pgx#1271); errors.Is/As still see the chain.
+func redact(err error, secrets ...string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, s := range secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "xxxxx")
+		}
+	}
+	if msg == err.Error() {
 		return err
 	}
-	return &redactedError{msg: strings.ReplaceAll(err.Error(), secret, "xxxxx"), err: err}
+	return &redactedError{msg: msg, err: err}
 }
 
 type redactedError struct {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -532,4 +534,26 @@ func TestRelativeWarehouse(t *testing.T) {
 		t.Errorf("Warehouse() = %s, want %s", cat.Warehouse(), want)
 	}
 	createAllTypes(t, cat, ordersIdent)
+}
+
+// TestWarehousePathNeedingEscapes: the warehouse is passed to iceberg-go as
+// a file:// URL; a path with a space or '%' must still round-trip.
+func TestWarehousePathNeedingEscapes(t *testing.T) {
+	ctx := context.Background()
+	wh := t.TempDir() + "/my lake 100%"
+	cat := openCatalog(t, wh)
+	tbl := createAllTypes(t, cat, ordersIdent)
+	rec := buildAllTypes(t, tbl.ArrowSchema(), allTypesRows())
+	defer rec.Release()
+	if err := tbl.Append(ctx, []arrow.RecordBatch{rec}, nil); err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	re, err := openCatalog(t, wh).LoadTable(ctx, ordersIdent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffRows(t, scanRows(t, ctx, re), jsonRows(t, []arrow.RecordBatch{rec}))
+	if _, err := os.Stat(filepath.Join(wh, "bronze.shop.public.db", "orders", "metadata")); err != nil {
+		t.Errorf("table not under the warehouse: %v", err)
+	}
 }
