@@ -771,7 +771,60 @@ func startWorkload(parent context.Context, t *testing.T, srcURL string, p e2ePar
 			}
 		}(i)
 	}
+	// One more worker keeps updating a few hot keys spread over the key
+	// space, so that some snapshot chunk windows certainly see a change of a
+	// key they read (the case the watermark reconciliation exists for). The
+	// hot items rows are preloaded ones with an out-of-line payload, and the
+	// updates leave it unchanged.
+	conn, err := pgx.Connect(ctx, srcURL)
+	if err != nil {
+		t.Fatalf("workload: connect: %v", err)
+	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer conn.Close(context.Background())
+		if err := w.hot(ctx, conn); err != nil && ctx.Err() == nil {
+			w.fail(fmt.Errorf("hot-key worker: %w", err))
+		}
+	}()
 	return w
+}
+
+// hotKeys returns the items ids the hot-key worker updates: preloaded rows
+// whose payload is stored out of line (id % 200 == 0).
+func (w *workload) hotKeys() []int64 {
+	var ids []int64
+	step := int64(w.p.preloadItems / 20)
+	step -= step % 200
+	for id := step; id <= int64(w.p.preloadItems); id += step {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (w *workload) hot(ctx context.Context, conn *pgx.Conn) error {
+	ids := w.hotKeys()
+	for i := 0; ctx.Err() == nil; i++ {
+		var err error
+		if i%2 == 0 {
+			_, err = conn.Exec(ctx, `UPDATE items SET version = version + 1 WHERE id = $1`, ids[(i/2)%len(ids)])
+		} else {
+			tenant, id := int64(1+(i/2)%5), int64(1+((i/2)*97)%w.p.preloadAccounts)
+			_, err = conn.Exec(ctx, `UPDATE accounts SET balance = balance + 1 WHERE tenant = $1 AND id = $2`, tenant, id)
+		}
+		if err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001") {
+				w.aborted.Add(1)
+				continue
+			}
+			return err
+		}
+		w.ops.Add(1)
+		time.Sleep(300 * time.Microsecond)
+	}
+	return nil
 }
 
 func (w *workload) fail(err error) {

@@ -33,7 +33,9 @@ package iceberg
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -41,6 +43,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
@@ -72,6 +76,9 @@ var (
 type Config struct {
 	// Warehouse is the local directory that holds table data and metadata.
 	// A relative path is made absolute; the directory is created if missing.
+	// The absolute path must not need URL escaping (no spaces, '%', '?',
+	// '#' or non-ASCII): Iceberg stores locations as file:// URLs, which
+	// engines decode differently.
 	Warehouse string
 	// CatalogURI is "" for a SQLite catalog at <Warehouse>/catalog.db, or a
 	// "postgres://" / "postgresql://" URL for a catalog in PostgreSQL (the
@@ -81,9 +88,10 @@ type Config struct {
 
 // Catalog is an open Iceberg catalog. Close it when done.
 type Catalog struct {
-	db        *sql.DB
-	cat       *sqlcat.Catalog
-	warehouse string // absolute directory
+	db           *sql.DB
+	cat          *sqlcat.Catalog
+	warehouse    string // absolute directory
+	warehouseURL string // file:// URL of warehouse, needing no escaping
 }
 
 // Open opens (creating if needed) the catalog described by cfg.
@@ -94,6 +102,14 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	wh, err := filepath.Abs(cfg.Warehouse)
 	if err != nil {
 		return nil, fmt.Errorf("iceberg: open catalog: warehouse %q: %w", cfg.Warehouse, err)
+	}
+	// iceberg-go stores file locations as URLs, percent-encoded
+	// ("my%20lake"); PyIceberg (and other engines) take them verbatim and
+	// look for a directory named "my%20lake". Only paths that encoding leaves
+	// alone are read the same everywhere.
+	if esc := (&url.URL{Path: filepath.ToSlash(wh)}).EscapedPath(); esc != filepath.ToSlash(wh) {
+		return nil, fmt.Errorf("iceberg: open catalog: warehouse %q: the path must not need URL escaping "+
+			"(no spaces, '%%', '?', '#' or non-ASCII characters): other Iceberg engines would not find the files", wh)
 	}
 	if err := os.MkdirAll(wh, 0o755); err != nil {
 		return nil, fmt.Errorf("iceberg: open catalog: create warehouse %s: %w", wh, err)
@@ -150,7 +166,7 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 		_ = db.Close()
 		return nil, redact(fmt.Errorf("iceberg: open catalog %s: %w", where, err), secrets...)
 	}
-	return &Catalog{db: db, cat: cat, warehouse: wh}, nil
+	return &Catalog{db: db, cat: cat, warehouse: wh, warehouseURL: whURL}, nil
 }
 
 // Warehouse returns the absolute warehouse directory.
@@ -295,7 +311,10 @@ func (c *Catalog) CreateTable(ctx context.Context, ident []string, spec TableSpe
 	for k, v := range spec.Properties {
 		props[k] = v
 	}
-	opts := []catalog.CreateTableOpt{catalog.WithProperties(props)}
+	// The location is iceberg-go's default (<warehouse>/<ns>.db/<table>),
+	// but spelled so that no level needs URL escaping: see dirName.
+	loc := c.warehouseURL + "/" + dirName(joinIdent(ident[:len(ident)-1])) + ".db/" + dirName(ident[len(ident)-1])
+	opts := []catalog.CreateTableOpt{catalog.WithProperties(props), catalog.WithLocation(loc)}
 	if spec.DayPartition != "" {
 		ps, err := iceberggo.NewPartitionSpecOpts(iceberggo.AddPartitionFieldByName(
 			spec.DayPartition, spec.DayPartition+"_day", iceberggo.DayTransform{}, spec.Schema, nil))
@@ -356,6 +375,28 @@ func validateTableIdent(ident []string) error {
 }
 
 func joinIdent(ident []string) string { return strings.Join(ident, ".") }
+
+// dirName returns name if it needs no URL escaping, else name with every
+// rune outside [A-Za-z0-9._-] replaced by '_' and a hash of name appended,
+// so that distinct names keep distinct directories.
+//
+// iceberg-go builds table locations with url.JoinPath, which writes
+// "Order Items" as "Order%20Items" in the metadata; PyIceberg does not
+// decode that and looks for a directory literally named "Order%20Items".
+// Source tables can have any name, so tidemark chooses the directory.
+func dirName(name string) string {
+	if (&url.URL{Path: name}).EscapedPath() == name && !strings.Contains(name, "/") {
+		return name
+	}
+	safe := strings.Map(func(r rune) rune {
+		if r < utf8.RuneSelf && (r == '.' || r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			return r
+		}
+		return '_'
+	}, name)
+	sum := sha256.Sum256([]byte(name))
+	return safe + "-" + hex.EncodeToString(sum[:4])
+}
 
 // redact replaces every secret in err's message (pgx can echo a connection
 // string's password, pgx#1271); errors.Is/As still see the chain.

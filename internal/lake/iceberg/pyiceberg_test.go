@@ -157,3 +157,24 @@ func TestPyIcebergReadsEvolvedTable(t *testing.T) {
 		t.Errorf("PyIceberg summary = %v", got.Summary)
 	}
 }
+
+// TestPyIcebergReadsOddNames: source schemas and tables may have any name;
+// PyIceberg must find their files (see dirName) and list them.
+func TestPyIcebergReadsOddNames(t *testing.T) {
+	py := pyiceberg(t)
+	ctx := context.Background()
+	wh := t.TempDir()
+	cat := openCatalog(t, wh)
+	ident := []string{"bronze", "shop", "My Schema", "Order Items é%"}
+	tbl := createAllTypes(t, cat, ident)
+	rec := buildAllTypes(t, tbl.ArrowSchema(), allTypesRows())
+	defer rec.Release()
+	if err := tbl.Append(ctx, []arrow.RecordBatch{rec}, map[string]string{"tidemark.position": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	got := readWithPyIceberg(t, py, wh, "bronze.shop.My Schema.Order Items é%")
+	diffRows(t, got.Rows, jsonRows(t, []arrow.RecordBatch{rec}))
+	if want := []string{"bronze.shop.My Schema.Order Items é%"}; !slices.Equal(got.Tables, want) {
+		t.Errorf("PyIceberg tables = %v, want %v", got.Tables, want)
+	}
+}
