@@ -270,6 +270,13 @@ func TestE2ECrashRecovery(t *testing.T) {
 	t.Logf("setup done in %s", time.Since(began).Round(time.Millisecond))
 
 	root := t.TempDir()
+	if keep := os.Getenv("TIDEMARK_E2E_KEEP"); keep != "" {
+		// Keep the warehouse and the logs for a post-mortem.
+		if root, err = os.MkdirTemp(keep, "e2e-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("keeping the warehouse and logs in %s", root)
+	}
 	wh := filepath.Join(root, "lake")
 	r := &runner{t: t, bin: bin, logPath: filepath.Join(root, "tidemark.log"), args: []string{
 		"run", "--source", srcURL, "--warehouse", wh,
@@ -440,7 +447,17 @@ func verifyTable(t *testing.T, srcURL, wh, source, table string, key []string, e
 	lk.close()
 
 	want := readSource(t, srcURL, table, key)
-	got := bronzetest.Replay(t, rows, key)
+	// bronzetest.Replay, but going on after a hole to show the evidence.
+	got, holes := bronzetest.Fold(rows, key)
+	history := func(k string) string { return describeHistory(rows, key, k) }
+	for i, h := range holes {
+		if i == 10 {
+			t.Errorf("%s: ... %d unfillable TOAST values in all", table, len(holes))
+			break
+		}
+		k, _, _ := strings.Cut(strings.TrimPrefix(h, "key "), ":")
+		t.Errorf("%s: %s; bronze history of the key: %s", table, h, history(k))
+	}
 	extra(rows)
 	mismatches := 0
 	report := func(format string, args ...any) {
@@ -448,7 +465,6 @@ func verifyTable(t *testing.T, srcURL, wh, source, table string, key []string, e
 			t.Errorf(format, args...)
 		}
 	}
-	history := func(k string) string { return describeHistory(rows, key, k) }
 	for _, k := range sortedKeys(want) {
 		w := want[k]
 		g, ok := got[k]

@@ -72,6 +72,14 @@ func captureOptions(cfg *config.Config) postgres.Options {
 	if spool == "" {
 		spool = filepath.Join(cfg.Warehouse, "_tidemark", "spool")
 	}
+	// Memory is a budget: the commit buffer plus one chunk per snapshot
+	// worker must fit in memory_budget; shrink the chunks to fit.
+	chunk := int64(cfg.Snapshot.ChunkBytes)
+	if par := int64(cfg.Snapshot.Parallelism); par > 0 {
+		if room := (int64(cfg.MemoryBudget) - int64(cfg.CommitBytes)) / par; room < chunk {
+			chunk = max(room, 1<<20)
+		}
+	}
 	return postgres.Options{
 		Slot:              cfg.Slot,
 		Publication:       cfg.Publication,
@@ -85,7 +93,7 @@ func captureOptions(cfg *config.Config) postgres.Options {
 			Enabled:     cfg.Snapshot.IsEnabled(),
 			Parallelism: cfg.Snapshot.Parallelism,
 			ChunkRows:   cfg.Snapshot.ChunkRows,
-			ChunkBytes:  int64(cfg.Snapshot.ChunkBytes),
+			ChunkBytes:  chunk,
 		},
 	}
 }

@@ -27,6 +27,8 @@ const (
 	PropCommitLSN = "tidemark.commit-lsn"
 	PropWALEnd    = "tidemark.wal-end"
 	PropUpdatedAt = "tidemark.updated-at"
+	// PropKey is a table property: the source table's key columns (JSON list).
+	PropKey = "tidemark.key"
 )
 
 // idAssigner hands out field ids, including those of list elements.

@@ -2,6 +2,7 @@ package bronze
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -87,17 +88,17 @@ func NewWriter(ctx context.Context, cat *lake.Catalog, source, slot string, log 
 
 func (w *Writer) openSpecial(ctx context.Context, name string, sch *iceberg.Schema) (*tableBuf, error) {
 	ident := append(SourceNamespace(w.source), name)
-	tbl, err := loadOrCreate(ctx, w.cat, ident, sch)
+	tbl, err := loadOrCreate(ctx, w.cat, ident, sch, nil)
 	if err != nil {
 		return nil, err
 	}
 	return newTableBuf(ident, tbl, w.mem)
 }
 
-func loadOrCreate(ctx context.Context, cat *lake.Catalog, ident []string, sch *iceberg.Schema) (*lake.Table, error) {
+func loadOrCreate(ctx context.Context, cat *lake.Catalog, ident []string, sch *iceberg.Schema, props map[string]string) (*lake.Table, error) {
 	tbl, err := cat.LoadTable(ctx, ident)
 	if errors.Is(err, lake.ErrNoSuchTable) {
-		tbl, err = cat.CreateTable(ctx, ident, lake.TableSpec{Schema: sch, DayPartition: ColTS})
+		tbl, err = cat.CreateTable(ctx, ident, lake.TableSpec{Schema: sch, DayPartition: ColTS, Properties: props})
 		if errors.Is(err, lake.ErrTableExists) {
 			tbl, err = cat.LoadTable(ctx, ident)
 		}
@@ -190,7 +191,8 @@ func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Sch
 	tb, ok := w.tables[id]
 	if !ok {
 		ident := Ident(w.source, id)
-		tbl, err := loadOrCreate(ctx, w.cat, ident, tableSchema(s))
+		key, _ := json.Marshal(s.Key)
+		tbl, err := loadOrCreate(ctx, w.cat, ident, tableSchema(s), map[string]string{PropKey: string(key)})
 		if err != nil {
 			return postgres.TableState{}, err
 		}

@@ -254,7 +254,7 @@ func KeyOf(r Row, key []string) string {
 // The returned rows hold only source columns (no cdc_*).
 func Replay(t testing.TB, rows []Row, key []string) map[string]Row {
 	t.Helper()
-	state, holes := replay(rows, key)
+	state, holes := Fold(rows, key)
 	for _, h := range holes {
 		t.Error(h)
 	}
@@ -264,9 +264,10 @@ func Replay(t testing.TB, rows []Row, key []string) map[string]Row {
 	return state
 }
 
-// replay is Replay without the testing.TB: it returns the final state and a
-// description of every value that could not be filled.
-func replay(rows []Row, key []string) (map[string]Row, []string) {
+// Fold is Replay without the testing.TB: it returns the final state and a
+// description of every value that could not be filled (the state then holds
+// nil for it).
+func Fold(rows []Row, key []string) (map[string]Row, []string) {
 	Sort(rows)
 	state := map[string]Row{}
 	// missing[k][col] = position of the change that left col unfilled.

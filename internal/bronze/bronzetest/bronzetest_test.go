@@ -102,7 +102,7 @@ func TestReplayUnfillableUnchanged(t *testing.T) {
 		unchanged(row("u", 5, 1, "id", int64(2), "big", nil), "big"),
 		unchanged(row("u", 6, 1, "id", int64(2), "big", nil), "big"),
 	}
-	_, holes := replay(rows, key)
+	_, holes := Fold(rows, key)
 	if len(holes) != 1 || !strings.Contains(holes[0], "key 2") || !strings.Contains(holes[0], `"big"`) || !strings.Contains(holes[0], "u 5:1") {
 		t.Fatalf("holes = %q, want one naming key 2, column big and change u 5:1", holes)
 	}
@@ -110,7 +110,7 @@ func TestReplayUnfillableUnchanged(t *testing.T) {
 	// The same update followed by a snapshot read of the row is fine: the
 	// read supersedes the unfilled value.
 	rows = append(rows, row("r", 9, 1, "id", int64(2), "big", "b"))
-	state, holes := replay(rows, key)
+	state, holes := Fold(rows, key)
 	if len(holes) != 0 {
 		t.Fatalf("holes = %q, want none once a later snapshot row supersedes the update", holes)
 	}
@@ -120,7 +120,7 @@ func TestReplayUnfillableUnchanged(t *testing.T) {
 
 	// A delete supersedes it too.
 	rows = []Row{unchanged(row("u", 5, 1, "id", int64(2), "big", nil), "big"), row("d", 7, 1, "id", int64(2))}
-	if _, holes := replay(rows, key); len(holes) != 0 {
+	if _, holes := Fold(rows, key); len(holes) != 0 {
 		t.Fatalf("holes = %q, want none after a delete", holes)
 	}
 }

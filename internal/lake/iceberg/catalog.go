@@ -19,11 +19,13 @@
 //
 // The layout on disk is plain Iceberg (format version 2): a table
 // bronze.shop.public.orders lives in
-// <warehouse>/bronze.shop.public.db/orders/{metadata,data}, and the SQLite
-// catalog at <warehouse>/catalog.db is the JDBC/PyIceberg SqlCatalog schema
-// (tables iceberg_tables and iceberg_namespace_properties, catalog name
-// "tidemark", namespace stored as the dot-joined levels). PyIceberg opens it
-// with
+// <warehouse>/bronze.shop.public.db/orders/{metadata,data} (a level that
+// would need URL escaping, such as "Order Items", gets a sanitized
+// directory name with a hash suffix; the catalog keeps the real name), and
+// the SQLite catalog at <warehouse>/catalog.db is the JDBC/PyIceberg
+// SqlCatalog schema (tables iceberg_tables and iceberg_namespace_properties,
+// catalog name "tidemark", namespace stored as the dot-joined levels).
+// PyIceberg opens it with
 //
 //	SqlCatalog("tidemark", uri="sqlite:///<warehouse>/catalog.db", warehouse="file://<warehouse>")
 //

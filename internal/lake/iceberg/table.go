@@ -201,7 +201,10 @@ func (t *Table) appendOnce(ctx context.Context, sc *arrow.Schema, recs []arrow.R
 	}
 	committed, err := tx.Commit(ctx)
 	if err == nil {
-		return false, t.set(committed)
+		if err := t.set(committed); err != nil {
+			return false, fmt.Errorf("committed snapshot %d, but %w", snap.SnapshotID, err)
+		}
+		return false, nil
 	}
 	return t.afterFailedCommit(ctx, err, func(m table.Metadata) bool {
 		// iceberg-go keeps the snapshot id when it replays a commit.
@@ -317,7 +320,9 @@ func (t *Table) evolve(ctx context.Context, what string, build func(*iceberggo.S
 		}
 		var committed *table.Table
 		if committed, err = tx.Commit(ctx); err == nil {
-			err = t.set(committed)
+			if err = t.set(committed); err != nil {
+				err = fmt.Errorf("committed, but %w", err)
+			}
 			break
 		}
 		var retry bool

@@ -397,6 +397,36 @@ func TestSnapshotAndStreamBasics(t *testing.T) {
 	}
 }
 
+func TestHugeValuePasses(t *testing.T) {
+	pg := testenv.Shared(t)
+	h := newHarness(t, pg, `CREATE TABLE huge (id int primary key, body text, blob bytea);
+		INSERT INTO huge SELECT 1, string_agg(md5(g::text), ''), NULL FROM generate_series(1, 524288) g;`) // 16 MiB
+	opts := h.opts()
+	opts.CommitBytes = 4 << 20 // smaller than one row: the row still passes, alone
+	r := h.start(opts)
+	h.exec(`INSERT INTO huge SELECT 2, NULL, decode(string_agg(md5(g::text), ''), 'hex') FROM generate_series(1, 1048576) g`) // 16 MiB bytea
+	h.waitCaughtUp(r)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	rows := h.rows(bronzeIdent("huge")...)
+	if len(rows) != 2 {
+		t.Fatalf("rows = %d, want 2", len(rows))
+	}
+	for _, r := range rows {
+		switch r["id"] {
+		case int32(1):
+			if n := len(r["body"].(string)); n != 16<<20 {
+				t.Errorf("16 MiB text arrived with %d bytes", n)
+			}
+		case int32(2):
+			if b, ok := r["blob"].([]byte); !ok || len(b) != 16<<20 {
+				t.Errorf("16 MiB bytea arrived as %T with %d bytes", r["blob"], len(fmt.Sprint(r["blob"])))
+			}
+		}
+	}
+}
+
 func TestStreamedTransactionWithRolledBackSavepoint(t *testing.T) {
 	pg, err := testenv.Start(testenv.Options{Settings: map[string]string{"logical_decoding_work_mem": "64kB"}})
 	if err != nil {
