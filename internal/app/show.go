@@ -86,6 +86,9 @@ func cellString(col arrow.Array, r int) string {
 	if col.IsNull(r) {
 		return "NULL"
 	}
+	if d, ok := col.(*array.Decimal128); ok {
+		return d.Value(r).ToString(d.DataType().(*arrow.Decimal128Type).Scale)
+	}
 	s := col.ValueStr(r)
 	if _, ok := col.(*array.String); ok {
 		s = strings.ReplaceAll(strings.ReplaceAll(s, "\t", `\t`), "\n", `\n`)

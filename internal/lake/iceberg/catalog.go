@@ -281,8 +281,10 @@ type TableSpec struct {
 	// column must be a date, timestamp or timestamptz column.
 	DayPartition string
 	// Properties are table properties. Unless set here, tidemark adds
-	// commit.retry.num-retries=4 (iceberg-go's default is 0: a commit that
-	// loses a race would otherwise fail at once).
+	// commit.retry.num-retries=4 (Java's default; iceberg-go's is 0), which
+	// lets iceberg-go replay a commit that lost the catalog's
+	// compare-and-swap without rewriting its data files. Table.Append
+	// retries the races iceberg-go does not (see there).
 	Properties map[string]string
 }
 

@@ -179,7 +179,10 @@ func describeTable(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 		replid   string
 		estimate float64
 	)
-	err := conn.QueryRow(ctx, `SELECT c.oid, c.relreplident::text, c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	// reltuples is -1 until the table is analyzed; n_live_tup is kept by
+	// the statistics collector without ANALYZE. Either is an estimate.
+	err := conn.QueryRow(ctx, `SELECT c.oid, c.relreplident::text, GREATEST(c.reltuples, coalesce(s.n_live_tup, -1))::float8
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
 		WHERE n.nspname = $1 AND c.relname = $2`, t.Schema, t.Name).Scan(&oid, &replid, &estimate)
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
