@@ -60,6 +60,7 @@ type Writer struct {
 	msgs      *tableBuf
 	buffered  int64
 	committed int64
+	inBatch   bool // writing snapshot rows: they do not move the cursor
 	now       func() time.Time
 }
 
@@ -294,8 +295,12 @@ func (w *Writer) Write(ctx context.Context, c *change.Change) error {
 	if !ok {
 		return fmt.Errorf("bronze: change for table %s before OpenTable", c.Table)
 	}
-	if !tb.cursor.Less(c.Pos) {
-		return nil // already committed before a restart
+	// Replayed stream changes at or below the cursor were committed before
+	// a restart. Snapshot rows are never replayed (a chunk is read afresh
+	// and committed with its progress), and sit at their low watermark's
+	// position, which may be below the cursor.
+	if c.Op != change.OpRead && !tb.cursor.Less(c.Pos) {
+		return nil
 	}
 	l, err := tb.layoutFor(c.Schema)
 	if err != nil {
@@ -351,7 +356,7 @@ func (w *Writer) appendRow(tb *tableBuf, l *layout, c *change.Change) (int64, er
 
 func (w *Writer) noteRow(tb *tableBuf, pos change.Position) {
 	tb.rows++
-	if tb.pending.Less(pos) {
+	if tb.pending.Less(pos) && !w.inBatch {
 		tb.pending = pos
 	}
 	if tb.b.Field(0).Len() >= maxBatchRows {
@@ -399,6 +404,8 @@ func (w *Writer) WriteBatch(ctx context.Context, id change.TableID, cs []*change
 	if !ok {
 		return fmt.Errorf("bronze: batch for table %s before OpenTable", id)
 	}
+	w.inBatch = true
+	defer func() { w.inBatch = false }()
 	for _, c := range cs {
 		if err := w.Write(ctx, c); err != nil {
 			return err
@@ -414,7 +421,7 @@ func (w *Writer) WriteBatch(ctx context.Context, id change.TableID, cs []*change
 // DeadLetter implements postgres.Writer.
 func (w *Writer) DeadLetter(ctx context.Context, d change.DeadLetter) error {
 	tb := w.dead
-	if !tb.cursor.Less(d.Pos) {
+	if d.Op != change.OpRead && !tb.cursor.Less(d.Pos) {
 		return nil
 	}
 	b := tb.b

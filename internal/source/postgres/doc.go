@@ -6,8 +6,8 @@
 //
 // Every change carries the commit LSN of its transaction and its sequence
 // number inside the transaction; together they order all changes of a table
-// (ARCHITECTURE §2). Snapshot rows carry the commit LSN of the high
-// watermark their chunk was reconciled at, and sequence numbers 1..n.
+// (ARCHITECTURE §2). Snapshot rows carry the commit LSN of the low
+// watermark of their chunk, and sequence numbers 1..n.
 //
 // The stream never acknowledges anything by itself. The Sink decides which
 // LSN is durable (AckLSN) and the stream loop reports exactly that to
@@ -23,14 +23,19 @@
 // replayed through the same path as an ordinary transaction, with its commit
 // LSN.
 //
-// # Snapshots (DBLog)
+// # Snapshots (DBLog, with TOAST-safe placement)
 //
 // A chunk is read between two logical messages, a low and a high watermark,
-// emitted by the snapshot worker. While the window is open the stream notes
-// every key of the table it sees change; when the high watermark arrives the
-// chunk's rows minus those keys are emitted at the high watermark's position.
-// Rows changed inside the window are represented by their stream changes,
-// which sort before or after the chunk correctly; no long-lived exported
+// emitted by the snapshot worker. When the high watermark arrives in the
+// stream, the chunk's rows are written at the LOW watermark's position
+// (commit LSN of the low watermark, seq 1..n). Every stream change committed
+// inside the window therefore sorts after the chunk row of its key and
+// applies on top of it: a change the SELECT already saw is applied twice,
+// which is harmless because inserts, updates and deletes set a key's state;
+// a change the SELECT did not see wins, as it must. Unlike DBLog's "drop the
+// chunk rows of keys changed in the window", this keeps the full row for an
+// update that left TOAST columns unchanged. A TRUNCATE inside the window
+// makes the chunk unplaceable and it is read again. No long-lived exported
 // snapshot is needed and the slot is never held back by a snapshot.
 //
 // # Text format

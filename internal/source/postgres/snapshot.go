@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -84,7 +85,9 @@ type window struct {
 	id        string
 	table     change.TableID
 	open      bool
-	changed   map[string]struct{}
+	lowLSN    uint64 // commit LSN of the low watermark
+	lowTx     int64
+	lowTime   time.Time
 	truncated bool
 
 	rows    []snapRow
@@ -122,10 +125,10 @@ func (ws *windows) remove(id string) {
 	ws.mu.Unlock()
 }
 
-func (ws *windows) open(id string) {
+func (ws *windows) open(id string, lsn uint64, tx int64, at time.Time) {
 	ws.mu.Lock()
 	if w := ws.m[id]; w != nil {
-		w.open = true
+		w.open, w.lowLSN, w.lowTx, w.lowTime = true, lsn, tx, at
 	}
 	ws.mu.Unlock()
 }
@@ -142,16 +145,6 @@ func (ws *windows) close(id string) *window {
 	return w
 }
 
-func (ws *windows) noteKey(t change.TableID, key string) {
-	ws.mu.Lock()
-	for _, w := range ws.m {
-		if w.open && w.table == t {
-			w.changed[key] = struct{}{}
-		}
-	}
-	ws.mu.Unlock()
-}
-
 func (ws *windows) truncate(t change.TableID) {
 	ws.mu.Lock()
 	for _, w := range ws.m {
@@ -161,6 +154,11 @@ func (ws *windows) truncate(t change.TableID) {
 	}
 	ws.mu.Unlock()
 }
+
+// errTruncatedInWindow asks the worker to read a chunk again: the table was
+// truncated between its watermarks, so the rows it read may predate the
+// truncate or follow it, and cannot be placed.
+var errTruncatedInWindow = errors.New("table truncated inside the snapshot window")
 
 // snapshotter reads tables in key-ordered chunks, several tables at a time.
 type snapshotter struct {
@@ -249,6 +247,10 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 	sn.c.log.Info("snapshot starting", "table", t.id.String(), "resume_after_rows", rows, "estimate", est)
 	for {
 		w, err := sn.chunk(ctx, conn, t, keyCols, keyTypes, lastKey, chunkRows)
+		if errors.Is(err, errTruncatedInWindow) {
+			sn.c.log.Info("table truncated while a snapshot chunk was read: reading the chunk again", "table", t.id.String())
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -279,7 +281,7 @@ func newWindowID() string {
 // chunk reads one chunk between watermarks and waits until the stream has
 // reconciled it.
 func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyCols, keyTypes []string, after []string, limit int) (*window, error) {
-	w := &window{id: newWindowID(), table: t.id, changed: map[string]struct{}{}, done: make(chan error, 1)}
+	w := &window{id: newWindowID(), table: t.id, done: make(chan error, 1)}
 	sn.windows.add(w)
 	defer sn.windows.remove(w.id)
 	if err := sn.c.emitWatermark(ctx, conn, "low:"+w.id); err != nil {

@@ -422,9 +422,6 @@ func (s *stream) emit(ctx context.Context, rel *Relation, op change.Op, d decode
 
 func (s *stream) emitWithBefore(ctx context.Context, rel *Relation, op change.Op, d decoded, before []any) error {
 	pos := s.nextPos()
-	if key, ok := rel.keyString(d.raw); ok {
-		s.windows.noteKey(rel.Table, key)
-	}
 	if d.err != nil {
 		return s.c.w.DeadLetter(ctx, change.DeadLetter{Table: rel.Table, Op: op, Pos: pos, TxID: int64(s.tx.xid),
 			CommitTime: s.tx.commitTime, Raw: rawJSON(rel, d.raw), Error: d.err.Error()})
@@ -518,7 +515,7 @@ func (s *stream) watermark(ctx context.Context, content string) error {
 	s.c.log.Debug("snapshot watermark", "kind", kind, "window", id, "commit_lsn", FormatLSN(s.tx.commitLSN))
 	switch kind {
 	case "low":
-		s.windows.open(id)
+		s.windows.open(id, s.tx.commitLSN, int64(s.tx.xid), s.tx.commitTime)
 	case "high":
 		w := s.windows.close(id)
 		if w == nil {
@@ -529,30 +526,36 @@ func (s *stream) watermark(ctx context.Context, content string) error {
 	return nil
 }
 
-// emitChunk writes a reconciled snapshot chunk at the current position.
+// emitChunk writes a reconciled snapshot chunk. Its rows are placed at the
+// LOW watermark's position: every stream change inside the window sorts
+// after them and applies on top. A change that committed before the SELECT
+// is then applied twice, which is harmless (inserts, updates and deletes set
+// a key's state), while a change after the SELECT correctly wins, and an
+// update that left TOAST columns unchanged finds their value in the chunk
+// row. (Dropping the chunk rows of keys changed in the window, as DBLog
+// does, would lose those TOAST values.) A truncate inside the window makes
+// the chunk unplaceable: it is read again.
 func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	t := s.tables[w.table]
 	if t == nil {
 		w.finish(fmt.Errorf("table %s: snapshot chunk for a table no longer captured", w.table))
 		return nil
 	}
+	if w.truncated {
+		w.finish(errTruncatedInWindow)
+		return nil
+	}
 	cs := make([]*change.Change, 0, len(w.rows))
 	var dls []change.DeadLetter
-	for _, r := range w.rows {
-		if w.truncated {
-			break
-		}
-		if _, changed := w.changed[r.key]; changed {
-			continue
-		}
-		pos := s.nextPos()
+	for i, r := range w.rows {
+		pos := change.Position{LSN: w.lowLSN, Seq: int64(i + 1)}
 		if r.err != nil {
-			dls = append(dls, change.DeadLetter{Table: w.table, Op: change.OpRead, Pos: pos, TxID: int64(s.tx.xid),
-				CommitTime: s.tx.commitTime, Raw: r.raw, Error: r.err.Error()})
+			dls = append(dls, change.DeadLetter{Table: w.table, Op: change.OpRead, Pos: pos, TxID: w.lowTx,
+				CommitTime: w.lowTime, Raw: r.raw, Error: r.err.Error()})
 			continue
 		}
 		cs = append(cs, &change.Change{Table: w.table, Op: change.OpRead, Values: r.values, Schema: w.schema,
-			Pos: pos, TxID: int64(s.tx.xid), CommitTime: s.tx.commitTime})
+			Pos: pos, TxID: w.lowTx, CommitTime: w.lowTime})
 	}
 	if w.schema != nil && len(cs) > 0 {
 		// Make sure the lake has every column the chunk read (a column added
