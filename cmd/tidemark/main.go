@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -35,6 +36,13 @@ func run(ctx context.Context, args []string) int {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.Args = func(_ *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageError{fmt.Errorf("unknown command %q (see tidemark --help)", args[0])}
+		}
+		return nil
+	}
+	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	root.AddCommand(runCmd(ctx), tailCmd(ctx), showCmd(ctx), statusCmd(ctx))
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -44,6 +52,10 @@ func run(ctx context.Context, args []string) int {
 	var ue usageError
 	var ce *config.Error
 	msg := config.RedactURL(err.Error())
+	var fe *fault.Error
+	if errors.As(err, &fe) && fe.Code != "" && fe.Code != "transient" {
+		msg = "[" + fe.Code + "] " + msg
+	}
 	fmt.Fprintln(os.Stderr, "tidemark: "+msg)
 	switch {
 	case errors.As(err, &ue), errors.As(err, &ce):
@@ -65,7 +77,7 @@ func runCmd(ctx context.Context) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run --source postgres://user:pass@host:5432/db --warehouse ./lake",
 		Short: "Capture changes into bronze Iceberg tables until stopped (SIGTERM/SIGINT flush and confirm)",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Resolve(cmd.Flags(), cfgPath)
 			if err != nil {
@@ -88,7 +100,7 @@ func tailCmd(ctx context.Context) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tail --source URL [--tables s.t,...] [--max-records N] [--max-duration D]",
 		Short: "Stream changes as JSON lines to stdout through a temporary slot (never moves the pipeline)",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Resolve(cmd.Flags(), cfgPath)
 			if err != nil {
@@ -105,6 +117,16 @@ func tailCmd(ctx context.Context) *cobra.Command {
 	cmd.Flags().DurationVar(&opts.MaxDuration, "max-duration", 0, "stop after this long (0: no limit)")
 	holder.BindFlags(cmd.Flags())
 	return cmd
+}
+
+// usageArgs marks an argument-count error as a usage error (exit 2).
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
 }
 
 // lakeFlags are the flags of the commands that only read the lake.
@@ -145,6 +167,11 @@ func (l *lakeFlags) resolve() error {
 	if l.warehouse == "" {
 		l.warehouse = config.DefaultWarehouse
 	}
+	if l.catalog.IsZero() {
+		if _, err := os.Stat(filepath.Join(l.warehouse, "catalog.db")); err != nil {
+			return usageError{fmt.Errorf("no tidemark lake at %s (no catalog.db): check --warehouse", l.warehouse)}
+		}
+	}
 	if l.format != "table" && l.format != "json" {
 		return usageError{fmt.Errorf("--format: want table or json, got %q", l.format)}
 	}
@@ -159,7 +186,7 @@ func showCmd(ctx context.Context) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show --warehouse DIR TABLE [--limit N]",
 		Short: "Print the rows of a lake table, e.g. bronze.shop.public.orders",
-		Args:  cobra.ExactArgs(1),
+		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := lf.resolve(); err != nil {
 				return err
@@ -177,7 +204,7 @@ func statusCmd(ctx context.Context) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status --warehouse DIR [--source URL]",
 		Short: "Per table: snapshot progress, committed position, watermark and lag",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := lf.resolve(); err != nil {
 				return err

@@ -114,7 +114,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	opts := captureOptions(cfg)
 	backoff := time.Duration(cfg.Retry.InitialBackoff)
-	lastProgress := time.Now()
+	var failingSince time.Time // start of the current run of transient failures
 	var lastLog time.Time
 	var committedAtLog int64
 	log.Info("tidemark starting", "source", cfg.Name, "warehouse", cfg.Warehouse, "slot", cfg.Slot, "publication", cfg.Publication)
@@ -127,7 +127,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 			return err
 		}
 		opts.OnProgress = func(cp postgres.Checkpoint) {
-			lastProgress = time.Now()
+			failingSince = time.Time{}
 			backoff = time.Duration(cfg.Retry.InitialBackoff)
 			if time.Since(lastLog) >= 10*time.Second {
 				n := w.Committed()
@@ -152,18 +152,23 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		if committedAtLog < 0 {
 			committedAtLog = 0
 		}
-		if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
-			return nil
-		}
-		if err == nil {
+		if err == nil || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
 			return nil
 		}
 		err = config.RedactError(err, cfg.Secrets()...)
+		if ctx.Err() != nil {
+			// Stopping, but the final flush failed: nothing was confirmed
+			// past the lake, and the exit code must say it was not clean.
+			return err
+		}
 		if fault.ClassOf(err) != fault.Transient {
 			return err
 		}
-		if time.Since(lastProgress) > time.Duration(cfg.Retry.MaxElapsed) {
-			return fmt.Errorf("giving up after %s without progress: %w", time.Duration(cfg.Retry.MaxElapsed), err)
+		if failingSince.IsZero() {
+			failingSince = time.Now()
+		}
+		if time.Since(failingSince) > time.Duration(cfg.Retry.MaxElapsed) {
+			return fmt.Errorf("giving up after %s of transient errors without progress: %w", time.Duration(cfg.Retry.MaxElapsed), err)
 		}
 		log.Warn("transient error, retrying", "error", err.Error(), "retry_in", backoff.String())
 		select {

@@ -56,7 +56,9 @@ type Config struct {
 	// MemoryBudget bounds the in-memory queues. Default max(256MiB,
 	// 2*commit_bytes).
 	MemoryBudget ByteSize `yaml:"memory_budget"`
-	// HeartbeatInterval is how often standby status is sent. Default 1s.
+	// HeartbeatInterval is how often a heartbeat logical message is written
+	// to the source; its commit moves the watermark and lets the slot advance
+	// on an idle database. Default 1s.
 	HeartbeatInterval Duration `yaml:"heartbeat_interval"`
 	// PublicationPoll is how often to look for tables newly added to the
 	// publication. Default 10s.

@@ -30,7 +30,7 @@ var fields = []field{
 	{"commit_interval", "commit-interval", "longest time between lake commits", func(c *Config) any { return &c.CommitInterval }},
 	{"commit_bytes", "commit-bytes", "commit when this many bytes of rows are buffered", func(c *Config) any { return &c.CommitBytes }},
 	{"memory_budget", "memory-budget", "bound of in-memory queues (default: max(256MiB, 2*commit-bytes))", func(c *Config) any { return &c.MemoryBudget }},
-	{"heartbeat_interval", "heartbeat-interval", "interval of standby status messages to the source", func(c *Config) any { return &c.HeartbeatInterval }},
+	{"heartbeat_interval", "heartbeat-interval", "interval of the heartbeat message (pg_logical_emit_message) that moves the watermark and the slot on an idle source", func(c *Config) any { return &c.HeartbeatInterval }},
 	{"publication_poll", "publication-poll", "how often to look for tables added to the publication", func(c *Config) any { return &c.PublicationPoll }},
 	{"snapshot.enabled", "snapshot-enabled", "copy existing rows before streaming changes", func(c *Config) any { return &c.Snapshot.Enabled }},
 	{"snapshot.parallelism", "snapshot-parallelism", "snapshot chunks copied at once (1..64)", func(c *Config) any { return &c.Snapshot.Parallelism }},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -153,6 +154,14 @@ func (c *Capture) Run(ctx context.Context) error {
 		return errors.Join(problems...)
 	}
 
+	// Streamed transactions restart from their beginning in a new session:
+	// spool files of an earlier (crashed) session are garbage.
+	if !c.opts.TemporarySlot {
+		if err := os.RemoveAll(c.opts.SpoolDir); err != nil {
+			return fmt.Errorf("clean spool directory %s: %w", c.opts.SpoolDir, err)
+		}
+	}
+
 	repl, err := c.d.ConnectReplication(ctx)
 	if err != nil {
 		return err
@@ -185,10 +194,12 @@ func (c *Capture) Run(ctx context.Context) error {
 	snap := newSnapshotter(c, s.windows)
 	s.snap = snap
 	for _, t := range tables {
-		if t.snapshot.Status != snapDone && c.opts.Snapshot.Enabled {
+		if t.snapshot.Status != snapDone && t.snapshot.Status != snapSkipped && c.opts.Snapshot.Enabled {
 			snap.enqueue(t)
-		} else if t.snapshot.Status != snapDone {
-			s.markSnapshotSkipped(t)
+		} else if t.snapshot.Status != snapDone && t.snapshot.Status != snapSkipped {
+			if err := s.markSnapshotSkipped(ctx, t); err != nil {
+				return err
+			}
 		}
 	}
 	g.Go(func() error { return s.run(gctx) })

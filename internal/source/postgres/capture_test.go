@@ -555,6 +555,27 @@ func TestNamedErrors(t *testing.T) {
 			t.Fatalf("err = %v, want ErrSlotMoved", err)
 		}
 	})
+	t.Run("publication dropped while running", func(t *testing.T) {
+		h := newHarness(t, pg, `CREATE TABLE k (id int primary key)`)
+		r := h.start(h.opts())
+		h.waitCaughtUp(r)
+		h.exec(`DROP PUBLICATION tidemark_test`)
+		h.exec(`INSERT INTO k VALUES (1)`)
+		var err error
+		select {
+		case err = <-r.done:
+			r.done <- err
+		case <-time.After(30 * time.Second):
+			t.Fatal("capture kept running after its publication was dropped")
+		}
+		if !errors.Is(err, fault.ErrPublicationMissing) || fault.ExitCode(err) != fault.ExitFatal {
+			t.Fatalf("err = %v, want ErrPublicationMissing (fatal)", err)
+		}
+		// And a restart refuses too, instead of silently recreating it.
+		if err := h.runErr(h.opts()); !errors.Is(err, fault.ErrPublicationMissing) {
+			t.Fatalf("restart: err = %v, want ErrPublicationMissing", err)
+		}
+	})
 	t.Run("column named like a cdc column", func(t *testing.T) {
 		h := newHarness(t, pg, `CREATE TABLE c (id int primary key, cdc_op text)`)
 		err := h.runErr(h.opts())
@@ -562,6 +583,40 @@ func TestNamedErrors(t *testing.T) {
 			t.Fatalf("err = %v, want ErrColumnCollision", err)
 		}
 	})
+}
+
+func TestWALLostIsNamed(t *testing.T) {
+	pg, err := testenv.Start(testenv.Options{Settings: map[string]string{"max_slot_wal_keep_size": "1MB", "min_wal_size": "32MB", "max_wal_size": "32MB"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop()
+	h := newHarness(t, pg, `CREATE TABLE w (id int primary key, pad text)`)
+	r := h.start(h.opts())
+	h.waitCaughtUp(r)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	// While tidemark is stopped, write and recycle WAL until the slot is lost.
+	for i := 0; i < 20; i++ {
+		h.exec(`INSERT INTO w SELECT g, repeat('x', 1000) FROM generate_series(1, 2000) g ON CONFLICT (id) DO UPDATE SET pad = excluded.pad || 'y'`)
+		h.exec(`SELECT pg_switch_wal()`)
+		h.exec(`CHECKPOINT`)
+		var status string
+		h.query(func(c *pgx.Conn) error {
+			return c.QueryRow(context.Background(), `SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = 'tidemark_test'`).Scan(&status)
+		})
+		if status == "lost" {
+			break
+		}
+	}
+	err = h.runErr(h.opts())
+	if !errors.Is(err, fault.ErrWALLost) || fault.ExitCode(err) != fault.ExitFatal {
+		t.Fatalf("err = %v, want ErrWALLost (fatal)", err)
+	}
+	if !strings.Contains(err.Error(), "re-snapshot") {
+		t.Errorf("the error does not name the recovery: %v", err)
+	}
 }
 
 var _ = change.OpRead

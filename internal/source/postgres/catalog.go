@@ -224,7 +224,7 @@ func describeTable(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
 			"table %s has no primary key and no replica identity index: tidemark cannot order its changes by key. "+
 				"Add one (ALTER TABLE %s ADD PRIMARY KEY (...)) or set REPLICA IDENTITY USING INDEX on a unique index, "+
-				"or leave the table out (--tables)", t, quoteTable(t)), nil)
+				"or remove it from the publication (ALTER PUBLICATION ... DROP TABLE %s)", t, quoteTable(t), quoteTable(t)), nil)
 	}
 	if replid == "n" {
 		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(

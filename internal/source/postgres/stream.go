@@ -422,12 +422,30 @@ func (s *stream) emit(ctx context.Context, rel *Relation, op change.Op, d decode
 
 func (s *stream) emitWithBefore(ctx context.Context, rel *Relation, op change.Op, d decoded, before []any) error {
 	pos := s.nextPos()
+	var err error
 	if d.err != nil {
-		return s.c.w.DeadLetter(ctx, change.DeadLetter{Table: rel.Table, Op: op, Pos: pos, TxID: int64(s.tx.xid),
+		err = s.c.w.DeadLetter(ctx, change.DeadLetter{Table: rel.Table, Op: op, Pos: pos, TxID: int64(s.tx.xid),
 			CommitTime: s.tx.commitTime, Raw: rawJSON(rel, d.raw), Error: d.err.Error()})
+	} else {
+		err = s.c.w.Write(ctx, &change.Change{Table: rel.Table, Op: op, Values: d.values, Unchanged: d.unchanged,
+			Before: before, Schema: rel.schema, Pos: pos, TxID: int64(s.tx.xid), CommitTime: s.tx.commitTime})
 	}
-	return s.c.w.Write(ctx, &change.Change{Table: rel.Table, Op: op, Values: d.values, Unchanged: d.unchanged,
-		Before: before, Schema: rel.schema, Pos: pos, TxID: int64(s.tx.xid), CommitTime: s.tx.commitTime})
+	if err != nil {
+		return err
+	}
+	return s.backPressure(ctx)
+}
+
+// backPressure flushes when the buffer reaches commit_bytes, even in the
+// middle of a transaction (a large one replayed from its spool, say): memory
+// stays bounded and the per-table cursor makes a partly committed
+// transaction safe to replay. The acknowledged position does not move past
+// the last complete transaction.
+func (s *stream) backPressure(ctx context.Context) error {
+	if s.c.w.Buffered() < s.c.opts.CommitBytes {
+		return nil
+	}
+	return s.flush(ctx)
 }
 
 func (s *stream) insert(ctx context.Context, relID uint32, tup *pglogrepl.TupleData) error {
@@ -452,7 +470,10 @@ func (s *stream) update(ctx context.Context, m *pglogrepl.UpdateMessage) error {
 		newKey, ok2 := rel.keyString(nd.raw)
 		if ok1 && ok2 && oldKey != newKey {
 			// The key changed: for replay by key this is a delete of the old
-			// key and an insert of the new one.
+			// key and an insert of the new one, at consecutive positions. Any
+			// TOAST column the update left unchanged stays listed in the
+			// insert's cdc_unchanged: its value is that of the row the
+			// delete removed (docs/bronze.md, "Key changes").
 			od.unchanged = nil
 			if err := s.emitWithBefore(ctx, rel, change.OpDelete, od, od.values); err != nil {
 				return err
@@ -498,12 +519,15 @@ func (s *stream) message(ctx context.Context, m *pglogrepl.LogicalDecodingMessag
 		}
 		return nil // heartbeat: its commit moves the watermark
 	}
-	pos := change.Position{LSN: uint64(m.LSN)}
+	msg := change.Message{Prefix: m.Prefix, Content: append([]byte(nil), m.Content...), Transactional: m.Transactional}
 	if m.Transactional {
-		pos = s.nextPos()
+		msg.Pos, msg.TxID, msg.CommitTime = s.nextPos(), int64(s.tx.xid), s.tx.commitTime
+	} else {
+		// Outside any transaction: its own LSN, no transaction id, no
+		// commit time (the writer records the capture time).
+		msg.Pos = change.Position{LSN: uint64(m.LSN)}
 	}
-	return s.c.w.Message(ctx, change.Message{Prefix: m.Prefix, Content: append([]byte(nil), m.Content...), Transactional: m.Transactional,
-		Pos: pos, TxID: int64(s.tx.xid), CommitTime: s.tx.commitTime})
+	return s.c.w.Message(ctx, msg)
 }
 
 // watermark handles "low:<id>" and "high:<id>".
@@ -589,7 +613,7 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	}
 	t.snapshot = st
 	w.finish(nil)
-	return nil
+	return s.backPressure(ctx)
 }
 
 // mergeSchema returns base extended by the fields of extra it lacks.
@@ -634,8 +658,8 @@ func (s *stream) addTables(ctx context.Context, ids []change.TableID) error {
 		if t.snapshot.Status != snapDone {
 			if s.c.opts.Snapshot.Enabled {
 				s.snap.enqueue(t)
-			} else {
-				s.markSnapshotSkipped(t)
+			} else if err := s.markSnapshotSkipped(ctx, t); err != nil {
+				return err
 			}
 		}
 	}
@@ -644,8 +668,9 @@ func (s *stream) addTables(ctx context.Context, ids []change.TableID) error {
 
 // markSnapshotSkipped records that a table's existing rows are deliberately
 // not backfilled (snapshot disabled by configuration).
-func (s *stream) markSnapshotSkipped(t *table) {
+func (s *stream) markSnapshotSkipped(ctx context.Context, t *table) error {
 	t.snapshot.Status = snapSkipped
+	return s.c.w.WriteBatch(ctx, t.id, nil, map[string]string{PropSnapshot: t.snapshot.encode()})
 }
 
 // flush commits everything buffered and records the checkpoint.
