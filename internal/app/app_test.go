@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -118,6 +120,16 @@ func TestTailStreamsChangesAsJSON(t *testing.T) {
 	}
 }
 
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 func hasSlot(t *testing.T, url, like string) bool {
 	t.Helper()
 	c, err := pgx.Connect(context.Background(), url)
@@ -142,6 +154,7 @@ func TestRunSurvivesPostgresRestart(t *testing.T) {
 	pg.Exec(t, url, `CREATE TABLE r (id int primary key, v text); INSERT INTO r SELECT g, 'old' FROM generate_series(1, 100) g`)
 	wh := t.TempDir()
 	cfg := testConfig(t, url, wh)
+	cfg.MetricsAddr = freeAddr(t)
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -173,6 +186,21 @@ func TestRunSurvivesPostgresRestart(t *testing.T) {
 		pg.Exec(t, url, `INSERT INTO r SELECT g, 'after restart' FROM generate_series((SELECT max(id) + 1 FROM r), (SELECT max(id) + 10 FROM r)) g`)
 	}
 	waitRows(130)
+	// Progress is visible as metrics.
+	resp, err := http.Get("http://" + cfg.MetricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"tidemark_bronze_rows_committed_total", "tidemark_capture_lag_bytes", "tidemark_capture_confirmed_lsn", `tidemark_capture_errors_total{class="transient",source="src"}`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
+	if strings.Contains(string(body), pg.Password) {
+		t.Error("the source password appears in the metrics")
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
@@ -113,6 +115,13 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	opts := captureOptions(cfg)
+	reg := prometheus.NewRegistry()
+	met := newMetrics(reg, cfg.Name)
+	if cfg.MetricsAddr != "" {
+		if err := serveMetrics(ctx, cfg.MetricsAddr, reg, log); err != nil {
+			return err
+		}
+	}
 	backoff := time.Duration(cfg.Retry.InitialBackoff)
 	var failingSince time.Time // start of the current run of transient failures
 	var lastLog time.Time
@@ -126,7 +135,11 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 			}
 			return err
 		}
+		var committedAtMetric int64
 		opts.OnProgress = func(cp postgres.Checkpoint) {
+			n := w.Committed()
+			met.progress(cp, n-committedAtMetric)
+			committedAtMetric = n
 			failingSince = time.Time{}
 			backoff = time.Duration(cfg.Retry.InitialBackoff)
 			if time.Since(lastLog) >= 10*time.Second {
@@ -145,7 +158,11 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 			}
 		}
 		capt := postgres.New(dialer, w, opts, log)
+		met.restarts.Inc()
 		err = capt.Run(ctx)
+		if err != nil && ctx.Err() == nil {
+			met.sessionError(err)
+		}
 		capt.Close()
 		w.Close()
 		committedAtLog -= w.Committed()
