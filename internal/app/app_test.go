@@ -186,6 +186,13 @@ func TestRunSurvivesPostgresRestart(t *testing.T) {
 		pg.Exec(t, url, `INSERT INTO r SELECT g, 'after restart' FROM generate_series((SELECT max(id) + 1 FROM r), (SELECT max(id) + 10 FROM r)) g`)
 	}
 	waitRows(130)
+	// The walsender is terminated (an admin, a failover tool): reconnect and resume.
+	for i := 0; i < 3; i++ {
+		pg.Exec(t, url, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE active_pid IS NOT NULL`)
+		pg.Exec(t, url, `INSERT INTO r SELECT g, 'after terminate' FROM generate_series((SELECT max(id) + 1 FROM r), (SELECT max(id) + 10 FROM r)) g`)
+		time.Sleep(300 * time.Millisecond)
+	}
+	waitRows(160)
 	// Progress is visible as metrics.
 	resp, err := http.Get("http://" + cfg.MetricsAddr + "/metrics")
 	if err != nil {
@@ -213,8 +220,8 @@ func TestRunSurvivesPostgresRestart(t *testing.T) {
 	if !strings.Contains(logs.String(), "transient error, retrying") {
 		t.Errorf("expected the restarts to be retried as transient errors; log:\n%s", logs.String())
 	}
-	if len(rows) != 130 {
-		t.Errorf("bronze rows = %d, want 130", len(rows))
+	if len(rows) != 160 {
+		t.Errorf("bronze rows = %d, want 160", len(rows))
 	}
 }
 
