@@ -115,6 +115,28 @@ type session struct {
 	offset int64 // where this session's log starts
 }
 
+// newRunner prepares tidemark sessions of srcURL into a fresh warehouse,
+// which it returns. TIDEMARK_E2E_KEEP=dir keeps the warehouse and the logs
+// in a new directory under dir for a post-mortem.
+func newRunner(t *testing.T, bin, srcURL string, extraArgs ...string) (*runner, string) {
+	t.Helper()
+	root := t.TempDir()
+	if keep := os.Getenv("TIDEMARK_E2E_KEEP"); keep != "" {
+		var err error
+		if root, err = os.MkdirTemp(keep, "e2e-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("keeping the warehouse and logs in %s", root)
+	}
+	wh := filepath.Join(root, "lake")
+	r := &runner{t: t, bin: bin, logPath: filepath.Join(root, "tidemark.log"), args: append([]string{
+		"run", "--source", srcURL, "--warehouse", wh,
+		"--commit-interval", "200ms", "--heartbeat-interval", "200ms", "--log-level", "debug",
+	}, extraArgs...)}
+	t.Cleanup(r.cleanup)
+	return r, wh
+}
+
 func (r *runner) start() *session {
 	r.t.Helper()
 	f, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -225,9 +247,11 @@ type e2eParams struct {
 }
 
 func TestE2ECrashRecovery(t *testing.T) {
-	p := e2eParams{kills: 5, preloadItems: 20000, preloadAccounts: 5000, bigTxnRows: 5000, workers: 2}
+	// The tables are big enough that the snapshot (500-row chunks) spans the
+	// first kills: a chunk takes a few tens of milliseconds.
+	p := e2eParams{kills: 5, preloadItems: 100000, preloadAccounts: 25000, bigTxnRows: 5000, workers: 2}
 	if testing.Short() {
-		p = e2eParams{kills: 2, preloadItems: 6000, preloadAccounts: 1500, bigTxnRows: 2000, workers: 2}
+		p = e2eParams{kills: 3, preloadItems: 20000, preloadAccounts: 5000, bigTxnRows: 2000, workers: 2}
 	}
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("TIDEMARK_E2E_SEED"); s != "" {
@@ -269,21 +293,7 @@ func TestE2ECrashRecovery(t *testing.T) {
 		FROM generate_series(1, %d) g;`, p.preloadItems, p.preloadAccounts))
 	t.Logf("setup done in %s", time.Since(began).Round(time.Millisecond))
 
-	root := t.TempDir()
-	if keep := os.Getenv("TIDEMARK_E2E_KEEP"); keep != "" {
-		// Keep the warehouse and the logs for a post-mortem.
-		if root, err = os.MkdirTemp(keep, "e2e-"); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("keeping the warehouse and logs in %s", root)
-	}
-	wh := filepath.Join(root, "lake")
-	r := &runner{t: t, bin: bin, logPath: filepath.Join(root, "tidemark.log"), args: []string{
-		"run", "--source", srcURL, "--warehouse", wh,
-		"--commit-interval", "200ms", "--heartbeat-interval", "200ms",
-		"--snapshot-chunk-rows", "500", "--snapshot-parallelism", "2", "--log-level", "debug",
-	}}
-	t.Cleanup(r.cleanup)
+	r, wh := newRunner(t, bin, srcURL, "--snapshot-chunk-rows", "500", "--snapshot-parallelism", "2")
 	lk := openLake(t, wh, source)
 
 	// The workload starts once the first session has created the slot, so
@@ -300,7 +310,8 @@ func TestE2ECrashRecovery(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	wl := startWorkload(ctx, t, srcURL, p, seed)
+	wl := startWorkload(ctx, t, srcURL, p, seed, func() (int64, bool) { return lk.snapshotFrontier("items") })
+	defer wl.stop() // before lk is closed, on every path
 
 	// Kill tidemark at random moments, the first ones early so that they
 	// land while the snapshot is still running.
@@ -345,40 +356,43 @@ func TestE2ECrashRecovery(t *testing.T) {
 	// Final session: wait until it has caught up and both snapshots are done.
 	s := r.start()
 	catchUp := time.Now()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		if s.exited() {
-			t.Fatalf("tidemark session %d exited by itself while catching up: %v", s.n, s.err)
-		}
-		cp, ok := lk.checkpoint()
-		if ok && cp.AckedLSN >= target && lk.snapshotStatus("items") == "done" && lk.snapshotStatus("accounts") == "done" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tidemark did not catch up to %s with both snapshots done within 3 minutes: checkpoint %+v, snapshot items=%s accounts=%s",
-				postgres.FormatLSN(target), cp, lk.snapshotStatus("items"), lk.snapshotStatus("accounts"))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	lk.waitCaughtUp(s, target, 3*time.Minute, "items", "accounts")
 	t.Logf("caught up in %s", time.Since(catchUp).Round(time.Millisecond))
 	if code := s.stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	lk.close()
+	// Spool files of transactions streamed while a session was killed are
+	// garbage once a clean session has run.
+	if ents, err := os.ReadDir(filepath.Join(wh, "_tidemark", "spool")); err == nil && len(ents) > 0 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("spool files left behind after a clean stop: %v", names)
+	}
 
 	// The oracle.
 	verifyTable(t, srcURL, wh, source, "items", []string{"id"}, func(rows []bronzetest.Row) {
-		n := 0
+		n, keyChanges := 0, 0
 		for _, row := range rows {
-			if row.Op() == "u" && len(row.Unchanged()) > 0 {
-				n++
+			if len(row.Unchanged()) > 0 {
+				switch row.Op() {
+				case "u":
+					n++
+				case "c":
+					keyChanges++
+				}
 			}
 		}
 		if n == 0 {
 			t.Errorf("items: no update row with a non-empty cdc_unchanged: the unchanged-TOAST case never happened")
-		} else {
-			t.Logf("items: %d update rows with unchanged TOAST columns", n)
 		}
+		if keyChanges == 0 {
+			t.Errorf("items: no key change of a row with an unchanged TOAST payload happened")
+		}
+		t.Logf("items: %d update rows with unchanged TOAST columns, %d key changes carrying them, %s",
+			n, keyChanges, windowCollisions(r.logPath, rows))
 	})
 	verifyTable(t, srcURL, wh, source, "accounts", []string{"tenant", "id"}, func(rows []bronzetest.Row) {
 		n := 0
@@ -400,8 +414,53 @@ func TestE2ECrashRecovery(t *testing.T) {
 		}
 		t.Errorf("%d rows in the dead-letter table, want none", len(dl))
 	}
+	verifyMessages(t, wh, source, wl.msgs, wl.maybeMsgs)
 	logStreamedTxns(t, srcURL)
 	t.Logf("total %s", time.Since(began).Round(time.Millisecond))
+}
+
+// verifyMessages checks that every logical message the workload emitted is
+// in bronze's _messages table exactly once, and that tidemark's own
+// heartbeats and watermarks are not.
+func verifyMessages(t *testing.T, wh, source string, emitted, maybe []string) {
+	t.Helper()
+	rows := bronzetest.Read(t, wh, append(bronze.SourceNamespace(source), bronze.MessagesTable)...)
+	seen := map[string]int{}
+	for _, row := range rows {
+		prefix, _ := row[bronze.ColPrefix].(string)
+		if strings.HasPrefix(prefix, "tidemark.") {
+			t.Errorf("_messages holds tidemark's own message %q at %s", prefix, row.Pos())
+			continue
+		}
+		if prefix != "e2e" {
+			t.Errorf("_messages holds an unexpected message with prefix %q at %s", prefix, row.Pos())
+			continue
+		}
+		content, _ := row[bronze.ColContentText].(string)
+		seen[content]++
+	}
+	bad := 0
+	for _, c := range emitted {
+		if n := seen[c]; n != 1 {
+			if bad++; bad <= 10 {
+				t.Errorf("_messages: message %q appears %d times, want exactly once", c, n)
+			}
+		}
+		delete(seen, c)
+	}
+	for _, c := range maybe {
+		if n := seen[c]; n > 1 {
+			t.Errorf("_messages: message %q appears %d times, want at most once", c, n)
+		}
+		delete(seen, c)
+	}
+	for c, n := range seen {
+		t.Errorf("_messages: message %q (x%d) was never emitted", c, n)
+	}
+	if d := bronzetest.Duplicates(rows); len(d) > 0 {
+		t.Errorf("_messages: duplicate positions: %v", d)
+	}
+	t.Logf("_messages: %d messages emitted, %d rows in bronze, %d wrong", len(emitted), len(rows), bad)
 }
 
 // verifyTable compares the replay of a bronze table with the source table.
@@ -458,7 +517,9 @@ func verifyTable(t *testing.T, srcURL, wh, source, table string, key []string, e
 		k, _, _ := strings.Cut(strings.TrimPrefix(h, "key "), ":")
 		t.Errorf("%s: %s; bronze history of the key: %s", table, h, history(k))
 	}
-	extra(rows)
+	if extra != nil {
+		extra(rows)
+	}
 	mismatches := 0
 	report := func(format string, args ...any) {
 		if mismatches++; mismatches <= 30 {
@@ -494,6 +555,62 @@ func verifyTable(t *testing.T, srcURL, wh, source, table string, key []string, e
 	t.Logf("%s: %d source rows, %d replayed keys, %d mismatches", table, len(want), len(got), mismatches)
 }
 
+// windowCollisions counts, from tidemark's debug log, the updates with
+// unchanged TOAST columns that committed inside the snapshot window of the
+// chunk that read their key: the case the low-watermark placement of chunk
+// rows exists for. It is coverage information only.
+func windowCollisions(logPath string, rows []bronzetest.Row) string {
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return "window collisions unknown: " + err.Error()
+	}
+	low := map[string]uint64{}  // window id -> low watermark commit LSN
+	high := map[uint64]uint64{} // low LSN -> high LSN
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.Contains(line, `msg="snapshot watermark"`) {
+			continue
+		}
+		f := map[string]string{}
+		for _, kv := range strings.Fields(line) {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				f[k] = v
+			}
+		}
+		lsn, err := postgres.ParseLSN(f["commit_lsn"])
+		if err != nil {
+			continue
+		}
+		switch f["kind"] {
+		case "low":
+			low[f["window"]] = lsn
+		case "high":
+			if l, ok := low[f["window"]]; ok {
+				high[l] = lsn
+			}
+		}
+	}
+	if len(high) == 0 {
+		return "window collisions unknown (no snapshot watermark lines in the debug log)"
+	}
+	readAt := map[string]int64{} // key -> LSN of its r row
+	for _, row := range rows {
+		if row.Op() == "r" {
+			readAt[bronzetest.KeyOf(row, []string{"id"})] = row.LSN()
+		}
+	}
+	n := 0
+	for _, row := range rows {
+		if row.Op() != "u" || len(row.Unchanged()) == 0 {
+			continue
+		}
+		r, ok := readAt[bronzetest.KeyOf(row, []string{"id"})]
+		if h, ok2 := high[uint64(r)]; ok && ok2 && row.LSN() > r && uint64(row.LSN()) < h {
+			n++
+		}
+	}
+	return fmt.Sprintf("%d of them inside the snapshot window of their key's chunk", n)
+}
+
 // describeHistory lists the bronze changes of one key, in order.
 func describeHistory(rows []bronzetest.Row, key []string, k string) string {
 	var parts []string
@@ -518,6 +635,55 @@ func describeHistory(rows []bronzetest.Row, key []string, k string) string {
 		parts = append(parts[:5], append([]string{"..."}, parts[len(parts)-30:]...)...)
 	}
 	return "[" + strings.Join(parts, "; ") + "]"
+}
+
+// TestE2EUnchangedToastAcrossKeyChange changes the primary key of rows whose
+// out-of-line payload the update leaves untouched. PostgreSQL then sends the
+// payload as "unchanged TOAST" in the new tuple; bronze writes d(old key),
+// c(new key) with the payload in cdc_unchanged, and a replica must be able to
+// rebuild the row under its new key (docs/bronze.md, "Key changes"). One
+// table has the default replica identity, the other REPLICA IDENTITY FULL.
+func TestE2EUnchangedToastAcrossKeyChange(t *testing.T) {
+	bin := tidemarkBinary(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "e2e_toastkey")
+	source := sourceName(t, srcURL)
+	pg.Exec(t, srcURL, `
+		CREATE TABLE big (id int PRIMARY KEY, v int NOT NULL, payload text);
+		ALTER TABLE big ALTER COLUMN payload SET STORAGE EXTERNAL;
+		CREATE TABLE bigfull (id int PRIMARY KEY, v int NOT NULL, payload text);
+		ALTER TABLE bigfull ALTER COLUMN payload SET STORAGE EXTERNAL;
+		ALTER TABLE bigfull REPLICA IDENTITY FULL;`)
+	r, wh := newRunner(t, bin, srcURL)
+	lk := openLake(t, wh, source)
+	s := r.start()
+	lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, "big", "bigfull")
+
+	for _, tbl := range []string{"big", "bigfull"} {
+		pg.Exec(t, srcURL, `INSERT INTO `+tbl+` SELECT g, 1, repeat(md5(g::text), 200) FROM generate_series(1, 3) g`)
+		pg.Exec(t, srcURL, strings.ReplaceAll(`
+			UPDATE $T SET id = id + 100 WHERE id = 1;
+			UPDATE $T SET id = id + 100, v = v + 1 WHERE id = 2;
+			UPDATE $T SET v = v + 1 WHERE id = 3;`, "$T", tbl))
+	}
+	lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, "big", "bigfull")
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	lk.close()
+	verifyTable(t, srcURL, wh, source, "big", []string{"id"}, nil)
+	verifyTable(t, srcURL, wh, source, "bigfull", []string{"id"}, nil)
+}
+
+// sourceName is tidemark's default source name for a database URL: the
+// database name, lower-cased.
+func sourceName(t *testing.T, srcURL string) string {
+	t.Helper()
+	u, err := url.Parse(srcURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.ToLower(strings.TrimPrefix(u.Path, "/"))
 }
 
 // ---------------------------------------------------------------------------
@@ -554,6 +720,53 @@ func (l *lakeView) checkpoint() (postgres.Checkpoint, bool) {
 		return cp, false
 	}
 	return cp, ok
+}
+
+// waitCaughtUp waits until the source checkpoint's acknowledged LSN has
+// reached target and the snapshots of tables are done.
+func (l *lakeView) waitCaughtUp(s *session, target uint64, timeout time.Duration, tables ...string) {
+	l.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if s.exited() {
+			l.t.Fatalf("tidemark session %d exited by itself while catching up: %v", s.n, s.err)
+		}
+		cp, ok := l.checkpoint()
+		done := ok && cp.AckedLSN >= target
+		var states []string
+		for _, tb := range tables {
+			st := l.snapshotStatus(tb)
+			done = done && st == "done"
+			states = append(states, tb+"="+st)
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("tidemark did not catch up to %s with the snapshots done within %s: checkpoint %+v, snapshots %v",
+				postgres.FormatLSN(target), timeout, cp, states)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// snapshotFrontier returns the first key column of the last row of the
+// table's committed snapshot progress, while its snapshot is running.
+// Safe to call from any goroutine.
+func (l *lakeView) snapshotFrontier(table string) (int64, bool) {
+	tbl, err := l.cat.LoadTable(context.Background(), bronze.Ident(l.source, change.TableID{Schema: "public", Name: table}))
+	if err != nil {
+		return 0, false
+	}
+	var st struct {
+		Status  string   `json:"status"`
+		LastKey []string `json:"last_key"`
+	}
+	if json.Unmarshal([]byte(tbl.Summary()[postgres.PropSnapshot]), &st) != nil || st.Status != "running" || len(st.LastKey) == 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(st.LastKey[0], 10, 64)
+	return n, err == nil
 }
 
 // snapshotStatus is the "status" of tidemark.snapshot in the table's
@@ -756,17 +969,24 @@ type workload struct {
 	kills      atomic.Int32
 	eventsDone chan struct{}
 
-	p      e2eParams
-	maxID  atomic.Int64 // highest items id handed out
-	acctID atomic.Int64 // highest accounts id handed out
-	mu     sync.Mutex
-	bigIDs []int64 // items rows inserted with an out-of-line (TOAST) payload
-	altered atomic.Bool
+	p         e2eParams
+	maxID     atomic.Int64 // highest items id handed out
+	acctID    atomic.Int64 // highest accounts id handed out
+	acctLow   atomic.Int64 // accounts ids at or below it were truncated
+	mu        sync.Mutex
+	bigIDs    []int64  // items rows inserted with an out-of-line (TOAST) payload
+	msgs      []string // contents of the logical messages emitted (each committed once)
+	maybeMsgs []string // messages whose statement failed (e.g. cancelled at the end)
+	msgSeq    atomic.Int64
+	// frontier returns the last items key the snapshot has committed
+	// (ok=false once it is done or before it starts).
+	frontier func() (int64, bool)
+	altered  atomic.Bool
 }
 
-func startWorkload(parent context.Context, t *testing.T, srcURL string, p e2eParams, seed uint64) *workload {
+func startWorkload(parent context.Context, t *testing.T, srcURL string, p e2eParams, seed uint64, frontier func() (int64, bool)) *workload {
 	ctx, cancel := context.WithCancel(parent)
-	w := &workload{cancel: cancel, p: p, eventsDone: make(chan struct{})}
+	w := &workload{cancel: cancel, p: p, eventsDone: make(chan struct{}), frontier: frontier}
 	w.maxID.Store(int64(p.preloadItems))
 	w.acctID.Store(int64(p.preloadAccounts))
 	for id := int64(200); id <= int64(p.preloadItems); id += 200 {
@@ -787,11 +1007,12 @@ func startWorkload(parent context.Context, t *testing.T, srcURL string, p e2ePar
 			}
 		}(i)
 	}
-	// One more worker keeps updating a few hot keys spread over the key
-	// space, so that some snapshot chunk windows certainly see a change of a
-	// key they read (the case the watermark reconciliation exists for). The
-	// hot items rows are preloaded ones with an out-of-line payload, and the
-	// updates leave it unchanged.
+	// One more worker keeps updating hot keys, so that snapshot chunk
+	// windows certainly see changes of keys they read (the case the
+	// watermark reconciliation exists for). While the items snapshot runs,
+	// the hot items keys are the preloaded rows with an out-of-line payload
+	// just ahead of the snapshot's frontier, and the updates leave the
+	// payload unchanged.
 	conn, err := pgx.Connect(ctx, srcURL)
 	if err != nil {
 		t.Fatalf("workload: connect: %v", err)
@@ -808,9 +1029,19 @@ func startWorkload(parent context.Context, t *testing.T, srcURL string, p e2ePar
 }
 
 // hotKeys returns the items ids the hot-key worker updates: preloaded rows
-// whose payload is stored out of line (id % 200 == 0).
+// whose payload is stored out of line (id % 200 == 0), just ahead of the
+// snapshot's committed frontier (chunks are read a little ahead of what is
+// committed), or spread over the table when no snapshot runs.
 func (w *workload) hotKeys() []int64 {
 	var ids []int64
+	if last, ok := w.frontier(); ok {
+		for id := last - last%200 + 200; id <= last+8000 && id <= int64(w.p.preloadItems); id += 200 {
+			ids = append(ids, id)
+		}
+		if len(ids) > 0 {
+			return ids
+		}
+	}
 	step := int64(w.p.preloadItems / 20)
 	step -= step % 200
 	for id := step; id <= int64(w.p.preloadItems); id += step {
@@ -820,13 +1051,19 @@ func (w *workload) hotKeys() []int64 {
 }
 
 func (w *workload) hot(ctx context.Context, conn *pgx.Conn) error {
-	ids := w.hotKeys()
+	var ids []int64
+	var refreshed time.Time
 	for i := 0; ctx.Err() == nil; i++ {
+		if time.Since(refreshed) > 100*time.Millisecond {
+			ids, refreshed = w.hotKeys(), time.Now()
+		}
 		var err error
 		if i%2 == 0 {
 			_, err = conn.Exec(ctx, `UPDATE items SET version = version + 1 WHERE id = $1`, ids[(i/2)%len(ids)])
 		} else {
-			tenant, id := int64(1+(i/2)%5), int64(1+((i/2)*97)%w.p.preloadAccounts)
+			low := w.acctLow.Load()
+			id := low + 1 + int64((i/2)*97)%max(1, w.acctID.Load()-low)
+			tenant := 1 + id%5
 			_, err = conn.Exec(ctx, `UPDATE accounts SET balance = balance + 1 WHERE tenant = $1 AND id = $2`, tenant, id)
 		}
 		if err != nil {
@@ -874,16 +1111,20 @@ func (w *workload) events() []event {
 	}
 	return []event{
 		{0, "large transaction (during the snapshot)", bigUpdate(", amount = amount + 1")},
+		// Early, so that it lands while the accounts snapshot runs: chunks
+		// read before it are cleared by it, a chunk whose window it falls
+		// in is read again, later chunks read the re-inserted rows.
+		{0, "truncate accounts and re-insert", func(w *workload, rng *rand.Rand) []string {
+			base := w.acctID.Add(1000) - 1000
+			w.acctLow.Store(base)
+			return []string{`TRUNCATE accounts`,
+				fmt.Sprintf(`INSERT INTO accounts SELECT 1 + g %% 5, g, g * 10, 'reinserted' FROM generate_series(%d, %d) g`, base+1, base+1000)}
+		}},
 		{n / 2, "alter table items add column extra", func(*workload, *rand.Rand) []string {
 			return []string{`ALTER TABLE items ADD COLUMN extra text`, `UPDATE items SET extra = 'after-alter ' || id, version = version + 1 WHERE id % 97 = 0`}
 		}},
 		{n / 2, "large transaction rolled back", func(w *workload, rng *rand.Rand) []string {
 			return []string{"BEGIN", bigUpdate(", payload = 'rolled back'")(w, rng)[0], "ROLLBACK"}
-		}},
-		{n/2 + 1, "truncate accounts and re-insert", func(w *workload, rng *rand.Rand) []string {
-			base := w.acctID.Add(1000) - 1000
-			return []string{`TRUNCATE accounts`,
-				fmt.Sprintf(`INSERT INTO accounts SELECT 1 + g %% 5, g, g * 10, 'reinserted' FROM generate_series(%d, %d) g`, base+1, base+1000)}
 		}},
 		{n, "large transaction with the new column", bigUpdate(", extra = 'bulk'")},
 	}
@@ -898,10 +1139,8 @@ func (w *workload) run(ctx context.Context, conn *pgx.Conn, rng *rand.Rand, lead
 		if leader && len(evs) > 0 && w.kills.Load() >= evs[0].afterKills {
 			ev := evs[0]
 			evs = evs[1:]
-			for _, q := range ev.sql(w, rng) {
-				if _, err := conn.Exec(ctx, q); err != nil {
-					return fmt.Errorf("%s: %s: %w", ev.name, q, err)
-				}
+			if err := w.runEvent(ctx, conn, ev, rng); err != nil {
+				return err
 			}
 			if strings.HasPrefix(ev.name, "alter") {
 				w.altered.Store(true)
@@ -927,6 +1166,30 @@ func (w *workload) run(ctx context.Context, conn *pgx.Conn, rng *rand.Rand, lead
 		time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
 	}
 	return nil
+}
+
+// runEvent runs a one-off event, again if it lost a deadlock to a worker.
+func (w *workload) runEvent(ctx context.Context, conn *pgx.Conn, ev event, rng *rand.Rand) error {
+	stmts := ev.sql(w, rng)
+	for attempt := 1; ; attempt++ {
+		var err error
+		for _, q := range stmts {
+			if _, err = conn.Exec(ctx, q); err != nil {
+				err = fmt.Errorf("%s: %s: %w", ev.name, q, err)
+				break
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		_, _ = conn.Exec(ctx, "ROLLBACK") // if the error left a transaction open
+		var pgErr *pgconn.PgError
+		if attempt < 5 && errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001") {
+			w.aborted.Add(1)
+			continue
+		}
+		return err
+	}
 }
 
 // step runs one random operation: most are single statements in their own
@@ -962,6 +1225,20 @@ func (w *workload) step(ctx context.Context, conn *pgx.Conn, rng *rand.Rand) err
 			return tx.Rollback(ctx)
 		}
 		return tx.Commit(ctx)
+	}
+	if rng.IntN(100) < 3 {
+		// A logical message of its own, transactional or not: bronze's
+		// _messages table must hold it exactly once.
+		content := fmt.Sprintf("msg-%d", w.msgSeq.Add(1))
+		_, err := conn.Exec(ctx, `SELECT pg_logical_emit_message($1, 'e2e', $2)`, rng.IntN(2) == 0, content)
+		w.mu.Lock()
+		if err == nil {
+			w.msgs = append(w.msgs, content)
+		} else {
+			w.maybeMsgs = append(w.maybeMsgs, content) // interrupted: it may or may not have landed
+		}
+		w.mu.Unlock()
+		return err
 	}
 	q, args := w.statement(rng)
 	_, err := conn.Exec(ctx, q, args...)
@@ -999,6 +1276,12 @@ func (w *workload) randomTime(rng *rand.Rand) any {
 	return time.Date(2020+rng.IntN(6), time.Month(1+rng.IntN(12)), 1+rng.IntN(28), rng.IntN(24), rng.IntN(60), rng.IntN(60), rng.IntN(1e6)*1000, time.UTC)
 }
 
+// randomAccount returns an accounts id that may exist.
+func (w *workload) randomAccount(rng *rand.Rand) int64 {
+	low := w.acctLow.Load()
+	return low + 1 + rng.Int64N(max(1, w.acctID.Load()-low))
+}
+
 // statement returns one random write.
 func (w *workload) statement(rng *rand.Rand) (string, []any) {
 	existing := func() int64 { return 1 + rng.Int64N(w.maxID.Load()) }
@@ -1033,6 +1316,13 @@ func (w *workload) statement(rng *rand.Rand) (string, []any) {
 		id := w.bigIDs[rng.IntN(len(w.bigIDs))]
 		w.mu.Unlock()
 		return `UPDATE items SET version = version + 1 WHERE id = $1`, []any{id}
+	case x < 57: // change the key of an item with a big payload (d + c whose payload is unchanged TOAST)
+		w.mu.Lock()
+		i := rng.IntN(len(w.bigIDs))
+		id, nid := w.bigIDs[i], w.maxID.Add(1)
+		w.bigIDs[i] = nid
+		w.mu.Unlock()
+		return `UPDATE items SET id = $2, version = version + 1 WHERE id = $1`, []any{id, nid}
 	case x < 60: // rewrite a payload
 		return `UPDATE items SET version = version + 1, payload = $2 WHERE id = $1`, []any{existing(), fmt.Sprintf("rewritten %d", rng.IntN(1e6))}
 	case x < 68:
@@ -1042,14 +1332,14 @@ func (w *workload) statement(rng *rand.Rand) (string, []any) {
 		return `INSERT INTO accounts VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
 			[]any{1 + id%5, id, rng.Int64N(1e12) - 5e11, fmt.Sprintf("n%d", rng.IntN(100))}
 	case x < 92:
-		id := 1 + rng.Int64N(w.acctID.Load())
+		id := w.randomAccount(rng)
 		return `UPDATE accounts SET balance = balance + $3, note = $4 WHERE tenant = $1 AND id = $2`,
 			[]any{1 + id%5, id, rng.Int64N(1000) - 500, nil}
 	case x < 97:
-		id := 1 + rng.Int64N(w.acctID.Load())
+		id := w.randomAccount(rng)
 		return `DELETE FROM accounts WHERE tenant = $1 AND id = $2`, []any{1 + id%5, id}
 	default: // change an account's key
-		id := 1 + rng.Int64N(w.acctID.Load())
+		id := w.randomAccount(rng)
 		nid := w.acctID.Add(1)
 		return `UPDATE accounts SET id = $3, tenant = $4 WHERE tenant = $1 AND id = $2`, []any{1 + id%5, id, nid, 1 + nid%5}
 	}

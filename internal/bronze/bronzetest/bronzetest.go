@@ -242,7 +242,12 @@ func KeyOf(r Row, key []string) string {
 //
 //   - r, c, u set the key's row; a column named in cdc_unchanged keeps the
 //     key's previous value;
-//   - d deletes the key, t (truncate) deletes every key.
+//   - d deletes the key, t (truncate) deletes every key;
+//   - a c with cdc_unchanged is the second half of a key change (an UPDATE
+//     of the key that left TOAST columns unchanged is written as d of the
+//     old key, c of the new one at the next cdc_seq, docs/bronze.md "Key
+//     changes"): those columns take the values of the row the d at
+//     (cdc_source_lsn, cdc_seq-1) removed.
 //
 // A column in cdc_unchanged of a key with no previous value cannot be
 // filled. That is only harmless when a later full row of the key (r or c,
@@ -272,6 +277,13 @@ func Fold(rows []Row, key []string) (map[string]Row, []string) {
 	state := map[string]Row{}
 	// missing[k][col] = position of the change that left col unfilled.
 	missing := map[string]map[string]string{}
+	// The row the last d removed, for the c of a key change right after it.
+	type removal struct {
+		lsn, seq int64
+		row      Row
+		missing  map[string]string
+	}
+	var removed removal
 	for _, r := range rows {
 		switch op := r.Op(); op {
 		case "t":
@@ -279,11 +291,20 @@ func Fold(rows []Row, key []string) (map[string]Row, []string) {
 			missing = map[string]map[string]string{}
 		case "d":
 			k := KeyOf(r, key)
+			removed = removal{lsn: r.LSN(), seq: r.Seq(), row: state[k], missing: missing[k]}
 			delete(state, k)
 			delete(missing, k)
 		case "r", "c", "u":
 			k := KeyOf(r, key)
 			prev, had := state[k]
+			prevMissing := missing[k]
+			if op == "c" && len(r.Unchanged()) > 0 {
+				// A key change: the previous state is the old key's.
+				prev, had, prevMissing = nil, false, nil
+				if removed.lsn == r.LSN() && removed.seq == r.Seq()-1 && removed.row != nil {
+					prev, had, prevMissing = removed.row, true, removed.missing
+				}
+			}
 			next := Row{}
 			for col, v := range r {
 				if !IsMeta(col) {
@@ -295,7 +316,7 @@ func Fold(rows []Row, key []string) (map[string]Row, []string) {
 				if had {
 					if pv, ok := prev[col]; ok {
 						next[col] = pv
-						if p, ok := missing[k][col]; ok {
+						if p, ok := prevMissing[col]; ok {
 							holes[col] = p
 						}
 						continue

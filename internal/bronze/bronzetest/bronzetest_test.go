@@ -125,6 +125,42 @@ func TestReplayUnfillableUnchanged(t *testing.T) {
 	}
 }
 
+func TestReplayKeyChangeCarriesUnchangedToast(t *testing.T) {
+	key := []string{"id"}
+	rows := []Row{
+		row("c", 10, 1, "id", int64(1), "v", int64(1), "big", "payload-1"),
+		// UPDATE ... SET id = 2: d of the old key, c of the new one with the
+		// payload unchanged.
+		row("d", 20, 1, "id", int64(1), "v", nil, "big", nil),
+		unchanged(row("c", 20, 2, "id", int64(2), "v", int64(1), "big", nil), "big"),
+		// An unrelated key change in another transaction whose old key has
+		// no state: a hole.
+		row("d", 30, 4, "id", int64(7)),
+		unchanged(row("c", 30, 5, "id", int64(8), "v", int64(1), "big", nil), "big"),
+	}
+	state, holes := Fold(rows, key)
+	if got := state["2"]["big"]; got != "payload-1" {
+		t.Errorf("key 2 big = %v, want payload-1 (from the row the key change removed)", got)
+	}
+	if _, ok := state["1"]; ok {
+		t.Errorf("old key 1 still present: %v", state["1"])
+	}
+	if len(holes) != 1 || !strings.Contains(holes[0], "key 8") {
+		t.Errorf("holes = %q, want one for key 8", holes)
+	}
+
+	// A c with cdc_unchanged that does not follow its d directly takes
+	// nothing from it.
+	rows = []Row{
+		row("c", 10, 1, "id", int64(1), "big", "payload-1"),
+		row("d", 20, 1, "id", int64(1)),
+		unchanged(row("c", 20, 3, "id", int64(2), "big", nil), "big"),
+	}
+	if _, holes := Fold(rows, key); len(holes) != 1 {
+		t.Errorf("holes = %q, want one (the c is not at the d's seq+1)", holes)
+	}
+}
+
 // TestRead writes changes through the real bronze writer and reads them back.
 func TestRead(t *testing.T) {
 	ctx := context.Background()
