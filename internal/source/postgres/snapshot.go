@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -88,6 +89,7 @@ type window struct {
 	lowLSN    uint64 // commit LSN of the low watermark
 	lowTx     int64
 	lowTime   time.Time
+	opened    chan struct{} // closed when the stream has passed the low watermark
 	truncated bool
 
 	rows    []snapRow
@@ -105,13 +107,42 @@ func (w *window) finish(err error) {
 	}
 }
 
-// windows is the registry shared by snapshot workers and the stream.
+// windows is the registry shared by snapshot workers and the stream. It
+// also remembers the commit LSN of recent transactions (see visibleSnapshot).
 type windows struct {
-	mu sync.Mutex
-	m  map[string]*window
+	mu     sync.Mutex
+	m      map[string]*window
+	recent map[uint32]uint64 // xid -> commit LSN
+	order  []uint32          // FIFO of recent, bounded
 }
 
-func newWindows() *windows { return &windows{m: map[string]*window{}} }
+// recentTxns bounds the memory of recently committed transactions: racing
+// commits are at most a few transactions older than a low watermark.
+const recentTxns = 1 << 16
+
+func newWindows() *windows { return &windows{m: map[string]*window{}, recent: map[uint32]uint64{}} }
+
+// committed records that the stream decoded the commit of xid at lsn.
+func (ws *windows) committed(xid uint32, lsn uint64) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if _, ok := ws.recent[xid]; !ok {
+		ws.order = append(ws.order, xid)
+	}
+	ws.recent[xid] = lsn
+	if len(ws.order) > recentTxns {
+		delete(ws.recent, ws.order[0])
+		ws.order = ws.order[1:]
+	}
+}
+
+// committedBefore reports whether the stream saw xid commit below lsn.
+func (ws *windows) committedBefore(xid uint32, lsn uint64) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	l, ok := ws.recent[xid]
+	return ok && l < lsn
+}
 
 func (ws *windows) add(w *window) {
 	ws.mu.Lock()
@@ -127,8 +158,9 @@ func (ws *windows) remove(id string) {
 
 func (ws *windows) open(id string, lsn uint64, tx int64, at time.Time) {
 	ws.mu.Lock()
-	if w := ws.m[id]; w != nil {
+	if w := ws.m[id]; w != nil && !w.open {
 		w.open, w.lowLSN, w.lowTx, w.lowTime = true, lsn, tx, at
+		close(w.opened)
 	}
 	ws.mu.Unlock()
 }
@@ -272,6 +304,74 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 	}
 }
 
+// visibleSnapshot opens the transaction the chunk is read in, with a
+// snapshot that sees every transaction whose commit sorts below the low
+// watermark.
+//
+// PostgreSQL writes a commit record before the transaction becomes visible
+// to other snapshots (and, under synchronous replication, waits for the
+// standby in between). A transaction can therefore commit below the low
+// watermark yet be invisible to a snapshot taken after it; the chunk, placed
+// at the low watermark, would then overwrite that newer change with an older
+// row. So: wait until the stream has passed the low watermark (it then knows
+// every transaction that committed below it), take a REPEATABLE READ
+// snapshot, and if any transaction the snapshot still sees as running is one
+// the stream saw commit below the watermark, take it again.
+func (sn *snapshotter) visibleSnapshot(ctx context.Context, conn *pgx.Conn, w *window) (pgx.Tx, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-w.opened:
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for wait := time.Millisecond; ; wait = min(wait*2, 100*time.Millisecond) {
+		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return nil, classify(fmt.Errorf("table %s: begin snapshot chunk: %w", w.table, err))
+		}
+		var snap string
+		if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&snap); err != nil {
+			tx.Rollback(context.Background())
+			return nil, classify(fmt.Errorf("table %s: read snapshot: %w", w.table, err))
+		}
+		racing := false
+		for _, xid := range snapshotXip(snap) {
+			if sn.windows.committedBefore(uint32(xid), w.lowLSN) {
+				racing = true
+				break
+			}
+		}
+		if !racing {
+			return tx, nil
+		}
+		tx.Rollback(context.Background())
+		if time.Now().After(deadline) {
+			return nil, fault.MarkTransient(fmt.Errorf("table %s: a transaction committed before the snapshot watermark stayed invisible for 10 minutes (synchronous standby down?)", w.table))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// snapshotXip returns the in-progress xids of a pg_snapshot text
+// ("xmin:xmax:xip,xip,...").
+func snapshotXip(s string) []uint64 {
+	parts := strings.SplitN(s, ":", 3)
+	if len(parts) < 3 || parts[2] == "" {
+		return nil
+	}
+	var out []uint64
+	for _, x := range strings.Split(parts[2], ",") {
+		if v, err := strconv.ParseUint(x, 10, 64); err == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func newWindowID() string {
 	var b [8]byte
 	rand.Read(b[:])
@@ -281,12 +381,17 @@ func newWindowID() string {
 // chunk reads one chunk between watermarks and waits until the stream has
 // reconciled it.
 func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyCols, keyTypes []string, after []string, limit int) (*window, error) {
-	w := &window{id: newWindowID(), table: t.id, done: make(chan error, 1)}
+	w := &window{id: newWindowID(), table: t.id, done: make(chan error, 1), opened: make(chan struct{})}
 	sn.windows.add(w)
 	defer sn.windows.remove(w.id)
 	if err := sn.c.emitWatermark(ctx, conn, "low:"+w.id); err != nil {
 		return nil, err
 	}
+	tx, err := sn.visibleSnapshot(ctx, conn, w)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(context.Background())
 	var sql strings.Builder
 	sql.WriteString("SELECT * FROM " + quoteTable(t.id))
 	// Text results (one decoder for stream and snapshot) from an unnamed
@@ -305,7 +410,7 @@ func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyC
 	}
 	sql.WriteString(" ORDER BY " + strings.Join(keyCols, ", "))
 	fmt.Fprintf(&sql, " LIMIT %d", limit)
-	rows, err := conn.Query(ctx, sql.String(), args...)
+	rows, err := tx.Query(ctx, sql.String(), args...)
 	if err != nil {
 		return nil, classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 	}
@@ -359,6 +464,9 @@ func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyC
 	full := n >= limit || bytes >= sn.c.opts.Snapshot.ChunkBytes
 	rows.Close()
 	if err := rows.Err(); err != nil {
+		return nil, classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return nil, classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 	}
 	if n == 0 {

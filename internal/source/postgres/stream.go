@@ -286,6 +286,7 @@ func (s *stream) handleMessage(ctx context.Context, data []byte, inStream bool) 
 
 // commit records that a transaction has been fully decoded.
 func (s *stream) commit(commitLSN, endLSN uint64, t time.Time) {
+	s.windows.committed(s.tx.xid, commitLSN)
 	s.completed.AckedLSN = endLSN
 	s.completed.CommitLSN = commitLSN
 	s.completed.Watermark = t
@@ -399,6 +400,25 @@ func decodeTuple(rel *Relation, tup *pglogrepl.TupleData) decoded {
 	return d
 }
 
+// fillUnchanged takes the values of TOAST columns the new tuple left
+// unchanged from the full old tuple (REPLICA IDENTITY FULL), where it has
+// them, so the change needs no earlier state to be complete.
+func fillUnchanged(rel *Relation, nd, od *decoded) {
+	if len(nd.unchanged) == 0 || od.err != nil {
+		return
+	}
+	var still []string
+	for _, name := range nd.unchanged {
+		i := rel.Index(name)
+		if i < 0 || i >= len(od.raw) || od.raw[i] == nil {
+			still = append(still, name)
+			continue
+		}
+		nd.values[i], nd.raw[i] = od.values[i], od.raw[i]
+	}
+	nd.unchanged = still
+}
+
 // rawJSON renders a raw tuple for the dead-letter table.
 func rawJSON(rel *Relation, raw [][]byte) string {
 	m := make(map[string]any, len(raw))
@@ -466,6 +486,9 @@ func (s *stream) update(ctx context.Context, m *pglogrepl.UpdateMessage) error {
 	if m.OldTuple != nil {
 		od := decodeTuple(rel, m.OldTuple)
 		before = od.values
+		if m.OldTupleType == pglogrepl.UpdateMessageTupleTypeOld {
+			fillUnchanged(rel, &nd, &od)
+		}
 		oldKey, ok1 := rel.keyString(od.raw)
 		newKey, ok2 := rel.keyString(nd.raw)
 		if ok1 && ok2 && oldKey != newKey {
