@@ -20,6 +20,7 @@ import (
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
@@ -104,12 +105,30 @@ func captureOptions(cfg *config.Config) postgres.Options {
 // confirm) or a non-transient error occurs. Transient errors are retried
 // with exponential backoff; when no progress has been made for
 // cfg.Retry.MaxElapsed the last error is returned, still marked transient.
-func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) {
 	cat, err := OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
 	if err != nil {
 		return err
 	}
 	defer cat.Close()
+	// Silver is merged beside the capture; a silver error that needs an
+	// operator stops the capture too, and is what Run returns.
+	ctx, stopSilver := context.WithCancelCause(ctx)
+	silverDone := make(chan error, 1)
+	go func() {
+		m := silver.NewMerger(cat, silver.Options{IdleCommit: time.Minute}, log)
+		serr := m.Run(ctx, cfg.Name, silver.DefaultEvery)
+		if serr != nil {
+			stopSilver(serr)
+		}
+		silverDone <- serr
+	}()
+	defer func() {
+		stopSilver(nil)
+		if serr := <-silverDone; serr != nil && err == nil {
+			err = serr
+		}
+	}()
 	dialer, err := postgres.NewDialer(cfg.Source.Reveal(), config.RedactURL)
 	if err != nil {
 		return err

@@ -1,0 +1,162 @@
+package silver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tidemark/tidemark/internal/bronze"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/source/postgres"
+)
+
+// A source table's silver table is published only once its initial
+// snapshot is complete: a half-snapshotted replica would answer queries
+// with rows missing and nothing to say so. The gate reads the snapshot
+// progress bronze commits with every snapshot chunk (tidemark.snapshot).
+
+// gate reports whether a bronze snapshot summary says the table's initial
+// snapshot is complete ("done", or "skipped" when snapshots are disabled),
+// and if not, why, in words for an operator.
+func gate(summary map[string]string) (open bool, reason string) {
+	raw, ok := summary[postgres.PropSnapshot]
+	if !ok {
+		return false, "the initial snapshot has not started (bronze records no snapshot progress yet)"
+	}
+	sp, err := postgres.ParseSnapshotProgress(raw)
+	if err != nil {
+		return false, fmt.Sprintf("bronze's snapshot progress is unreadable (%v): %q", err, raw)
+	}
+	switch sp.Status {
+	case "done", "skipped":
+		return true, ""
+	case "running":
+		if sp.Estimate > 0 {
+			return false, fmt.Sprintf("the initial snapshot is running (%d of about %d rows)", sp.Rows, sp.Estimate)
+		}
+		return false, fmt.Sprintf("the initial snapshot is running (%d rows so far)", sp.Rows)
+	case "pending", "":
+		return false, "the initial snapshot has not started"
+	}
+	return false, fmt.Sprintf("the initial snapshot is %q", sp.Status)
+}
+
+// TableState is what `tidemark status` shows of one source table's silver.
+type TableState struct {
+	Bronze string `json:"bronze"` // bronze.<source>.<schema>.<table>
+	Silver string `json:"silver"` // silver.<source>.<schema>.<table>
+	// Published: the silver table exists. Building: it is being built (its
+	// initial snapshot is complete, the merge has not caught up with it).
+	Published bool `json:"published"`
+	Building  bool `json:"building"`
+	// Gated: the silver table is held back; Reason says why.
+	Gated  bool   `json:"gated"`
+	Reason string `json:"reason,omitempty"`
+	// Cursor is the bronze snapshot silver merged through (0: none), and
+	// Position / Behind what it holds: the source position and how many bronze
+	// snapshots wait to be merged.
+	Cursor   int64  `json:"bronze_snapshot,omitempty"`
+	Position string `json:"position,omitempty"`
+	Behind   int    `json:"bronze_snapshots_behind"`
+}
+
+// States reports the silver state of every bronze table of source, sorted
+// by table. It only reads.
+func States(ctx context.Context, cat *lake.Catalog, source string) ([]TableState, error) {
+	tables, err := bronzeTables(ctx, cat, source)
+	if err != nil {
+		return nil, err
+	}
+	var out []TableState
+	for _, id := range tables {
+		st, err := State(ctx, cat, source, id[0], id[1])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// State reports the silver state of one source table.
+func State(ctx context.Context, cat *lake.Catalog, source, schema, table string) (TableState, error) {
+	bid := append(bronze.Namespace(source, schema), table)
+	st := TableState{Bronze: strings.Join(bid, "."), Silver: strings.Join(Ident(source, schema, table), ".")}
+	b, err := cat.LoadTable(ctx, bid)
+	if err != nil {
+		return st, err
+	}
+	s, err := cat.LoadTable(ctx, Ident(source, schema, table))
+	if errors.Is(err, lake.ErrNoSuchTable) {
+		s, err = cat.LoadTable(ctx, buildingIdent(source, schema, table))
+		st.Building = err == nil
+	} else {
+		st.Published = err == nil
+	}
+	if err != nil && !errors.Is(err, lake.ErrNoSuchTable) {
+		return st, err
+	}
+	cur, haveCur := b.CurrentSnapshot()
+	if s == nil {
+		st.Gated = true
+		if !haveCur {
+			st.Reason = "bronze has no commit yet"
+		} else if open, why := gate(cur.Props); !open {
+			st.Reason = why
+		} else {
+			st.Gated, st.Reason = false, "the initial snapshot is complete; the next merge builds the silver table"
+		}
+		return st, nil
+	}
+	c, err := cursorOf(s)
+	if err != nil {
+		return st, err
+	}
+	if c != lake.NoSnapshot {
+		st.Cursor = c
+	}
+	st.Position = s.Summary()[PropPosition]
+	if st.Position != "" {
+		var lsn uint64
+		if _, err := fmt.Sscan(st.Position, &lsn); err == nil {
+			st.Position = postgres.FormatLSN(lsn)
+		}
+	}
+	if haveCur {
+		if h, err := b.History(c, cur.ID); err == nil {
+			st.Behind = len(h)
+		}
+	}
+	return st, nil
+}
+
+// bronzeTables lists the source tables that have a bronze table, as
+// {schema, table} pairs, sorted.
+func bronzeTables(ctx context.Context, cat *lake.Catalog, source string) ([][2]string, error) {
+	nss, err := cat.ListNamespaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out [][2]string
+	for _, ns := range nss {
+		if len(ns) != 3 || ns[0] != "bronze" || ns[1] != source {
+			continue
+		}
+		ids, err := cat.ListTables(ctx, ns)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			out = append(out, [2]string{ns[2], id[len(id)-1]})
+		}
+	}
+	slices.SortFunc(out, func(a, b [2]string) int {
+		if c := strings.Compare(a[0], b[0]); c != 0 {
+			return c
+		}
+		return strings.Compare(a[1], b[1])
+	})
+	return out, nil
+}

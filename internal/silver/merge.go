@@ -1,0 +1,750 @@
+package silver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/fault"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+)
+
+// Defaults of Options.
+const (
+	DefaultBuckets    = 16
+	DefaultMaxChanges = 500_000
+	DefaultEvery      = 5 * time.Second
+)
+
+// Options configure a Merger. The layout options (Buckets, DeleteMode,
+// SoftDeletes) apply when a silver table is created; an existing table
+// keeps its own (soft deletes: it has a cdc_deleted column; the delete
+// mode: its write.delete.mode property, which an operator may change).
+type Options struct {
+	// Buckets is N of the partitioning bucket(N, first key column).
+	// 0: DefaultBuckets; negative: unpartitioned.
+	Buckets int
+	// DeleteMode is lake.MergeOnRead (position deletes; the default) or
+	// lake.CopyOnWrite (rewrite the data files that hold changed rows).
+	DeleteMode string
+	// SoftDeletes keeps deleted rows, with cdc_deleted = true and their last
+	// contents, instead of removing them.
+	SoftDeletes bool
+	// MaxChanges bounds the bronze rows one commit merges (memory is a
+	// budget): a longer backlog is merged in several commits, each moving
+	// the cursor. 0: DefaultMaxChanges. A single bronze commit is never
+	// split, so one larger than this is merged alone.
+	MaxChanges int64
+	// IdleCommit > 0 skips a commit that would only move the cursor (the
+	// bronze range holds no rows) when silver committed less than this long
+	// ago; the next merge with rows, or the next after IdleCommit, records it.
+	// 0 records every move (what `tidemark merge` wants).
+	IdleCommit time.Duration
+	// Report, if set, is called with every table's result.
+	Report func(Result)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Buckets == 0 {
+		o.Buckets = DefaultBuckets
+	}
+	if o.Buckets < 0 {
+		o.Buckets = 0
+	}
+	if o.DeleteMode == "" {
+		o.DeleteMode = lake.MergeOnRead
+	}
+	if o.MaxChanges <= 0 {
+		o.MaxChanges = DefaultMaxChanges
+	}
+	return o
+}
+
+// Result says what one MergeTable did.
+type Result struct {
+	Table string `json:"table"` // silver.<source>.<schema>.<table>
+	// Gated: the table's initial snapshot is not complete, so no silver
+	// table exists yet; Reason says why.
+	Gated  bool   `json:"gated"`
+	Reason string `json:"reason,omitempty"`
+	// Published: this merge made the silver table visible (its initial
+	// build caught up with a complete snapshot).
+	Published bool `json:"published"`
+	Commits   int  `json:"commits"`
+	// Changes is the bronze rows read; Upserts and Deletes the silver rows
+	// written and removed for them; Ignored the changes at or below the
+	// silver row's position (replays) or voided by a truncate; DeadLetters
+	// the changes set aside; Truncates how many merged ranges held a TRUNCATE.
+	Changes     int64 `json:"changes"`
+	Upserts     int64 `json:"upserts"`
+	Deletes     int64 `json:"deletes"`
+	Ignored     int64 `json:"ignored"`
+	DeadLetters int64 `json:"dead_letters"`
+	Truncates   int64 `json:"truncates"`
+	// Cursor is the bronze snapshot merged through (lake.NoSnapshot: none);
+	// Position its source position (tidemark.position, the commit LSN as an
+	// integer), "" if bronze recorded none.
+	Cursor   int64  `json:"bronze_snapshot"`
+	Position string `json:"position,omitempty"`
+}
+
+// Merger merges bronze tables into silver tables. Its methods may be
+// called from several goroutines for different tables; two merges of the
+// same table at once are safe (one of them fails its commit and changes
+// nothing) but wasteful.
+type Merger struct {
+	cat  *lake.Catalog
+	opts Options
+	log  *slog.Logger
+	mem  memory.Allocator
+	now  func() time.Time
+}
+
+// NewMerger returns a Merger over the catalog's bronze and silver tables.
+func NewMerger(cat *lake.Catalog, opts Options, log *slog.Logger) *Merger {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Merger{cat: cat, opts: opts.withDefaults(), log: log, mem: memory.DefaultAllocator, now: time.Now}
+}
+
+// MergeAll merges every bronze table of source (one at a time) and
+// returns the errors of the tables that failed, joined; the others are
+// merged regardless. Gated tables are not errors.
+func (m *Merger) MergeAll(ctx context.Context, source string) error {
+	tables, err := bronzeTables(ctx, m.cat, source)
+	if err != nil {
+		return fmt.Errorf("silver: list the bronze tables of source %s: %w", source, err)
+	}
+	var errs []error
+	for _, t := range tables {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := m.MergeTable(ctx, source, t[0], t[1]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// MergeTable brings one silver table up to date with the bronze table as
+// it is when the call starts: it merges the backlog in commits of at most
+// MaxChanges bronze rows, each atomic with its cursor. It is idempotent: a
+// crash at any point leaves silver at its last commit, and the next merge
+// continues from there.
+//
+// A table whose initial snapshot is not complete is not merged (Result.
+// Gated). Errors are classified (internal/fault): a fault.ErrIncompatibleSchema
+// or fault.ErrCorruptState needs an operator; others may be retried.
+func (m *Merger) MergeTable(ctx context.Context, source, schema, table string) (Result, error) {
+	res, err := m.mergeTable(ctx, source, schema, table)
+	if err != nil {
+		err = fmt.Errorf("silver: merge %s: %w", res.Table, err)
+		switch {
+		case ctx.Err() != nil:
+		case fault.ClassOf(err) == fault.Transient:
+			m.log.Warn("silver merge failed, will retry", "table", res.Table, "error", err.Error())
+		default:
+			m.log.Error("silver merge failed", "table", res.Table, "error", err.Error())
+		}
+	} else if res.Commits > 0 || res.Published {
+		m.log.Info("silver merged", "table", res.Table, "commits", res.Commits, "changes", res.Changes,
+			"upserts", res.Upserts, "deletes", res.Deletes, "dead_letters", res.DeadLetters, "position", res.Position,
+			"published", res.Published)
+	}
+	if m.opts.Report != nil {
+		m.opts.Report(res)
+	}
+	return res, err
+}
+
+func (m *Merger) mergeTable(ctx context.Context, source, schema, table string) (Result, error) {
+	res := Result{Table: strings.Join(Ident(source, schema, table), "."), Cursor: lake.NoSnapshot}
+	bid := append(bronze.Namespace(source, schema), table)
+	b, err := m.cat.LoadTable(ctx, bid)
+	if errors.Is(err, lake.ErrNoSuchTable) {
+		return res, fault.With(fault.ErrBadConfig, fmt.Sprintf("there is no bronze table %s: is %s.%s captured by pipeline %s?",
+			strings.Join(bid, "."), schema, table, source), err)
+	}
+	if err != nil {
+		return res, err
+	}
+	head, ok := b.CurrentSnapshot()
+	if !ok {
+		res.Gated, res.Reason = true, "bronze has no commit yet"
+		return res, nil
+	}
+	key, err := KeyOf(b)
+	if err != nil {
+		return res, err
+	}
+	s, building, err := m.openSilver(ctx, source, schema, table)
+	if err != nil {
+		return res, err
+	}
+	if s == nil {
+		if open, why := gate(head.Props); !open {
+			res.Gated, res.Reason = true, why
+			return res, nil
+		}
+		if s, err = m.create(ctx, buildingIdent(source, schema, table), b, key); err != nil {
+			return res, err
+		}
+		building = true
+		m.log.Info("silver table build started", "table", res.Table, "bronze_snapshot", head.ID)
+	}
+	j := &job{m: m, b: b, s: s, key: key, source: source, table: schema + "." + table, res: &res}
+	if _, ok := s.Schema().FindFieldByName(ColDeleted); ok {
+		j.soft = true
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		cur, err := cursorOf(j.s)
+		if err != nil {
+			return res, err
+		}
+		if cur == lake.NoSnapshot {
+			// Not built yet: build it, in one commit or in passes.
+			done, err := j.build(ctx, head)
+			if err != nil || !done {
+				return res, err
+			}
+			continue
+		}
+		res.Cursor = cur
+		res.Position = j.s.Summary()[PropPosition]
+		if building {
+			if j.s, building, err = m.publish(ctx, b, j.s, cur, source, schema, table); err != nil {
+				return res, err
+			}
+			res.Published = !building
+		}
+		if cur == head.ID {
+			return res, nil
+		}
+		hist, err := b.History(cur, head.ID)
+		if err != nil {
+			return res, fault.With(fault.ErrCorruptState, fmt.Sprintf(
+				"silver table %s merged through bronze snapshot %d, which is no longer in bronze's history "+
+					"(bronze was recreated, or its snapshots were expired before silver merged them): the changes in between "+
+					"cannot be read. Rebuild the silver table: drop it, and the next merge rebuilds it from bronze",
+				res.Table, cur), err)
+		}
+		to, rows, ok, err := j.step(ctx, cur, hist)
+		if err != nil || !ok {
+			return res, err
+		}
+		if rows == 0 && m.opts.IdleCommit > 0 {
+			if last, ok := j.s.CurrentSnapshot(); ok && m.now().Sub(time.UnixMilli(last.TimestampMs)) < m.opts.IdleCommit {
+				return res, nil
+			}
+		}
+		if err := j.merge(ctx, cur, to, part{}, true, cursorProps(to)); err != nil {
+			return res, err
+		}
+	}
+}
+
+// job is the merge of one table.
+type job struct {
+	m      *Merger
+	b, s   *lake.Table
+	key    []string
+	soft   bool
+	source string
+	table  string // schema.table, for the dead letters
+	res    *Result
+}
+
+// cursorProps are the summary keys of a commit that merged through to.
+func cursorProps(to lake.SnapshotInfo) map[string]string {
+	props := map[string]string{PropBronzeSnapshot: strconv.FormatInt(to.ID, 10)}
+	for _, k := range []string{PropPosition, PropWatermark} {
+		if v := to.Props[k]; v != "" {
+			props[k] = v
+		}
+	}
+	return props
+}
+
+// complete reports whether the bronze range (after, to] ends on a
+// transaction boundary: bronze may commit a large transaction in several
+// flushes, and a merge that stopped inside one would show half of it. The
+// range is complete when no row in it is above to's tidemark.position (the
+// commit LSN of the last transaction bronze holds entirely). It reads only
+// file statistics. rows is the range's row count.
+func (j *job) complete(ctx context.Context, after int64, to lake.SnapshotInfo) (rows int64, ok bool, err error) {
+	n, maxLSN, known, err := j.b.AppendedBounds(ctx, after, to.ID, ColLSN)
+	if err != nil {
+		return 0, false, err
+	}
+	if n == 0 {
+		return 0, true, nil
+	}
+	if !known {
+		// Without statistics the boundary cannot be checked; waiting would
+		// stall silver for good. Merge, and say so.
+		j.m.log.Warn("bronze data files carry no statistics for "+ColLSN+": silver cannot check that a merge ends on a transaction boundary",
+			"table", j.res.Table)
+		return n, true, nil
+	}
+	p, perr := strconv.ParseUint(to.Props[PropPosition], 10, 64)
+	if perr != nil {
+		return n, false, nil // no position yet: the next bronze commit records one
+	}
+	return n, uint64(maxLSN) <= p, nil
+}
+
+// step picks how far the next commit merges along hist (the bronze
+// snapshots after the cursor, oldest first): as many snapshots as fit in
+// MaxChanges rows (at least one), moved to the nearest snapshot that ends
+// on a transaction boundary, later ones first. ok is false when no
+// snapshot in hist does (a large transaction is still being written).
+func (j *job) step(ctx context.Context, cur int64, hist []lake.SnapshotInfo) (to lake.SnapshotInfo, rows int64, ok bool, err error) {
+	var sum int64
+	budget := 0
+	for i, h := range hist {
+		add := int64(0)
+		if h.Operation == "append" {
+			add = h.AddedRecords
+		}
+		if i > 0 && sum+add > j.m.opts.MaxChanges {
+			break
+		}
+		sum += add
+		budget = i
+	}
+	order := make([]int, 0, len(hist))
+	for i := budget; i < len(hist); i++ {
+		order = append(order, i)
+	}
+	for i := budget - 1; i >= 0; i-- {
+		order = append(order, i)
+	}
+	for _, i := range order {
+		n, complete, err := j.complete(ctx, cur, hist[i])
+		if err != nil {
+			return to, 0, false, err
+		}
+		if complete {
+			return hist[i], n, true, nil
+		}
+	}
+	j.m.log.Debug("silver waits for a transaction bronze holds only in part", "table", j.res.Table)
+	return to, 0, false, nil
+}
+
+// Build progress, in the summary of a table being built in passes.
+const (
+	propBuildTarget = "tidemark.build-target" // the bronze snapshot the build merges through
+	propBuildPasses = "tidemark.build-passes"
+	propBuildPass   = "tidemark.build-pass" // the last pass committed, from 0
+)
+
+// build merges bronze from its first snapshot into the new table. Until
+// its initial snapshot is complete, bronze's order is not the source's:
+// a snapshot chunk's rows are positioned at its low watermark, but they
+// are written after the changes made while the chunk was read. So the
+// whole range up to a complete snapshot is folded at once, never split
+// across commits by snapshot. When it holds more than MaxChanges rows it
+// is split by key instead: pass i of n folds the keys whose hash is i
+// modulo n, reading the whole range each time, and commits them (to the
+// table being built, which no one reads). The last pass records the
+// cursor. Progress is in the summary, so a crash resumes with the next
+// pass. done is false when there is nothing to build from yet.
+func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err error) {
+	sum := j.s.Summary()
+	var target lake.SnapshotInfo
+	passes, next := 0, 0
+	if sum != nil && sum[propBuildTarget] != "" {
+		id, err1 := strconv.ParseInt(sum[propBuildTarget], 10, 64)
+		n, err2 := strconv.Atoi(sum[propBuildPasses])
+		last, err3 := strconv.Atoi(sum[propBuildPass])
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return false, fault.With(fault.ErrCorruptState, fmt.Sprintf("silver table %s: unreadable build progress", j.res.Table), err)
+		}
+		if target, err = j.b.Snapshot(id); err != nil {
+			return false, err
+		}
+		passes, next = n, last+1
+	} else {
+		hist, err := j.b.History(lake.NoSnapshot, head.ID)
+		if err != nil {
+			return false, err
+		}
+		var rows int64
+		found := false
+		for i := len(hist) - 1; i >= 0 && !found; i-- {
+			if open, _ := gate(hist[i].Props); !open {
+				break
+			}
+			n, complete, err := j.complete(ctx, lake.NoSnapshot, hist[i])
+			if err != nil {
+				return false, err
+			}
+			if complete {
+				target, rows, found = hist[i], n, true
+			}
+		}
+		if !found {
+			return false, nil
+		}
+		passes = int((rows + j.m.opts.MaxChanges - 1) / j.m.opts.MaxChanges)
+		passes = max(passes, 1)
+		if passes > 1 {
+			j.m.log.Info("silver table build in passes", "table", j.res.Table, "bronze_rows", rows, "passes", passes)
+		}
+	}
+	for p := next; p < passes; p++ {
+		props := map[string]string{
+			propBuildTarget: strconv.FormatInt(target.ID, 10),
+			propBuildPasses: strconv.Itoa(passes),
+			propBuildPass:   strconv.Itoa(p),
+		}
+		if p == passes-1 {
+			for k, v := range cursorProps(target) {
+				props[k] = v
+			}
+		}
+		// A pass's keys are in no other pass, and a crashed pass left nothing:
+		// there are no silver rows to read back.
+		if err := j.merge(ctx, lake.NoSnapshot, target, part{i: p, n: passes}, false, props); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// openSilver loads the published silver table, else the one being built;
+// nil if neither exists.
+func (m *Merger) openSilver(ctx context.Context, source, schema, table string) (*lake.Table, bool, error) {
+	s, err := m.cat.LoadTable(ctx, Ident(source, schema, table))
+	if err == nil {
+		return s, false, nil
+	}
+	if !errors.Is(err, lake.ErrNoSuchTable) {
+		return nil, false, err
+	}
+	s, err = m.cat.LoadTable(ctx, buildingIdent(source, schema, table))
+	if err == nil {
+		return s, true, nil
+	}
+	if !errors.Is(err, lake.ErrNoSuchTable) {
+		return nil, false, err
+	}
+	return nil, false, nil
+}
+
+// create creates a silver table for bronze table b.
+func (m *Merger) create(ctx context.Context, ident []string, b *lake.Table, key []string) (*lake.Table, error) {
+	keyJSON := b.Properties()[bronze.PropKey]
+	s, err := m.cat.CreateKeyedTable(ctx, ident, lake.KeyedTableSpec{
+		Schema:     schemaFor(b.Schema(), key, m.opts.SoftDeletes),
+		Key:        key,
+		Buckets:    m.opts.Buckets,
+		DeleteMode: m.opts.DeleteMode,
+		Properties: map[string]string{bronze.PropKey: keyJSON},
+	})
+	if errors.Is(err, lake.ErrTableExists) {
+		s, err = m.cat.LoadTable(ctx, ident)
+	}
+	return s, err
+}
+
+// publish renames a table being built to its silver name once it has
+// merged through a bronze snapshot whose initial snapshot is complete.
+func (m *Merger) publish(ctx context.Context, b, s *lake.Table, cur int64, source, schema, table string) (*lake.Table, bool, error) {
+	if cur == lake.NoSnapshot {
+		return s, true, nil
+	}
+	snap, err := b.Snapshot(cur)
+	if err != nil {
+		return s, true, err
+	}
+	if open, _ := gate(snap.Props); !open {
+		return s, true, nil
+	}
+	p, err := m.cat.RenameTable(ctx, s.Ident(), Ident(source, schema, table))
+	if err != nil {
+		return s, true, err
+	}
+	m.log.Info("silver table published", "table", strings.Join(p.Ident(), "."), "bronze_snapshot", cur)
+	return p, false, nil
+}
+
+// cursorOf reads silver's cursor: the bronze snapshot its current snapshot
+// merged through (lake.NoSnapshot for a table with no commit yet).
+func cursorOf(s *lake.Table) (int64, error) {
+	sum := s.Summary()
+	if sum == nil {
+		return lake.NoSnapshot, nil
+	}
+	raw, ok := sum[PropBronzeSnapshot]
+	if !ok {
+		return 0, fault.With(fault.ErrCorruptState, fmt.Sprintf(
+			"silver table %s: its current snapshot has no %s (was it written by something other than tidemark?): "+
+				"silver cannot know which bronze changes it holds. Rebuild it: drop it, and the next merge rebuilds it from bronze",
+			strings.Join(s.Ident(), "."), PropBronzeSnapshot), nil)
+	}
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil {
+		return 0, fault.With(fault.ErrCorruptState, fmt.Sprintf("silver table %s: unreadable %s %q",
+			strings.Join(s.Ident(), "."), PropBronzeSnapshot, raw), err)
+	}
+	return id, nil
+}
+
+// merge merges the bronze rows appended after snapshot `after` up to
+// snapshot to (only part p's keys) into the silver table, in one commit
+// carrying props. priors: read back the silver rows of the touched keys.
+func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p part, priors bool, props map[string]string) error {
+	m, s := j.m, j.s
+	if err := evolve(ctx, s, j.b.Schema(), j.key); err != nil {
+		return err
+	}
+	var st Result
+	var srcCols []string
+	for _, f := range s.Schema().Fields() {
+		if !strings.HasPrefix(f.Name, "cdc_") {
+			srcCols = append(srcCols, f.Name)
+		}
+	}
+	in := newInput(j.key, srcCols)
+	defer in.release()
+	if err := in.readBronze(ctx, m.mem, j.b, after, to.ID, p); err != nil {
+		return err
+	}
+	st.Changes = int64(in.bronze)
+	if priors {
+		if err := in.readSilver(ctx, s, j.soft); err != nil {
+			return err
+		}
+	}
+	in.keyChanges(j.soft)
+
+	// Fold every touched key, in key order (the table's sort order).
+	keys := make([]string, 0, len(in.keys))
+	for k := range in.keys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var rows []outRow
+	var rowKeys []string // rows[i]'s key, to write rows in key order
+	rewrite := false     // some key's row changes: delete the rows read, write back the others
+	var kept []keyRef
+	for _, k := range keys {
+		kd := in.keys[k]
+		o := fold(kd.prior, kd.changes, in.trunc, j.soft)
+		st.Ignored += int64(o.ignored)
+		for _, h := range o.holes {
+			cols := make([]string, len(h.cols))
+			for i, c := range h.cols {
+				cols[i] = srcCols[c]
+			}
+			in.dead = append(in.dead, deadRow{ref: kd.changes[h.change].ref, reason: fmt.Sprintf(
+				"column(s) %s were left unchanged by the source (TOAST) and no earlier state of the row is known "+
+					"(not in this merge, not in silver): the row was not merged, silver keeps its previous state",
+				strings.Join(cols, ", "))})
+		}
+		live := kd.prior != nil && (in.trunc == nil || in.trunc.less(kd.prior.pos))
+		switch o.act {
+		case put:
+			rewrite = true
+			rows = append(rows, outRow{base: o.base, meta: o.meta, fill: o.fill, deleted: o.deleted})
+			rowKeys = append(rowKeys, k)
+			st.Upserts++
+		case drop:
+			rewrite = rewrite || live
+			if live {
+				st.Deletes++
+			}
+		case keep:
+			if live {
+				kept = append(kept, keyRef{k, kd.prior.ref})
+			}
+		}
+	}
+	var del *lake.Filter
+	if rewrite && in.total > in.bronze {
+		// The rows read back are deleted; those that stay are written back.
+		del = in.filter()
+		for _, kr := range append(kept, in.extras...) {
+			if in.trunc != nil && !in.trunc.less(in.posOf(kr.ref)) {
+				continue
+			}
+			rows = append(rows, in.copyRow(kr.ref, j.soft))
+			rowKeys = append(rowKeys, kr.key)
+		}
+		sortByKey(rows, rowKeys)
+	}
+	if in.trunc != nil {
+		st.Truncates++
+		before := lake.Or(lake.Less(ColLSN, in.trunc.lsn),
+			lake.And(lake.Equal(ColLSN, in.trunc.lsn), lake.Less(ColSeq, in.trunc.seq)))
+		if del == nil {
+			del = before
+		} else {
+			del = lake.Or(del, before)
+		}
+	}
+
+	if len(in.dead) > 0 {
+		dl, err := openDeadLetter(ctx, m.cat, j.source)
+		if err != nil {
+			return err
+		}
+		n, err := in.writeDeadLetters(ctx, m.mem, dl, j.table, to.ID, m.now())
+		if err != nil {
+			return fmt.Errorf("write dead letters: %w", err)
+		}
+		st.DeadLetters = int64(len(in.dead))
+		if n > 0 {
+			m.log.Warn("changes sent to the silver dead-letter table", "table", j.res.Table, "count", n,
+				"dead_letter_table", strings.Join(DeadLetterIdent(j.source), "."), "first_error", in.dead[0].reason)
+		}
+	}
+
+	var recs []arrow.RecordBatch
+	if len(rows) > 0 {
+		rec, err := in.build(ctx, m.mem, s.ArrowSchema(), rows)
+		if err != nil {
+			return fmt.Errorf("assemble %d rows: %w", len(rows), err)
+		}
+		defer rec.Release()
+		recs = append(recs, rec)
+	}
+	if err := s.Merge(ctx, del, recs, props); err != nil {
+		if errors.Is(err, lake.ErrCommitConflict) {
+			return fault.MarkTransient(err)
+		}
+		return err
+	}
+	m.log.Debug("silver commit", "table", strings.Join(s.Ident(), "."), "bronze_snapshot", to.ID, "pass", p.i,
+		"changes", st.Changes, "upserts", st.Upserts, "deletes", st.Deletes, "rewritten", len(rows)-int(st.Upserts))
+	r := j.res
+	r.Commits++
+	r.Changes += st.Changes
+	r.Upserts += st.Upserts
+	r.Deletes += st.Deletes
+	r.Ignored += st.Ignored
+	r.DeadLetters += st.DeadLetters
+	r.Truncates += st.Truncates
+	return nil
+}
+
+// keyChanges gives the insert half of a key change the TOAST-unchanged
+// values it lacks. PostgreSQL writes an UPDATE that changes the key as a
+// delete of the old key and an insert of the new one at the next seq; the
+// insert lists the TOAST columns it did not send, whose values are those
+// of the row the delete removed (docs/bronze.md, "Key changes"). Resolved
+// in position order, so a chain of key changes carries the values along.
+func (in *input) keyChanges(soft bool) {
+	type at struct {
+		key string
+		i   int
+	}
+	dels := map[pos]string{}
+	var ins []at
+	for k, kd := range in.keys {
+		for i, c := range kd.changes {
+			switch {
+			case c.op == opDelete:
+				dels[c.pos] = k
+			case c.op == opInsert && len(c.unchanged) > 0:
+				ins = append(ins, at{k, i})
+			}
+		}
+	}
+	slices.SortFunc(ins, func(a, b at) int {
+		pa, pb := in.keys[a.key].changes[a.i].pos, in.keys[b.key].changes[b.i].pos
+		switch {
+		case pa.less(pb):
+			return -1
+		case pb.less(pa):
+			return 1
+		}
+		return 0
+	})
+	for _, x := range ins {
+		c := &in.keys[x.key].changes[x.i]
+		dpos := pos{c.pos.lsn, c.pos.seq - 1}
+		old, ok := dels[dpos]
+		if !ok {
+			continue // no delete half in the range: the columns stay holes
+		}
+		od := in.keys[old]
+		var before []change
+		for _, oc := range od.changes {
+			if oc.pos.less(dpos) {
+				before = append(before, oc)
+			}
+		}
+		st := foldState(od.prior, before, in.trunc, soft)
+		if !st.present {
+			continue
+		}
+		for _, col := range c.unchanged {
+			if _, hole := st.holes[col]; hole {
+				continue
+			}
+			if c.from == nil {
+				c.from = map[int]int{}
+			}
+			c.from[col] = st.source(col)
+		}
+	}
+}
+
+// posOf returns the position of an input row.
+func (in *input) posOf(ref int) pos {
+	b, i := in.locate(ref)
+	var p pos
+	if a, ok := column(b, ColLSN).(interface{ Value(int) int64 }); ok {
+		p.lsn = a.Value(i)
+	}
+	if a, ok := column(b, ColSeq).(interface{ Value(int) int64 }); ok {
+		p.seq = a.Value(i)
+	}
+	return p
+}
+
+// copyRow writes a silver row back as it is.
+func (in *input) copyRow(ref int, soft bool) outRow {
+	r := outRow{base: ref, meta: ref}
+	if soft {
+		b, i := in.locate(ref)
+		if a, ok := column(b, ColDeleted).(interface {
+			Value(int) bool
+			IsNull(int) bool
+		}); ok && !a.IsNull(i) {
+			r.deleted = a.Value(i)
+		}
+	}
+	return r
+}
+
+// sortByKey sorts rows by their keys (the table's sort order).
+func sortByKey(rows []outRow, keys []string) {
+	idx := make([]int, len(rows))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(keys[a], keys[b]) })
+	out := make([]outRow, len(rows))
+	for i, j := range idx {
+		out[i] = rows[j]
+	}
+	copy(rows, out)
+}

@@ -1,0 +1,419 @@
+package silver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/fault"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/silver"
+)
+
+func TestGatedUntilTheSnapshotIsDone(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	m := e.merger(silver.Options{})
+
+	// Opened, nothing committed: gated.
+	if res := e.merge(m, ordersID); !res.Gated {
+		t.Errorf("before any commit: %+v, want gated", res)
+	}
+	e.tx(ordersID, s, snapRunning, "r 1 a A")
+	e.tx(ordersID, s, nil, "u 1 b ~")
+	res := e.merge(m, ordersID)
+	if !res.Gated || !strings.Contains(res.Reason, "running") {
+		t.Errorf("snapshot running: %+v, want gated with a reason", res)
+	}
+	e.noSilverTable()
+	st, err := silver.State(e.ctx, e.cat, e.source, "public", "orders")
+	if err != nil || !st.Gated || st.Published || !strings.Contains(st.Reason, "running") {
+		t.Errorf("State = %+v, %v; want gated, not published, with the reason", st, err)
+	}
+	if err := m.MergeAll(e.ctx, e.source); err != nil {
+		t.Fatal(err)
+	}
+	e.noSilverTable()
+
+	e.tx(ordersID, s, snapDone, "r 2 c C")
+	res = e.merge(m, ordersID)
+	if res.Gated || !res.Published {
+		t.Fatalf("snapshot done: %+v, want published", res)
+	}
+	equalLines(t, "published", e.rows(silverIdent(ordersID), "id", "v", "big"), []string{"id=1 v=b big=A", "id=2 v=c big=C"})
+	st, err = silver.State(e.ctx, e.cat, e.source, "public", "orders")
+	if err != nil || st.Gated || !st.Published || st.Behind != 0 || st.Position == "" {
+		t.Errorf("State = %+v, %v; want published, caught up", st, err)
+	}
+}
+
+// noSilverTable checks that no silver table of the source is visible.
+func (e *lakeEnv) noSilverTable() {
+	e.t.Helper()
+	_, err := e.cat.LoadTable(e.ctx, silverIdent(ordersID))
+	if !errors.Is(err, lake.ErrNoSuchTable) {
+		e.t.Errorf("silver table: %v, want none", err)
+	}
+	ids, err := e.cat.ListTables(e.ctx, silver.Namespace(e.source, "public"))
+	if err == nil && len(ids) > 0 {
+		e.t.Errorf("silver tables %v, want none", ids)
+	}
+}
+
+// The capture writes a snapshot chunk's rows at its low watermark, after
+// the stream changes committed while it was read: bronze's order is not
+// the source's until the snapshot is done. The build folds it by position.
+func TestBuildFoldsSnapshotChunksByPosition(t *testing.T) {
+	for _, maxChanges := range []int64{0, 1, 2} {
+		t.Run(fmt.Sprintf("max_changes=%d", maxChanges), func(t *testing.T) {
+			e := newLakeEnv(t)
+			s := ordersSchema()
+			e.open(ordersID, s)
+			e.write(ordersID, s, 1200, nil, "u 1 new ~", "d 2 - -", "c 4 d D")
+			e.flushAt(1200)
+			e.write(ordersID, s, 1100, snapDone, "r 1 old BIG", "r 2 b B", "r 3 c C")
+			e.flushAt(1200)
+			m := e.merger(silver.Options{MaxChanges: maxChanges})
+			res := e.merge(m, ordersID)
+			if !res.Published || res.DeadLetters != 0 {
+				t.Errorf("build: %+v", res)
+			}
+			if maxChanges > 0 && res.Commits < 2 {
+				t.Errorf("build with max %d changes per commit made %d commits, want passes", maxChanges, res.Commits)
+			}
+			equalLines(t, "silver", e.rows(silverIdent(ordersID), "id", "v", "big"), []string{
+				"id=1 v=new big=BIG", "id=3 v=c big=C", "id=4 v=d big=D"})
+		})
+	}
+}
+
+func TestReplayingMergedBronzeChangesNothing(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	m := e.merger(silver.Options{})
+	e.tx(ordersID, s, snapDone, "r 1 a A", "r 2 b B", "r 3 c C")
+	e.merge(m, ordersID)
+	old := e.summary(silverIdent(ordersID))[silver.PropBronzeSnapshot]
+	e.tx(ordersID, s, nil, "u 1 a2 ~", "d 2 - -", "c 5 e E")
+	e.tx(ordersID, s, nil, "t - - -", "c 6 f F", "u 6 f2 ~")
+	e.tx(ordersID, s, nil, "c 2 b2 B2", "u 6 f3 ~", "c 7 g G")
+	e.merge(m, ordersID)
+	want := e.rows(silverIdent(ordersID))
+	equalLines(t, "silver", e.rows(silverIdent(ordersID), "id", "v", "big"), []string{
+		"id=2 v=b2 big=B2", "id=6 v=f3 big=F", "id=7 v=g big=G"})
+
+	// Move the cursor back: the next merge re-reads every change since.
+	e.resetCursor(old)
+	res := e.merge(m, ordersID)
+	if res.Commits != 1 || res.Changes != 9 {
+		t.Errorf("replay: %+v", res)
+	}
+	equalLines(t, "after the replay (every column)", e.rows(silverIdent(ordersID)), want)
+}
+
+// resetCursor commits an empty snapshot whose cursor is an older bronze
+// snapshot, as if the merges since had not recorded theirs.
+func (e *lakeEnv) resetCursor(to string) {
+	e.t.Helper()
+	tbl, err := e.cat.LoadTable(e.ctx, silverIdent(ordersID))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := tbl.Merge(e.ctx, nil, nil, map[string]string{silver.PropBronzeSnapshot: to}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	m := e.merger(silver.Options{})
+	e.tx(ordersID, s, snapDone, "r 1 a A", "r 2 b B")
+	e.merge(m, ordersID)
+	e.tx(ordersID, s, nil, "t - - -", "c 5 e E")
+	res := e.merge(m, ordersID)
+	if res.Truncates != 1 {
+		t.Errorf("result: %+v", res)
+	}
+	equalLines(t, "after truncate", e.rows(silverIdent(ordersID), "id", "v"), []string{"id=5 v=e"})
+	// Changes before the truncate in the same range are void too.
+	e.tx(ordersID, s, nil, "c 8 h H")
+	e.tx(ordersID, s, nil, "u 5 e2 ~", "t - - -")
+	e.tx(ordersID, s, nil, "c 9 i I")
+	e.merge(m, ordersID)
+	equalLines(t, "after a second truncate", e.rows(silverIdent(ordersID), "id", "v"), []string{"id=9 v=i"})
+}
+
+func TestSoftDeletes(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	m := e.merger(silver.Options{SoftDeletes: true})
+	e.tx(ordersID, s, snapDone, "r 1 a A", "r 2 b B")
+	e.merge(m, ordersID)
+	e.tx(ordersID, s, nil, "d 1 - -", "d 3 - -")
+	e.merge(m, ordersID)
+	cols := []string{"id", "v", "big", "cdc_deleted"}
+	equalLines(t, "after deletes", e.rows(silverIdent(ordersID), cols...), []string{
+		"id=1 v=a big=A cdc_deleted=true", "id=2 v=b big=B cdc_deleted=false", "id=3 v=- big=- cdc_deleted=true"})
+	e.tx(ordersID, s, nil, "c 1 again AGAIN")
+	e.merge(m, ordersID)
+	equalLines(t, "after a reinsert", e.rows(silverIdent(ordersID), cols...), []string{
+		"id=1 v=again big=AGAIN cdc_deleted=false", "id=2 v=b big=B cdc_deleted=false", "id=3 v=- big=- cdc_deleted=true"})
+	// The option applies to new tables: this one stays soft with a plain merger.
+	e.tx(ordersID, s, nil, "d 2 - -")
+	e.merge(e.merger(silver.Options{}), ordersID)
+	if got := e.rows(silverIdent(ordersID), cols...); !contains(got, "id=2 v=b big=B cdc_deleted=true") {
+		t.Errorf("rows: %v", got)
+	}
+}
+
+func TestSchemaEvolution(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	m := e.merger(silver.Options{})
+	e.tx(ordersID, s, snapDone, "r 1 a A", "r 2 b B")
+	e.merge(m, ordersID)
+
+	// A column is added, then widened from int to bigint.
+	s2 := &change.Schema{Key: s.Key, Fields: append(append([]change.Field{}, s.Fields...),
+		change.Field{Name: "extra", Type: iceberg.PrimitiveTypes.Int32, SourceType: "integer"})}
+	e.open(ordersID, s2)
+	e.tx(ordersID, s2, nil, "u 1 a2 ~ 42")
+	e.merge(m, ordersID)
+	equalLines(t, "column added", e.rows(silverIdent(ordersID), "id", "v", "extra"), []string{"id=1 v=a2 extra=42", "id=2 v=b extra=-"})
+
+	s3 := &change.Schema{Key: s.Key, Fields: append(append([]change.Field{}, s.Fields...),
+		change.Field{Name: "extra", Type: iceberg.PrimitiveTypes.Int64, SourceType: "bigint"})}
+	e.open(ordersID, s3)
+	e.tx(ordersID, s3, nil, "u 2 b2 ~ 5000000000")
+	e.merge(m, ordersID)
+	equalLines(t, "column widened", e.rows(silverIdent(ordersID), "id", "v", "extra"), []string{"id=1 v=a2 extra=42", "id=2 v=b2 extra=5000000000"})
+	tbl, err := e.cat.LoadTable(e.ctx, silverIdent(ordersID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := tbl.Schema().FindFieldByName("extra"); !f.Type.Equals(iceberg.PrimitiveTypes.Int64) {
+		t.Errorf("silver extra is %s, want long", f.Type)
+	}
+
+	// A column bronze stops filling (dropped at the source) stays, NULL in new rows.
+	s4 := &change.Schema{Key: s.Key, Fields: s.Fields[:2]}
+	e.open(ordersID, s4)
+	e.tx(ordersID, s4, nil, "c 3 c")
+	e.merge(m, ordersID)
+	equalLines(t, "column dropped", e.rows(silverIdent(ordersID), "id", "v", "big"), []string{"id=1 v=a2 big=A", "id=2 v=b2 big=B", "id=3 v=c big=-"})
+}
+
+func TestIncompatibleSchemaIsANamedError(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	e.tx(ordersID, s, snapDone, "r 1 a A")
+	// A silver table whose column v is an int: bronze's is a string.
+	_, err := e.cat.CreateKeyedTable(e.ctx, silverIdent(ordersID), lake.KeyedTableSpec{
+		Schema: iceberg.NewSchema(0,
+			iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int32, Required: true},
+			iceberg.NestedField{ID: 2, Name: "v", Type: iceberg.PrimitiveTypes.Int32},
+			iceberg.NestedField{ID: 3, Name: "cdc_source_lsn", Type: iceberg.PrimitiveTypes.Int64, Required: true},
+			iceberg.NestedField{ID: 4, Name: "cdc_seq", Type: iceberg.PrimitiveTypes.Int64, Required: true},
+			iceberg.NestedField{ID: 5, Name: "cdc_ts", Type: iceberg.PrimitiveTypes.TimestampTz}),
+		Key: []string{"id"}, Properties: map[string]string{"tidemark.key": `["id"]`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.merger(silver.Options{}).MergeTable(e.ctx, e.source, "public", "orders")
+	if !errors.Is(err, fault.ErrIncompatibleSchema) || !strings.Contains(err.Error(), `"v"`) ||
+		!strings.Contains(err.Error(), "silver.src.public.orders") {
+		t.Errorf("err = %v, want incompatible_schema naming the table and column v", err)
+	}
+	// The loop of `tidemark run` stops on it instead of retrying.
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	if err := e.merger(silver.Options{}).Run(ctx, e.source, 10*time.Millisecond); !errors.Is(err, fault.ErrIncompatibleSchema) {
+		t.Errorf("Run = %v, want incompatible_schema", err)
+	}
+}
+
+func TestUnfillableTOASTGoesToTheDeadLetterTable(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	m := e.merger(silver.Options{})
+	e.tx(ordersID, s, snapDone, "r 1 a A")
+	e.merge(m, ordersID)
+	old := e.summary(silverIdent(ordersID))[silver.PropBronzeSnapshot]
+	// Key 7 was never seen: its update cannot be completed.
+	e.tx(ordersID, s, nil, "u 7 x ~", "u 1 b ~")
+	res := e.merge(m, ordersID)
+	if res.DeadLetters != 1 {
+		t.Errorf("result: %+v, want one dead letter", res)
+	}
+	equalLines(t, "silver", e.rows(silverIdent(ordersID), "id", "v", "big"), []string{"id=1 v=b big=A"})
+	dl := e.rows(silver.DeadLetterIdent(e.source), "source_table", "key", "op", "cdc_seq")
+	equalLines(t, "dead letters", dl, []string{`source_table=public.orders key={"id":7} op=u cdc_seq=1`})
+	if got := e.rows(silver.DeadLetterIdent(e.source), "error"); !strings.Contains(got[0], "big") {
+		t.Errorf("dead letter error %q does not name the column", got[0])
+	}
+	// A replay does not write it twice.
+	e.resetCursor(old)
+	e.merge(m, ordersID)
+	if n := len(e.rows(silver.DeadLetterIdent(e.source), "key")); n != 1 {
+		t.Errorf("%d dead letters after a replay, want 1", n)
+	}
+}
+
+func TestKeyChangeCarriesTOASTValues(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	m := e.merger(silver.Options{})
+	e.tx(ordersID, s, snapDone, "r 999 k BIG")
+	e.merge(m, ordersID)
+	// UPDATE ... SET id = 3000 leaving big unchanged: a delete and an insert.
+	e.tx(ordersID, s, nil, "d 999 - -", "c 3000 k ~")
+	e.tx(ordersID, s, nil, "d 3000 - -", "c 4000 k2 ~")
+	res := e.merge(m, ordersID)
+	if res.DeadLetters != 0 {
+		t.Errorf("result: %+v", res)
+	}
+	equalLines(t, "silver", e.rows(silverIdent(ordersID), "id", "v", "big"), []string{"id=4000 v=k2 big=BIG"})
+}
+
+func TestBacklogMergesInSeveralCommits(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	e.tx(ordersID, s, snapDone, "r 1 a A")
+	m := e.merger(silver.Options{MaxChanges: 3})
+	e.merge(m, ordersID)
+	var want []string
+	for i := 2; i <= 10; i++ {
+		e.tx(ordersID, s, nil, fmt.Sprintf("c %d v%d B%d", i, i, i), fmt.Sprintf("u %d w%d ~", i, i))
+		want = append(want, fmt.Sprintf("id=%d v=w%d big=B%d", i, i, i))
+	}
+	res := e.merge(m, ordersID)
+	if res.Commits < 5 || res.Changes != 18 {
+		t.Errorf("result: %+v, want several commits", res)
+	}
+	want = append(want, "id=1 v=a big=A")
+	equalLines(t, "silver", e.rows(silverIdent(ordersID), "id", "v", "big"), sorted(want))
+}
+
+func sorted(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// Bronze may commit a large transaction in several flushes: silver waits
+// for the whole transaction.
+func TestPartOfATransactionWaits(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	m := e.merger(silver.Options{})
+	e.tx(ordersID, s, snapDone, "r 1 a A")
+	e.merge(m, ordersID)
+	e.write(ordersID, s, 2000, nil, "c 10 x X")
+	e.flushAt(1500) // the transaction at 2000 is not complete
+	if res := e.merge(m, ordersID); res.Commits != 0 {
+		t.Errorf("merge of half a transaction: %+v", res)
+	}
+	equalLines(t, "silver", e.rows(silverIdent(ordersID), "id"), []string{"id=1"})
+	e.write(ordersID, s, 2000, nil, "c 10 x X", "c 11 y Y")
+	e.flushAt(2000)
+	e.merge(m, ordersID)
+	equalLines(t, "silver", e.rows(silverIdent(ordersID), "id"), []string{"id=1", "id=10", "id=11"})
+}
+
+var linesID = change.TableID{Schema: "sales", Name: "lines"}
+
+func TestCompositeKey(t *testing.T) {
+	e := newLakeEnv(t)
+	s := &change.Schema{Key: []string{"order_id", "line"}, Fields: []change.Field{
+		{Name: "order_id", Type: iceberg.PrimitiveTypes.Int64}, {Name: "line", Type: iceberg.PrimitiveTypes.Int32},
+		{Name: "item", Type: iceberg.PrimitiveTypes.String}}}
+	e.open(linesID, s)
+	m := e.merger(silver.Options{})
+	e.tx(linesID, s, snapDone, "r 1 1 a", "r 1 2 b", "r 2 1 c", "r 2 2 d")
+	e.merge(m, linesID)
+	e.tx(linesID, s, nil, "u 1 2 b2", "d 2 1 -", "c 3 2 e")
+	e.merge(m, linesID)
+	equalLines(t, "silver", e.rows(silverIdent(linesID), "order_id", "line", "item"), []string{
+		"order_id=1 line=1 item=a", "order_id=1 line=2 item=b2", "order_id=2 line=2 item=d", "order_id=3 line=2 item=e"})
+}
+
+func TestCopyOnWrite(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	m := e.merger(silver.Options{DeleteMode: lake.CopyOnWrite})
+	e.tx(ordersID, s, snapDone, "r 1 a A", "r 2 b B", "r 3 c C")
+	e.merge(m, ordersID)
+	e.tx(ordersID, s, nil, "u 1 a2 ~", "d 2 - -")
+	e.merge(m, ordersID)
+	equalLines(t, "silver", e.rows(silverIdent(ordersID), "id", "v", "big"), []string{"id=1 v=a2 big=A", "id=3 v=c big=C"})
+	if sum := e.summary(silverIdent(ordersID)); sum["total-delete-files"] != "0" {
+		t.Errorf("copy-on-write table has delete files: %v", sum)
+	}
+}
+
+// Mergers racing on one table never apply a change twice: a commit that
+// lost the race fails (retryable) instead of being replayed on rows it did
+// not read.
+func TestConcurrentMergersDoNotDuplicate(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	e.tx(ordersID, s, snapDone, "r 1 a A")
+	e.merge(e.merger(silver.Options{}), ordersID)
+	want := []string{"id=1 v=a"}
+	errs := make(chan error, 64)
+	for round := 0; round < 4; round++ {
+		id := 10 + round
+		e.tx(ordersID, s, nil, fmt.Sprintf("c %d x X", id), "u 1 a ~")
+		want = append(want, fmt.Sprintf("id=%d v=x", id))
+		done := make(chan struct{})
+		for g := 0; g < 3; g++ {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				m := e.merger(silver.Options{})
+				for try := 0; try < 20; try++ {
+					_, err := m.MergeTable(e.ctx, e.source, "public", "orders")
+					if err == nil {
+						return
+					}
+					if fault.ClassOf(err) != fault.Transient {
+						errs <- err
+						return
+					}
+				}
+				errs <- errors.New("merge kept conflicting")
+			}()
+		}
+		for g := 0; g < 3; g++ {
+			<-done
+		}
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	equalLines(t, "silver", e.rows(silverIdent(ordersID), "id", "v"), sorted(want))
+}

@@ -1,0 +1,477 @@
+package silver
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/tidemark/tidemark/internal/bronze"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+)
+
+// This file reads a merge's input: the bronze rows appended in the range,
+// grouped by key, then the silver rows of the keys they touch.
+
+// input is everything one merge step reads. Rows are referred to by their
+// index in the concatenation of batches: bronze batches first, then silver.
+type input struct {
+	batches []arrow.RecordBatch
+	offsets []int // global index of each batch's first row
+	total   int   // rows in all batches
+	nBronze int   // batches[:nBronze] are bronze
+	bronze  int   // bronze rows
+
+	key     []string // key columns
+	srcCols []string // silver source columns, in table order
+	colIdx  map[string]int
+
+	keys  map[string]*keyed // by encoded key
+	trunc *pos              // last truncate in the range
+	dead  []deadRow         // bronze rows that cannot be folded
+
+	// keyVals holds, per key column, the distinct values of the touched keys.
+	keyVals []map[any]any
+
+	// extras are silver rows read back that no change touches (a composite
+	// key's filter selects a superset); dups are silver rows that duplicate a
+	// key's row (never written by tidemark: dropped by the next merge).
+	extras []keyRef
+	dups   int
+}
+
+// keyRef is an input row and its encoded key.
+type keyRef struct {
+	key string
+	ref int
+}
+
+// keyed is one touched key: its changes in the range and its silver row.
+type keyed struct {
+	changes []change
+	prior   *prior
+}
+
+// deadRow is a bronze row (ref) or a change that cannot be merged, and why.
+type deadRow struct {
+	ref    int
+	reason string
+}
+
+func (in *input) release() {
+	for _, b := range in.batches {
+		b.Release()
+	}
+	in.batches = nil
+}
+
+// add retains b and returns the global index of its first row.
+func (in *input) add(b arrow.RecordBatch) int {
+	b.Retain()
+	first := in.total
+	in.batches = append(in.batches, b)
+	in.offsets = append(in.offsets, first)
+	in.total += int(b.NumRows())
+	return first
+}
+
+// locate returns the batch and row of global row ref.
+func (in *input) locate(ref int) (arrow.RecordBatch, int) {
+	i, found := slices.BinarySearch(in.offsets, ref)
+	if !found {
+		i--
+	}
+	return in.batches[i], ref - in.offsets[i]
+}
+
+func newInput(key, srcCols []string) *input {
+	in := &input{key: key, srcCols: srcCols, colIdx: map[string]int{}, keys: map[string]*keyed{},
+		keyVals: make([]map[any]any, len(key))}
+	for i, c := range srcCols {
+		in.colIdx[c] = i
+	}
+	for i := range in.keyVals {
+		in.keyVals[i] = map[any]any{}
+	}
+	return in
+}
+
+// part selects the keys of one pass of a build: those whose key hashes
+// to i modulo n. The zero part (n = 0) selects every key.
+type part struct{ i, n int }
+
+func (p part) all() bool { return p.n <= 1 }
+
+// readBronze reads the rows bronze appended after snapshot `after` up to
+// `to` and groups them by key. With a part, only the rows of its keys are
+// kept (and truncates, which concern every key; rows that cannot be keyed
+// are kept by part 0, so they are dead-lettered once).
+func (in *input) readBronze(ctx context.Context, mem memory.Allocator, b *lake.Table, after, to int64, p part) error {
+	err := b.ScanAppended(ctx, after, to, func(rec arrow.RecordBatch) error {
+		if !p.all() {
+			sel, err := in.select_(ctx, mem, rec, p)
+			if err != nil {
+				return err
+			}
+			if sel == nil {
+				return nil
+			}
+			defer sel.Release()
+			rec = sel
+		}
+		first := in.add(rec)
+		in.nBronze++
+		in.bronze += int(rec.NumRows())
+		return in.addChanges(rec, first)
+	})
+	if err != nil {
+		return fmt.Errorf("read bronze %s: %w", strings.Join(b.Ident(), "."), err)
+	}
+	return nil
+}
+
+// select_ returns the rows of rec that belong to part p (nil if none), as a
+// new batch the caller releases.
+func (in *input) select_(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, p part) (arrow.RecordBatch, error) {
+	ops, _ := column(rec, bronze.ColOp).(*array.String)
+	keyArrs := make([]arrow.Array, len(in.key))
+	for i, k := range in.key {
+		keyArrs[i] = column(rec, k)
+	}
+	ib := array.NewInt64Builder(mem)
+	defer ib.Release()
+	var buf []byte
+	for i := 0; i < int(rec.NumRows()); i++ {
+		if ops != nil && !ops.IsNull(i) && ops.Value(i) == string(rune(opTruncate)) {
+			ib.Append(int64(i))
+			continue
+		}
+		var err error
+		if ops == nil || slices.Contains(keyArrs, nil) {
+			err = errNullKey
+		} else {
+			buf, err = encodeKey(buf[:0], keyArrs, i)
+		}
+		if err != nil {
+			if p.i == 0 {
+				ib.Append(int64(i))
+			}
+			continue
+		}
+		h := fnv.New64a()
+		h.Write(buf)
+		if int(h.Sum64()%uint64(p.n)) == p.i {
+			ib.Append(int64(i))
+		}
+	}
+	if ib.Len() == 0 {
+		return nil, nil
+	}
+	idx := ib.NewArray()
+	defer idx.Release()
+	cols := make([]arrow.Array, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for j := range cols {
+		c, err := compute.TakeArray(compute.WithAllocator(ctx, mem), rec.Column(j), idx)
+		if err != nil {
+			return nil, fmt.Errorf("select rows of pass %d/%d: %w", p.i+1, p.n, err)
+		}
+		cols[j] = c
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, int64(idx.Len())), nil
+}
+
+func column(rec arrow.RecordBatch, name string) arrow.Array {
+	for i, f := range rec.Schema().Fields() {
+		if f.Name == name {
+			return rec.Column(i)
+		}
+	}
+	return nil
+}
+
+func (in *input) addChanges(rec arrow.RecordBatch, first int) error {
+	ops, _ := column(rec, bronze.ColOp).(*array.String)
+	lsns, _ := column(rec, bronze.ColLSN).(*array.Int64)
+	seqs, _ := column(rec, bronze.ColSeq).(*array.Int64)
+	unch, _ := column(rec, bronze.ColUnchanged).(*array.List)
+	if ops == nil || lsns == nil || seqs == nil {
+		return fmt.Errorf("a bronze batch lacks %s, %s or %s (schema %s)", bronze.ColOp, bronze.ColLSN, bronze.ColSeq, rec.Schema())
+	}
+	keyArrs := make([]arrow.Array, len(in.key))
+	for i, k := range in.key {
+		if keyArrs[i] = column(rec, k); keyArrs[i] == nil {
+			return fmt.Errorf("a bronze batch lacks key column %s", k)
+		}
+	}
+	var unchVals *array.String
+	if unch != nil {
+		unchVals, _ = unch.ListValues().(*array.String)
+	}
+	var buf []byte
+	for i := 0; i < int(rec.NumRows()); i++ {
+		ref := first + i
+		if ops.IsNull(i) || lsns.IsNull(i) || seqs.IsNull(i) {
+			in.dead = append(in.dead, deadRow{ref, "the change has no operation or position"})
+			continue
+		}
+		p := pos{lsns.Value(i), seqs.Value(i)}
+		op := ops.Value(i)
+		if len(op) != 1 {
+			in.dead = append(in.dead, deadRow{ref, fmt.Sprintf("unknown operation %q", op)})
+			continue
+		}
+		switch op[0] {
+		case opTruncate:
+			if in.trunc == nil || in.trunc.less(p) {
+				in.trunc = &p
+			}
+			continue
+		case opRead, opInsert, opUpdate, opDelete:
+		default:
+			in.dead = append(in.dead, deadRow{ref, fmt.Sprintf("unknown operation %q", op)})
+			continue
+		}
+		var err error
+		buf, err = encodeKey(buf[:0], keyArrs, i)
+		if err != nil {
+			in.dead = append(in.dead, deadRow{ref, err.Error()})
+			continue
+		}
+		c := change{pos: p, op: op[0], ref: ref}
+		if unchVals != nil && !unch.IsNull(i) {
+			start, end := unch.ValueOffsets(i)
+			for j := start; j < end; j++ {
+				name := unchVals.Value(int(j))
+				col, ok := in.colIdx[name]
+				if !ok {
+					continue // a column silver does not have cannot be missing from it
+				}
+				c.unchanged = append(c.unchanged, col)
+			}
+		}
+		k, ok := in.keys[string(buf)]
+		if !ok {
+			k = &keyed{}
+			in.keys[string(buf)] = k
+			for j, a := range keyArrs {
+				v := goValue(a, i)
+				in.keyVals[j][hashable(v)] = v
+			}
+		}
+		k.changes = append(k.changes, c)
+	}
+	return nil
+}
+
+// filter selects the silver rows of every touched key: for each key column,
+// its value is one of the touched keys' values. For a one-column key that
+// is exactly the touched keys; for a composite key a superset.
+func (in *input) filter() *lake.Filter {
+	fs := make([]*lake.Filter, len(in.key))
+	for j, k := range in.key {
+		vals := make([]any, 0, len(in.keyVals[j]))
+		for _, v := range in.keyVals[j] {
+			vals = append(vals, v)
+		}
+		fs[j] = lake.In(k, vals)
+	}
+	if len(fs) == 1 {
+		return fs[0]
+	}
+	return lake.And(fs...)
+}
+
+// readSilver reads the silver rows of the touched keys.
+func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error {
+	if len(in.keys) == 0 {
+		return nil
+	}
+	if _, ok := s.CurrentSnapshot(); !ok {
+		return nil
+	}
+	var buf []byte
+	err := s.ScanWhere(ctx, in.filter(), func(rec arrow.RecordBatch) error {
+		first := in.add(rec)
+		lsns, _ := column(rec, ColLSN).(*array.Int64)
+		seqs, _ := column(rec, ColSeq).(*array.Int64)
+		if lsns == nil || seqs == nil {
+			return fmt.Errorf("silver rows lack %s or %s", ColLSN, ColSeq)
+		}
+		var dels *array.Boolean
+		if soft {
+			dels, _ = column(rec, ColDeleted).(*array.Boolean)
+		}
+		keyArrs := make([]arrow.Array, len(in.key))
+		for j, k := range in.key {
+			if keyArrs[j] = column(rec, k); keyArrs[j] == nil {
+				return fmt.Errorf("silver rows lack key column %s", k)
+			}
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			var err error
+			if buf, err = encodeKey(buf[:0], keyArrs, i); err != nil {
+				return fmt.Errorf("silver row: %w", err)
+			}
+			k, ok := in.keys[string(buf)]
+			if !ok {
+				in.extras = append(in.extras, keyRef{string(buf), first + i})
+				continue
+			}
+			p := &prior{pos: pos{lsns.Value(i), seqs.Value(i)}, ref: first + i}
+			if dels != nil && !dels.IsNull(i) {
+				p.deleted = dels.Value(i)
+			}
+			if k.prior != nil {
+				in.dups++
+				if p.pos.less(k.prior.pos) {
+					continue
+				}
+			}
+			k.prior = p
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read silver %s: %w", strings.Join(s.Ident(), "."), err)
+	}
+	return nil
+}
+
+// errNullKey: a change's key column is null; it cannot be merged by key.
+var errNullKey = errors.New("key column is null")
+
+// encodeKey appends an encoding of row i's key to buf: equal keys encode
+// equally, and the encodings sort like the keys (numbers, strings and
+// times ascending), so that written rows follow the table's sort order.
+func encodeKey(buf []byte, arrs []arrow.Array, i int) ([]byte, error) {
+	for _, a := range arrs {
+		if a.IsNull(i) {
+			return buf, errNullKey
+		}
+		switch x := a.(type) {
+		case *array.Int32:
+			buf = binary.BigEndian.AppendUint64(buf, uint64(int64(x.Value(i)))^(1<<63))
+		case *array.Int64:
+			buf = binary.BigEndian.AppendUint64(buf, uint64(x.Value(i))^(1<<63))
+		case *array.Date32:
+			buf = binary.BigEndian.AppendUint64(buf, uint64(int64(x.Value(i)))^(1<<63))
+		case *array.Time64:
+			buf = binary.BigEndian.AppendUint64(buf, uint64(int64(x.Value(i)))^(1<<63))
+		case *array.Timestamp:
+			buf = binary.BigEndian.AppendUint64(buf, uint64(int64(x.Value(i)))^(1<<63))
+		case *array.Float32:
+			buf = appendFloat(buf, float64(x.Value(i)))
+		case *array.Float64:
+			buf = appendFloat(buf, x.Value(i))
+		case *array.Boolean:
+			if x.Value(i) {
+				buf = append(buf, 1)
+			} else {
+				buf = append(buf, 0)
+			}
+		case *array.String:
+			buf = appendBytes(buf, []byte(x.Value(i)))
+		case *array.LargeString:
+			buf = appendBytes(buf, []byte(x.Value(i)))
+		case *array.Binary:
+			buf = appendBytes(buf, x.Value(i))
+		case *array.LargeBinary:
+			buf = appendBytes(buf, x.Value(i))
+		case *array.FixedSizeBinary:
+			buf = appendBytes(buf, x.Value(i))
+		case *array.Decimal128:
+			v := x.Value(i)
+			buf = binary.BigEndian.AppendUint64(buf, uint64(v.HighBits())^(1<<63))
+			buf = binary.BigEndian.AppendUint64(buf, v.LowBits())
+		default:
+			return buf, fmt.Errorf("a key column of type %s is not supported", a.DataType())
+		}
+	}
+	return buf, nil
+}
+
+func appendFloat(buf []byte, f float64) []byte {
+	u := math.Float64bits(f)
+	if u&(1<<63) != 0 {
+		u = ^u
+	} else {
+		u |= 1 << 63
+	}
+	return binary.BigEndian.AppendUint64(buf, u)
+}
+
+// appendBytes escapes 0x00 as 0x00 0xff and terminates with 0x00 0x01, so
+// that no encoding is a prefix of another and order is kept.
+func appendBytes(buf, b []byte) []byte {
+	for _, c := range b {
+		buf = append(buf, c)
+		if c == 0 {
+			buf = append(buf, 0xff)
+		}
+	}
+	return append(buf, 0, 1)
+}
+
+// goValue returns element i of a key column as the Go value lake.Filter
+// takes.
+func goValue(a arrow.Array, i int) any {
+	switch x := a.(type) {
+	case *array.Int32:
+		return x.Value(i)
+	case *array.Int64:
+		return x.Value(i)
+	case *array.Date32:
+		return x.Value(i)
+	case *array.Time64:
+		return x.Value(i)
+	case *array.Timestamp:
+		return x.Value(i)
+	case *array.Float32:
+		return x.Value(i)
+	case *array.Float64:
+		return x.Value(i)
+	case *array.Boolean:
+		return x.Value(i)
+	case *array.String:
+		return x.Value(i)
+	case *array.LargeString:
+		return x.Value(i)
+	case *array.Binary:
+		return slices.Clone(x.Value(i))
+	case *array.LargeBinary:
+		return slices.Clone(x.Value(i))
+	case *array.FixedSizeBinary:
+		return slices.Clone(x.Value(i))
+	case *array.Decimal128:
+		return x.Value(i)
+	}
+	return nil
+}
+
+// hashable makes a value usable as a map key ([]byte is not).
+func hashable(v any) any {
+	if b, ok := v.([]byte); ok {
+		return "\x00bytes:" + string(b)
+	}
+	if d, ok := v.(decimal128.Num); ok {
+		return [2]uint64{uint64(d.HighBits()), d.LowBits()}
+	}
+	return v
+}

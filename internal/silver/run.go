@@ -1,0 +1,71 @@
+package silver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/fault"
+)
+
+// DefaultGiveUp is how long Run keeps retrying merges that fail with
+// retryable errors before it stops with the last one.
+const DefaultGiveUp = 15 * time.Minute
+
+// Run merges every bronze table of source into silver, then again every
+// `every` (DefaultEvery if <= 0), until ctx is done; it returns nil then.
+// It is the silver half of `tidemark run`, beside the capture.
+//
+// A merge that fails with a fatal or configuration error (an incompatible
+// schema change, a lost cursor) stops Run with that error: silver does not
+// silently fall behind. Other errors are logged and retried at the next
+// tick; when no merge has succeeded for DefaultGiveUp, Run returns the last
+// error, marked transient.
+func (m *Merger) Run(ctx context.Context, source string, every time.Duration) error {
+	if every <= 0 {
+		every = DefaultEvery
+	}
+	lastOK := m.now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		start := m.now()
+		err := m.MergeAll(ctx, source)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case err == nil:
+			lastOK = m.now()
+		case needsOperator(err):
+			return err
+		case m.now().Sub(lastOK) > DefaultGiveUp:
+			return fault.MarkTransient(fmt.Errorf("silver: no successful merge for %s: %w", DefaultGiveUp, err))
+		default:
+			m.log.Warn("silver merge failed, retrying at the next run", "error", err.Error(), "retry_in", every.String())
+		}
+		// The next run starts `every` after this one started, or at once
+		// when merging took longer.
+		timer.Reset(max(0, every-m.now().Sub(start)))
+	}
+}
+
+// needsOperator reports whether err, or any of the errors it joins, is a
+// fatal or configuration error: retrying cannot fix it.
+func needsOperator(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if needsOperator(e) {
+				return true
+			}
+		}
+		return false
+	}
+	c := fault.ClassOf(err)
+	return c == fault.Fatal || c == fault.Config
+}

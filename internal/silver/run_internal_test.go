@@ -1,0 +1,30 @@
+package silver
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/tidemark/tidemark/internal/fault"
+)
+
+func TestNeedsOperator(t *testing.T) {
+	transient := fault.MarkTransient(errors.New("conflict"))
+	fatal := fault.With(fault.ErrIncompatibleSchema, "table x", nil)
+	cases := []struct {
+		err  error
+		want bool
+	}{
+		{transient, false},
+		{errors.New("io"), false},
+		{fatal, true},
+		{fmt.Errorf("merge: %w", fatal), true},
+		{errors.Join(fmt.Errorf("a: %w", transient), fmt.Errorf("b: %w", fatal)), true},
+		{errors.Join(transient, errors.New("other")), false},
+	}
+	for _, c := range cases {
+		if got := needsOperator(c.err); got != c.want {
+			t.Errorf("needsOperator(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,190 @@
+package silver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/apache/iceberg-go"
+
+	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/fault"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+)
+
+// Column names of a silver table besides the source columns.
+const (
+	ColLSN     = bronze.ColLSN // position of the row's last change
+	ColSeq     = bronze.ColSeq
+	ColTS      = bronze.ColTS // commit time of the row's last change
+	ColDeleted = "cdc_deleted"
+)
+
+// Snapshot summary keys of every silver commit.
+const (
+	// PropBronzeSnapshot is silver's cursor: the id of the bronze snapshot
+	// merged through.
+	PropBronzeSnapshot = "tidemark.bronze-snapshot"
+	// PropPosition and PropWatermark are copied from that bronze snapshot:
+	// silver holds every change of the source up to this position.
+	PropPosition  = bronze.PropPosition
+	PropWatermark = bronze.PropWatermark
+)
+
+// DeadLetterTable is the table, in namespace silver.<source>, of the
+// changes a merge could not apply.
+const DeadLetterTable = "_dead_letter"
+
+// buildingLevel is the namespace level under silver.<source> where a
+// table is built until its initial snapshot is complete (see doc.go).
+const buildingLevel = "_building"
+
+// Namespace returns the catalog namespace of a source schema's silver tables.
+func Namespace(source, schema string) []string { return []string{"silver", source, schema} }
+
+// Ident returns the identifier of a source table's silver table.
+func Ident(source, schema, table string) []string {
+	return append(Namespace(source, schema), table)
+}
+
+// DeadLetterIdent returns the identifier of silver.<source>._dead_letter.
+func DeadLetterIdent(source string) []string { return []string{"silver", source, DeadLetterTable} }
+
+// buildingIdent is where a silver table is built before it is published.
+func buildingIdent(source, schema, table string) []string {
+	return []string{"silver", source, buildingLevel, schema, table}
+}
+
+// KeyOf returns the key columns a bronze table records in its tidemark.key
+// property (a JSON list, written when bronze creates the table).
+func KeyOf(b *lake.Table) ([]string, error) {
+	name := strings.Join(b.Ident(), ".")
+	raw, ok := b.Properties()[bronze.PropKey]
+	if !ok || raw == "" || raw == "null" {
+		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
+			"bronze table %s records no key (table property %s): silver needs the source table's primary key "+
+				"or replica identity to merge by; recreate the bronze table with a current tidemark", name, bronze.PropKey), nil)
+	}
+	var key []string
+	if err := json.Unmarshal([]byte(raw), &key); err != nil || len(key) == 0 {
+		return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf(
+			"bronze table %s: table property %s = %q is not a JSON list of column names", name, bronze.PropKey, raw), err)
+	}
+	sch := b.Schema()
+	for _, k := range key {
+		if _, ok := sch.FindFieldByName(k); !ok {
+			return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf(
+				"bronze table %s: key column %q (property %s) is not a column of the table", name, k, bronze.PropKey), nil)
+		}
+	}
+	return key, nil
+}
+
+// sourceFields returns the source columns of a bronze schema (every
+// column but bronze's cdc_* ones), in order.
+func sourceFields(s *iceberg.Schema) []iceberg.NestedField {
+	var out []iceberg.NestedField
+	for _, f := range s.Fields() {
+		if !strings.HasPrefix(f.Name, "cdc_") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// schemaFor derives a new silver table's schema from its bronze table's:
+// the source columns (key columns required), then the position columns and,
+// with soft deletes, cdc_deleted.
+func schemaFor(b *iceberg.Schema, key []string, soft bool) *iceberg.Schema {
+	isKey := map[string]bool{}
+	for _, k := range key {
+		isKey[k] = true
+	}
+	next := 1
+	id := func() int { next++; return next - 1 }
+	var retype func(t iceberg.Type) iceberg.Type
+	retype = func(t iceberg.Type) iceberg.Type {
+		if l, ok := t.(*iceberg.ListType); ok {
+			return &iceberg.ListType{ElementID: id(), Element: retype(l.Element), ElementRequired: l.ElementRequired}
+		}
+		return t
+	}
+	var fields []iceberg.NestedField
+	for _, f := range sourceFields(b) {
+		fid := id()
+		fields = append(fields, iceberg.NestedField{ID: fid, Name: f.Name, Type: retype(f.Type), Required: isKey[f.Name], Doc: f.Doc})
+	}
+	fields = append(fields,
+		iceberg.NestedField{ID: id(), Name: ColLSN, Type: iceberg.PrimitiveTypes.Int64, Required: true,
+			Doc: "source position (commit LSN) of the row's last change"},
+		iceberg.NestedField{ID: id(), Name: ColSeq, Type: iceberg.PrimitiveTypes.Int64, Required: true,
+			Doc: "order of the row's last change inside its transaction"},
+		iceberg.NestedField{ID: id(), Name: ColTS, Type: iceberg.PrimitiveTypes.TimestampTz,
+			Doc: "source commit time of the row's last change"},
+	)
+	if soft {
+		fields = append(fields, iceberg.NestedField{ID: id(), Name: ColDeleted, Type: iceberg.PrimitiveTypes.Bool, Required: true,
+			Doc: "true: the row was deleted at the source (soft delete); its last contents are kept"})
+	}
+	return iceberg.NewSchema(0, fields...)
+}
+
+// evolve brings the silver table's columns up to its bronze table's: a
+// column added in bronze is added (optional, null in older rows), a widened
+// type is widened. A column bronze no longer fills stays. Anything else is
+// fault.ErrIncompatibleSchema naming the table and column.
+func evolve(ctx context.Context, s *lake.Table, b *iceberg.Schema, key []string) error {
+	name := strings.Join(s.Ident(), ".")
+	cur := s.Schema()
+	if err := checkKey(s, key); err != nil {
+		return err
+	}
+	var add []iceberg.NestedField
+	for _, f := range sourceFields(b) {
+		have, ok := cur.FindFieldByName(f.Name)
+		if !ok {
+			add = append(add, iceberg.NestedField{Name: f.Name, Type: f.Type, Doc: f.Doc})
+			continue
+		}
+		if lake.SameType(have.Type, f.Type) {
+			continue
+		}
+		if err := s.WidenColumn(ctx, f.Name, f.Type); err != nil {
+			if errors.Is(err, lake.ErrIncompatibleType) {
+				return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
+					"silver table %s: column %q is %s in silver and %s in bronze, which Iceberg cannot evolve; "+
+						"rebuild the silver table (drop it: the next merge rebuilds it from bronze)", name, f.Name, have.Type, f.Type), err)
+			}
+			return fmt.Errorf("silver table %s: widen column %q to %s: %w", name, f.Name, f.Type, err)
+		}
+	}
+	if len(add) > 0 {
+		if err := s.AddColumns(ctx, add); err != nil {
+			if errors.Is(err, lake.ErrIncompatibleType) {
+				return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("silver table %s: add columns", name), err)
+			}
+			return fmt.Errorf("silver table %s: add columns: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// checkKey verifies that the silver table is keyed by key (recorded in its
+// tidemark.key property when it was created, as bronze records its own).
+func checkKey(s *lake.Table, key []string) error {
+	var have []string
+	if p := s.Properties()[bronze.PropKey]; p == "" || json.Unmarshal([]byte(p), &have) != nil {
+		return fault.With(fault.ErrCorruptState, fmt.Sprintf(
+			"silver table %s records no readable key (table property %s); rebuild it (drop it: the next merge rebuilds it from bronze)",
+			strings.Join(s.Ident(), "."), bronze.PropKey), nil)
+	}
+	if strings.Join(have, "\x00") != strings.Join(key, "\x00") {
+		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
+			"silver table %s is keyed by (%s) but its bronze table now records the key (%s): a changed primary key "+
+				"cannot be merged into the old table; rebuild the silver table (drop it: the next merge rebuilds it from bronze)",
+			strings.Join(s.Ident(), "."), strings.Join(have, ", "), strings.Join(key, ", ")), nil)
+	}
+	return nil
+}

@@ -1,0 +1,283 @@
+package silver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
+
+	"github.com/tidemark/tidemark/internal/bronze"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+)
+
+// This file writes a merge's output: the rows silver holds afterwards for
+// the touched keys, assembled column by column from the input rows the fold
+// chose, and the dead letters.
+
+// outRow is one row to append: its source columns come from base (or fill),
+// its position columns from meta.
+type outRow struct {
+	base, meta int
+	fill       map[int]int
+	deleted    bool
+}
+
+func (r *outRow) source(col int) int {
+	if f, ok := r.fill[col]; ok {
+		return f
+	}
+	return r.base
+}
+
+// build assembles rows as one record batch of the silver table's schema sc
+// (field-id metadata dropped: the table maps columns by name).
+func (in *input) build(ctx context.Context, mem memory.Allocator, sc *arrow.Schema, rows []outRow) (arrow.RecordBatch, error) {
+	fields := make([]arrow.Field, len(sc.Fields()))
+	cols := make([]arrow.Array, len(sc.Fields()))
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for j, f := range sc.Fields() {
+		fields[j] = arrow.Field{Name: f.Name, Type: f.Type, Nullable: f.Nullable}
+		var err error
+		switch f.Name {
+		case ColDeleted:
+			b := array.NewBooleanBuilder(mem)
+			for _, r := range rows {
+				b.Append(r.deleted)
+			}
+			cols[j] = b.NewArray()
+			b.Release()
+			continue
+		case ColLSN, ColSeq, ColTS:
+			cols[j], err = in.gather(ctx, mem, f, rows, func(r *outRow) int { return r.meta })
+		default:
+			c, ok := in.colIdx[f.Name]
+			if !ok {
+				cols[j] = array.MakeArrayOfNull(mem, f.Type, len(rows))
+				continue
+			}
+			cols[j], err = in.gather(ctx, mem, f, rows, func(r *outRow) int { return r.source(c) })
+		}
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", f.Name, err)
+		}
+		fields[j].Type = cols[j].DataType()
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(len(rows))), nil
+}
+
+// gather takes, for each row, the value of column f from the input row
+// pick names: it concatenates the column of every input batch and takes.
+func (in *input) gather(ctx context.Context, mem memory.Allocator, f arrow.Field, rows []outRow, pick func(*outRow) int) (arrow.Array, error) {
+	parts := make([]arrow.Array, 0, len(in.batches))
+	defer func() {
+		for _, p := range parts {
+			p.Release()
+		}
+	}()
+	for _, b := range in.batches {
+		a := column(b, f.Name)
+		switch {
+		case a == nil:
+			a = array.MakeArrayOfNull(mem, f.Type, int(b.NumRows()))
+		case !arrow.TypeEqual(a.DataType(), f.Type):
+			c, err := compute.CastArray(ctx, a, compute.SafeCastOptions(f.Type))
+			if err != nil {
+				return nil, fmt.Errorf("cast %s to %s: %w", a.DataType(), f.Type, err)
+			}
+			a = c
+		default:
+			a.Retain()
+		}
+		parts = append(parts, a)
+	}
+	all, err := array.Concatenate(parts, mem)
+	if err != nil {
+		return nil, err
+	}
+	defer all.Release()
+	ib := array.NewInt64Builder(mem)
+	defer ib.Release()
+	for i := range rows {
+		if ref := pick(&rows[i]); ref >= 0 {
+			ib.Append(int64(ref))
+		} else {
+			ib.AppendNull()
+		}
+	}
+	idx := ib.NewArray()
+	defer idx.Release()
+	return compute.TakeArray(compute.WithAllocator(ctx, mem), all, idx)
+}
+
+// Dead-letter table columns.
+const (
+	dlTable    = "source_table"
+	dlKey      = "key"
+	dlOp       = "op"
+	dlError    = "error"
+	dlRow      = "row"
+	dlSnapshot = "bronze_snapshot"
+	dlMergedAt = "merged_at"
+)
+
+func deadLetterSchema() *iceberg.Schema {
+	f := func(id int, name string, t iceberg.Type, doc string) iceberg.NestedField {
+		return iceberg.NestedField{ID: id, Name: name, Type: t, Doc: doc}
+	}
+	return iceberg.NewSchema(0,
+		f(1, dlTable, iceberg.PrimitiveTypes.String, "source table, schema.table"),
+		f(2, dlKey, iceberg.PrimitiveTypes.String, "the change's key, as a JSON object"),
+		f(3, dlOp, iceberg.PrimitiveTypes.String, "the change's cdc_op"),
+		f(4, dlError, iceberg.PrimitiveTypes.String, "why the change was not merged"),
+		f(5, dlRow, iceberg.PrimitiveTypes.String, "the bronze row, as a JSON object"),
+		f(6, ColLSN, iceberg.PrimitiveTypes.Int64, "the change's position"),
+		f(7, ColSeq, iceberg.PrimitiveTypes.Int64, ""),
+		f(8, ColTS, iceberg.PrimitiveTypes.TimestampTz, "the change's commit time"),
+		f(9, dlSnapshot, iceberg.PrimitiveTypes.Int64, "the bronze snapshot merged through when the change was set aside"),
+		f(10, dlMergedAt, iceberg.PrimitiveTypes.TimestampTz, "when the merge set it aside"),
+	)
+}
+
+// openDeadLetter loads (or creates) silver.<source>._dead_letter.
+func openDeadLetter(ctx context.Context, cat *lake.Catalog, source string) (*lake.Table, error) {
+	id := DeadLetterIdent(source)
+	t, err := cat.LoadTable(ctx, id)
+	if errors.Is(err, lake.ErrNoSuchTable) {
+		t, err = cat.CreateTable(ctx, id, lake.TableSpec{Schema: deadLetterSchema()})
+		if errors.Is(err, lake.ErrTableExists) {
+			t, err = cat.LoadTable(ctx, id)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", strings.Join(id, "."), err)
+	}
+	return t, nil
+}
+
+// writeDeadLetters appends the input's dead rows to the dead-letter table,
+// skipping those a crashed earlier attempt of the same merge already wrote
+// (same table and position), so a retried merge adds nothing twice.
+func (in *input) writeDeadLetters(ctx context.Context, mem memory.Allocator, dl *lake.Table, table string, snapshot int64, now time.Time) (int, error) {
+	if len(in.dead) == 0 {
+		return 0, nil
+	}
+	type key struct{ lsn, seq int64 }
+	lsns := make([]any, 0, len(in.dead))
+	for _, d := range in.dead {
+		b, i := in.locate(d.ref)
+		if a, ok := column(b, ColLSN).(*array.Int64); ok && !a.IsNull(i) {
+			lsns = append(lsns, a.Value(i))
+		}
+	}
+	have := map[key]bool{}
+	if len(lsns) > 0 {
+		err := dl.ScanWhere(ctx, lake.And(lake.Equal(dlTable, table), lake.In(ColLSN, lsns)), func(rec arrow.RecordBatch) error {
+			l, _ := column(rec, ColLSN).(*array.Int64)
+			s, _ := column(rec, ColSeq).(*array.Int64)
+			for i := 0; l != nil && s != nil && i < int(rec.NumRows()); i++ {
+				have[key{l.Value(i), s.Value(i)}] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	sc := dl.ArrowSchema()
+	rb := array.NewRecordBuilder(mem, sc)
+	defer rb.Release()
+	idx := map[string]int{}
+	for i, f := range sc.Fields() {
+		idx[f.Name] = i
+	}
+	str := func(name, v string) { rb.Field(idx[name]).(*array.StringBuilder).Append(v) }
+	n := 0
+	for _, d := range in.dead {
+		b, i := in.locate(d.ref)
+		var lsn, seq int64
+		if a, ok := column(b, ColLSN).(*array.Int64); ok && !a.IsNull(i) {
+			lsn = a.Value(i)
+		}
+		if a, ok := column(b, ColSeq).(*array.Int64); ok && !a.IsNull(i) {
+			seq = a.Value(i)
+		}
+		if have[key{lsn, seq}] {
+			continue
+		}
+		have[key{lsn, seq}] = true
+		str(dlTable, table)
+		str(dlKey, rowJSON(b, i, in.key))
+		op := ""
+		if a, ok := column(b, bronze.ColOp).(*array.String); ok && !a.IsNull(i) {
+			op = a.Value(i)
+		}
+		str(dlOp, op)
+		str(dlError, d.reason)
+		str(dlRow, rowJSON(b, i, nil))
+		rb.Field(idx[ColLSN]).(*array.Int64Builder).Append(lsn)
+		rb.Field(idx[ColSeq]).(*array.Int64Builder).Append(seq)
+		tsb := rb.Field(idx[ColTS]).(*array.TimestampBuilder)
+		if a, ok := column(b, ColTS).(*array.Timestamp); ok && !a.IsNull(i) {
+			tsb.Append(a.Value(i))
+		} else {
+			tsb.AppendNull()
+		}
+		rb.Field(idx[dlSnapshot]).(*array.Int64Builder).Append(snapshot)
+		rb.Field(idx[dlMergedAt]).(*array.TimestampBuilder).Append(arrow.Timestamp(now.UnixMicro()))
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	rec := rb.NewRecordBatch()
+	defer rec.Release()
+	if err := dl.Append(ctx, []arrow.RecordBatch{rec}, nil); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// rowJSON renders row i of b as a JSON object: only the columns named in
+// cols, or every column when cols is nil.
+func rowJSON(b arrow.RecordBatch, i int, cols []string) string {
+	m := map[string]any{}
+	for j, f := range b.Schema().Fields() {
+		if cols != nil && !contains(cols, f.Name) {
+			continue
+		}
+		c := b.Column(j)
+		if c.IsNull(i) {
+			m[f.Name] = nil
+		} else {
+			m[f.Name] = c.GetOneForMarshal(i)
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Sprintf("{%q: %q}", "unrenderable", err.Error())
+	}
+	return string(out)
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
