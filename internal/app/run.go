@@ -101,6 +101,21 @@ func captureOptions(cfg *config.Config) postgres.Options {
 	}
 }
 
+// SilverOptions are the merge options of cfg for tidemark run.
+func SilverOptions(cfg *config.Config) silver.Options {
+	buckets := cfg.Silver.Buckets
+	if buckets == 0 {
+		buckets = -1 // unpartitioned
+	}
+	return silver.Options{
+		Buckets:     buckets,
+		DeleteMode:  cfg.Silver.DeleteMode,
+		SoftDeletes: cfg.Silver.SoftDeletesOn(),
+		MaxChanges:  int64(cfg.Silver.MaxChanges),
+		IdleCommit:  time.Minute,
+	}
+}
+
 // Run runs the pipeline until ctx is cancelled (clean stop: flush and
 // confirm) or a non-transient error occurs. Transient errors are retried
 // with exponential backoff; when no progress has been made for
@@ -116,8 +131,12 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	ctx, stopSilver := context.WithCancelCause(ctx)
 	silverDone := make(chan error, 1)
 	go func() {
-		m := silver.NewMerger(cat, silver.Options{IdleCommit: time.Minute}, log)
-		serr := m.Run(ctx, cfg.Name, silver.DefaultEvery)
+		if !cfg.Silver.IsEnabled() {
+			silverDone <- nil
+			return
+		}
+		m := silver.NewMerger(cat, SilverOptions(cfg), log)
+		serr := m.Run(ctx, cfg.Name, time.Duration(cfg.Silver.Every))
 		if serr != nil {
 			stopSilver(serr)
 		}

@@ -64,6 +64,7 @@ type Config struct {
 	// publication. Default 10s.
 	PublicationPoll Duration `yaml:"publication_poll"`
 	Snapshot        Snapshot `yaml:"snapshot"`
+	Silver          Silver   `yaml:"silver"`
 	Retry           Retry    `yaml:"retry"`
 	Log             Log      `yaml:"log"`
 	// MetricsAddr is host:port for Prometheus /metrics; empty is off.
@@ -99,6 +100,29 @@ type Snapshot struct {
 
 // IsEnabled reports Enabled, true when unset.
 func (s Snapshot) IsEnabled() bool { return s.Enabled == nil || *s.Enabled }
+
+// Silver configures the replica tables merged from bronze.
+type Silver struct {
+	// Enabled: tidemark run keeps silver current. Default true.
+	Enabled *bool `yaml:"enabled"`
+	// Every is the merge cadence of tidemark run. Default 5s; e.g. 4h.
+	Every Duration `yaml:"every"`
+	// Buckets is N of the partitioning bucket(N, first key column); 0
+	// leaves silver unpartitioned. Default 16.
+	Buckets int `yaml:"buckets"`
+	// DeleteMode is merge-on-read (position deletes) or copy-on-write.
+	DeleteMode string `yaml:"delete_mode"`
+	// SoftDeletes keeps deleted rows with cdc_deleted = true. Default false.
+	SoftDeletes *bool `yaml:"soft_deletes"`
+	// MaxChanges bounds the bronze rows one silver commit merges. Default 500000.
+	MaxChanges int `yaml:"max_changes"`
+}
+
+// IsEnabled reports Enabled, true when unset.
+func (s Silver) IsEnabled() bool { return s.Enabled == nil || *s.Enabled }
+
+// SoftDeletesOn reports SoftDeletes, false when unset.
+func (s Silver) SoftDeletesOn() bool { return s.SoftDeletes != nil && *s.SoftDeletes }
 
 // Retry configures the backoff for transient errors.
 type Retry struct {

@@ -26,6 +26,10 @@ const (
 	DefaultInitialBackoff    = Duration(500 * time.Millisecond)
 	DefaultMaxBackoff        = Duration(30 * time.Second)
 	DefaultMaxElapsed        = Duration(10 * time.Minute)
+	DefaultSilverEvery       = Duration(5 * time.Second)
+	DefaultSilverBuckets     = 16
+	DefaultSilverDeleteMode  = "merge-on-read"
+	DefaultSilverMaxChanges  = 500000
 	DefaultLogLevel          = "info"
 	DefaultLogFormat         = "text"
 
@@ -201,6 +205,36 @@ func (c *Config) validate(requireSource bool) error {
 		k.bad("snapshot.chunk_bytes", "must be positive, got %s", c.Snapshot.ChunkBytes)
 	case c.MemoryBudget > 0 && c.Snapshot.ChunkBytes > c.MemoryBudget:
 		k.bad("snapshot.chunk_bytes", "must not exceed memory_budget (%s), got %s", c.MemoryBudget, c.Snapshot.ChunkBytes)
+	}
+
+	// silver
+	if c.Silver.Enabled == nil {
+		t := true
+		c.Silver.Enabled = &t
+	}
+	if c.Silver.SoftDeletes == nil {
+		f := false
+		c.Silver.SoftDeletes = &f
+	}
+	c.durationDefault("silver.every", &c.Silver.Every, DefaultSilverEvery)
+	k.atLeast("silver.every", c.Silver.Every, Duration(100*time.Millisecond))
+	if c.Silver.Buckets == 0 && !c.isSet("silver.buckets") {
+		c.Silver.Buckets = DefaultSilverBuckets
+	}
+	if b := c.Silver.Buckets; b < 0 || b > 4096 {
+		k.bad("silver.buckets", "must be between 0 (unpartitioned) and 4096, got %d", b)
+	}
+	if c.Silver.DeleteMode == "" {
+		c.Silver.DeleteMode = DefaultSilverDeleteMode
+	}
+	if m := c.Silver.DeleteMode; m != "merge-on-read" && m != "copy-on-write" {
+		k.bad("silver.delete_mode", "must be merge-on-read or copy-on-write, got %q", m)
+	}
+	if c.Silver.MaxChanges == 0 && !c.isSet("silver.max_changes") {
+		c.Silver.MaxChanges = DefaultSilverMaxChanges
+	}
+	if c.Silver.MaxChanges < 1000 {
+		k.bad("silver.max_changes", "must be at least 1000, got %d", c.Silver.MaxChanges)
 	}
 
 	// retry
