@@ -4,7 +4,7 @@
 # Starts a throwaway PostgreSQL (wal_level=logical, random port, temp dir),
 # creates a `shop` database with a few rows, runs `tidemark run` into
 # ./demo-lake, makes inserts/updates/deletes while it runs, then shows
-# `tidemark status` and the bronze change log of `orders`. Everything but
+# `tidemark status`, the bronze change log of `orders` and its silver replica. Everything but
 # ./demo-lake is removed on exit; explore it afterwards with
 #   bin/tidemark show --warehouse ./demo-lake bronze.shop.public.orders
 #
@@ -202,5 +202,11 @@ say "stopping tidemark (SIGTERM)"
 rc=0
 stop_tidemark || rc=$?
 [ "$rc" = 0 ] || die "tidemark run exited with status $rc after SIGTERM"
+
+say "tidemark merge --warehouse $LAKE   (drain bronze into silver, then stop)"
+bin/tidemark merge --warehouse "$LAKE"
+
+say "tidemark show --warehouse $LAKE silver.shop.public.orders   (the replica: what is there now)"
+bin/tidemark show --warehouse "$LAKE" silver.shop.public.orders --limit 20
 
 say "done: the lake is in $LAKE (PostgreSQL and its temp dir are removed)"

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
@@ -27,6 +28,9 @@ type TableStatus struct {
 	LagBytes         int64   `json:"lag_bytes"`
 	LagSeconds       float64 `json:"lag_seconds"`
 	Snapshots        int     `json:"lake_snapshots"`
+	// Silver is "published", "building", "gated: <reason>" or "disabled/none".
+	Silver       string `json:"silver"`
+	SilverBehind int    `json:"silver_bronze_snapshots_behind"`
 }
 
 // Status reports every bronze table in the warehouse. With a source URL the
@@ -72,13 +76,30 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 		if err != nil {
 			return err
 		}
+		silverOf := map[string]silver.TableState{}
+		if sts, err := silver.States(ctx, cat, ns[1]); err == nil {
+			for _, s := range sts {
+				silverOf[s.Bronze] = s
+			}
+		}
 		for _, ident := range idents {
 			tbl, err := cat.LoadTable(ctx, ident)
 			if err != nil {
 				return err
 			}
 			sum := tbl.Summary()
-			st := TableStatus{Table: strings.Join(ident, "."), Snapshots: tbl.SnapshotCount(), LagBytes: -1, LagSeconds: -1}
+			st := TableStatus{Table: strings.Join(ident, "."), Snapshots: tbl.SnapshotCount(), LagBytes: -1, LagSeconds: -1, Silver: "-"}
+			if ss, ok := silverOf[st.Table]; ok {
+				switch {
+				case ss.Gated:
+					st.Silver = "gated: " + ss.Reason
+				case ss.Building:
+					st.Silver = "building"
+				case ss.Published:
+					st.Silver = "published"
+				}
+				st.SilverBehind = ss.Behind
+			}
 			sp, _ := postgres.ParseSnapshotProgress(sum[postgres.PropSnapshot])
 			st.Snapshot, st.SnapshotRows, st.SnapshotEstimate = sp.Status, sp.Rows, sp.Estimate
 			pos, _ := strconv.ParseUint(sum[bronze.PropPosition], 10, 64)
@@ -116,14 +137,18 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 		return enc.Encode(rows)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tROWS\tESTIMATE\tPOSITION\tWATERMARK\tLAG_BYTES\tLAG_S")
+	fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tROWS\tESTIMATE\tPOSITION\tWATERMARK\tLAG_BYTES\tLAG_S\tSILVER")
 	for _, r := range rows {
 		est := "-"
 		if r.SnapshotEstimate >= 0 {
 			est = strconv.FormatInt(r.SnapshotEstimate, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Table, r.Snapshot, r.SnapshotRows, est,
-			dash(r.Position), dash(r.Watermark), num(r.LagBytes), numf(r.LagSeconds))
+		sil := r.Silver
+		if r.SilverBehind > 0 {
+			sil += fmt.Sprintf(" (%d bronze commits to merge)", r.SilverBehind)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Table, r.Snapshot, r.SnapshotRows, est,
+			dash(r.Position), dash(r.Watermark), num(r.LagBytes), numf(r.LagSeconds), sil)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(tw, "(no bronze tables in "+warehouse+")")
