@@ -44,6 +44,7 @@ func run(ctx context.Context, args []string) int {
 	}
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	root.AddCommand(runCmd(ctx), tailCmd(ctx), showCmd(ctx), statusCmd(ctx))
+	root.AddCommand(verifyCmd(ctx))
 	root.AddCommand(mergeCmd(ctx))
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)

@@ -56,7 +56,19 @@ const (
 	ExitConfig    = 2 // configuration or usage error: fix the input and rerun
 	ExitFatal     = 3 // data-safety stop: read the message, run the recovery it names
 	ExitTransient = 4 // transient errors persisted past the retry budget: fix the environment and rerun
+	ExitDiffers   = 5 // tidemark verify: at least one table differs from its source
+	ExitUnproven  = 6 // tidemark verify: nothing differs, but not every table could be checked
 )
+
+// ExitError carries an exit code that is not an error class: the outcome of
+// a check (tidemark verify) rather than a failure to run it.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
 
 // Error is a classified error. Code is a stable, greppable name.
 type Error struct {
@@ -178,6 +190,10 @@ func IsTransient(err error) bool {
 func ExitCode(err error) int {
 	if err == nil {
 		return ExitOK
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
 	}
 	switch ClassOf(err) {
 	case Config:
