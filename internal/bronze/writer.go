@@ -203,6 +203,9 @@ func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Sch
 		w.tables[id] = tb
 		w.order = append(w.order, id)
 	}
+	if err := checkKey(id, tb, s); err != nil {
+		return postgres.TableState{}, err
+	}
 	if err := w.evolve(ctx, id, tb, s); err != nil {
 		return postgres.TableState{}, err
 	}
@@ -211,6 +214,29 @@ func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Sch
 		props[k] = v
 	}
 	return postgres.TableState{Cursor: tb.cursor, Props: props}, nil
+}
+
+// checkKey refuses a source key that differs from the one the bronze table
+// was created with: silver merges by key, and bronze rows of both keys in
+// one table cannot be replayed into one replica.
+func checkKey(id change.TableID, tb *tableBuf, s *change.Schema) error {
+	if len(s.Key) == 0 {
+		return nil
+	}
+	was, ok := tb.tbl.Properties()[PropKey]
+	if !ok {
+		return nil
+	}
+	var old []string
+	if err := json.Unmarshal([]byte(was), &old); err != nil {
+		return fault.With(fault.ErrCorruptState, fmt.Sprintf("bronze table %s: table property %s is unreadable", tb.name(), PropKey), err)
+	}
+	if strings.Join(old, "\x00") == strings.Join(s.Key, "\x00") {
+		return nil
+	}
+	return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
+		"table %s: its key changed from %v to %v since %s was created; changes by the new key cannot be merged with the old ones. "+
+			"Restore the old key, or re-snapshot the table into a fresh pipeline (new --name)", id, old, s.Key, tb.name()), nil)
 }
 
 // evolve makes the bronze table hold every field of s: new columns are

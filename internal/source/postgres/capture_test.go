@@ -579,6 +579,17 @@ func TestNamedErrors(t *testing.T) {
 			t.Fatalf("restart: err = %v, want ErrPublicationMissing", err)
 		}
 	})
+	t.Run("key changed while stopped", func(t *testing.T) {
+		h := newHarness(t, pg, `CREATE TABLE kc (a int, b int, PRIMARY KEY (a))`)
+		r := h.start(h.opts())
+		h.waitCaughtUp(r)
+		r.stop()
+		h.exec(`ALTER TABLE kc DROP CONSTRAINT kc_pkey; ALTER TABLE kc ADD PRIMARY KEY (a, b)`)
+		err := h.runErr(h.opts())
+		if !errors.Is(err, fault.ErrIncompatibleSchema) || !strings.Contains(err.Error(), "key changed") {
+			t.Fatalf("err = %v, want ErrIncompatibleSchema about the key", err)
+		}
+	})
 	t.Run("column named like a cdc column", func(t *testing.T) {
 		h := newHarness(t, pg, `CREATE TABLE c (id int primary key, cdc_op text)`)
 		err := h.runErr(h.opts())
