@@ -110,6 +110,7 @@ var (
 	ErrCorruptState       = &Error{Class: Fatal, Code: "corrupt_state"}
 	ErrColumnCollision    = &Error{Class: Config, Code: "column_collision"}
 	ErrBadConfig          = &Error{Class: Config, Code: "bad_config"}
+	ErrAlreadyRunning     = &Error{Class: Config, Code: "already_running"}
 )
 
 // With returns a copy of sentinel s carrying msg (what happened, for whom,

@@ -128,6 +128,11 @@ func (c *Capture) Run(ctx context.Context) error {
 		return err
 	}
 	defer meta.Close(context.Background())
+	if !c.opts.TemporarySlot {
+		if err := c.lockPipeline(ctx, meta); err != nil {
+			return err
+		}
+	}
 
 	cp, haveCP, err := c.w.LoadCheckpoint(ctx)
 	if err != nil {
@@ -347,6 +352,39 @@ func (c *Capture) replicationError(err error) error {
 		}
 	}
 	return classify(err)
+}
+
+// lockPipeline takes a session advisory lock on the source, named after the
+// slot, held by meta for the whole session: a second tidemark on the same
+// pipeline refuses to start, and the lock goes away with the process (a
+// crashed process's session ends when its connection drops). A just-killed
+// predecessor may hold it for a moment, so it is retried briefly.
+func (c *Capture) lockPipeline(ctx context.Context, meta *pgx.Conn) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var ok bool
+		if err := meta.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended('tidemark:' || $1, 0))`, c.opts.Slot).Scan(&ok); err != nil {
+			return classify(fmt.Errorf("lock pipeline %q: %w", c.opts.Slot, err))
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			var holder string
+			meta.QueryRow(ctx, `SELECT coalesce(a.application_name, '') || ' pid ' || l.pid || coalesce(' from ' || host(a.client_addr), '')
+				FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+				WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+				  AND (l.classid::bigint << 32 | l.objid::bigint) = hashtextextended('tidemark:' || $1, 0) LIMIT 1`, c.opts.Slot).Scan(&holder)
+			return fault.With(fault.ErrAlreadyRunning, fmt.Sprintf(
+				"another tidemark is already running pipeline %q (slot %s; held by %s): one writer per pipeline. Stop it, or give this one another --name",
+				c.opts.Slot, c.opts.Slot, holder), nil)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // heartbeat emits a small transactional logical message at a fixed interval.

@@ -590,6 +590,19 @@ func TestNamedErrors(t *testing.T) {
 			t.Fatalf("err = %v, want ErrIncompatibleSchema about the key", err)
 		}
 	})
+	t.Run("second writer on the same pipeline", func(t *testing.T) {
+		h := newHarness(t, pg, `CREATE TABLE two (id int primary key)`)
+		r := h.start(h.opts())
+		h.waitCaughtUp(r)
+		err := h.runErr(h.opts())
+		if !errors.Is(err, fault.ErrAlreadyRunning) || fault.ExitCode(err) != fault.ExitConfig {
+			t.Fatalf("err = %v, want ErrAlreadyRunning (exit 2)", err)
+		}
+		// The first keeps running and stops cleanly.
+		if err := r.stop(); err != nil {
+			t.Fatalf("first writer: %v", err)
+		}
+	})
 	t.Run("column named like a cdc column", func(t *testing.T) {
 		h := newHarness(t, pg, `CREATE TABLE c (id int primary key, cdc_op text)`)
 		err := h.runErr(h.opts())
