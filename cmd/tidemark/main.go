@@ -46,6 +46,7 @@ func run(ctx context.Context, args []string) int {
 	root.AddCommand(runCmd(ctx), tailCmd(ctx), showCmd(ctx), statusCmd(ctx))
 	root.AddCommand(verifyCmd(ctx))
 	root.AddCommand(mergeCmd(ctx))
+	root.AddCommand(maintainCmd(ctx))
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {

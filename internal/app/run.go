@@ -20,6 +20,7 @@ import (
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/maintain"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
@@ -148,6 +149,14 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			err = serr
 		}
 	}()
+	// Maintenance (compaction, snapshot expiry, orphan files) beside the
+	// capture; it never stops the pipeline. Waited for before cat closes.
+	maintDone := make(chan struct{})
+	go func() {
+		defer close(maintDone)
+		maintain.New(cat, maintain.Options{WithoutSilver: !cfg.Silver.IsEnabled()}, log).Loop(ctx, cfg.Name, maintain.DefaultEvery)
+	}()
+	defer func() { stopSilver(nil); <-maintDone }()
 	dialer, err := postgres.NewDialer(cfg.Source.Reveal(), config.RedactURL)
 	if err != nil {
 		return err

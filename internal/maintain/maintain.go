@@ -1,0 +1,341 @@
+// Package maintain keeps a pipeline's lake tables close to their live
+// data: it compacts small data files and folds position deletes into the
+// data, expires old snapshots, and removes orphan files, for bronze and
+// silver alike (`tidemark maintain`, and periodically inside `tidemark run`).
+//
+// # What it never breaks
+//
+//   - Writer state. Bronze and silver read their cursors from the current
+//     snapshot's summary (tidemark.cursor, tidemark.position,
+//     tidemark.snapshot, tidemark.bronze-snapshot, ...). A compaction
+//     snapshot carries every tidemark.* key of the snapshot it replaces,
+//     and is a compare-and-swap on the table's head, re-applied on a newer
+//     head only when everything committed meanwhile was an append (bronze
+//     keeps writing); a delete meanwhile (a silver merge) cancels it. Expiry
+//     commits metadata only and never removes the current snapshot.
+//   - Silver's incremental merge. Silver reads bronze from its cursor
+//     (tidemark.bronze-snapshot) on; a first build reads bronze from its
+//     first snapshot. So a bronze table keeps every snapshot from the
+//     oldest silver cursor of that table on, and expires nothing while its
+//     silver table does not exist yet or is being built.
+//   - Writes in flight. A file is an orphan only when no metadata of the
+//     table references it and it is older than OrphanAge (default a day,
+//     longer than any write between writing its files and committing them).
+//
+// All operations are idempotent: a crash in the middle leaves files that
+// the next run's orphan removal collects (once they are OrphanAge old).
+package maintain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/change"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/silver"
+)
+
+// Defaults of Options.
+const (
+	DefaultOlderThan  = time.Hour
+	DefaultRetainLast = 10
+	DefaultOrphanAge  = 24 * time.Hour
+	// DefaultTargetFileSize is the size compaction aims for.
+	DefaultTargetFileSize = 128 << 20
+	// DefaultEvery is the period of maintenance inside `tidemark run`.
+	DefaultEvery = 10 * time.Minute
+)
+
+// Options configure a Maintainer.
+type Options struct {
+	// OlderThan: snapshots younger than this are kept. 0: DefaultOlderThan.
+	OlderThan time.Duration
+	// RetainLast: the newest N snapshots of each table are kept whatever
+	// their age. 0: DefaultRetainLast.
+	RetainLast int
+	// OrphanAge: unreferenced files younger than this are left alone (they
+	// may belong to a commit in progress). 0: DefaultOrphanAge; it cannot be
+	// below an hour.
+	OrphanAge time.Duration
+	// TargetFileSize for compaction output. 0: DefaultTargetFileSize.
+	TargetFileSize int64
+	// NoCompact, NoExpire, NoOrphans skip a step.
+	NoCompact, NoExpire, NoOrphans bool
+	// WithoutSilver: the pipeline does not use silver, so bronze expiry is
+	// not held back by silver cursors (or by a silver table not built yet).
+	WithoutSilver bool
+	// DryRun reports what would be done and changes nothing.
+	DryRun bool
+}
+
+// MinOrphanAge is the least OrphanAge accepted.
+const MinOrphanAge = time.Hour
+
+func (o Options) withDefaults() Options {
+	if o.OlderThan <= 0 {
+		o.OlderThan = DefaultOlderThan
+	}
+	if o.RetainLast <= 0 {
+		o.RetainLast = DefaultRetainLast
+	}
+	if o.OrphanAge <= 0 {
+		o.OrphanAge = DefaultOrphanAge
+	}
+	if o.TargetFileSize <= 0 {
+		o.TargetFileSize = DefaultTargetFileSize
+	}
+	return o
+}
+
+// Validate checks the options a user gives.
+func (o Options) Validate() error {
+	if o.OrphanAge != 0 && o.OrphanAge < MinOrphanAge {
+		return fmt.Errorf("orphan age %s is below %s: files of a commit in progress could be removed", o.OrphanAge, MinOrphanAge)
+	}
+	if o.OlderThan < 0 || o.RetainLast < 0 {
+		return errors.New("older-than and retain-last must not be negative")
+	}
+	return nil
+}
+
+// Result says what maintenance did to one table.
+type Result struct {
+	Table   string             `json:"table"`
+	Before  lake.Footprint     `json:"before"`
+	After   lake.Footprint     `json:"after"`
+	Compact lake.CompactResult `json:"compact"`
+	// Expired is the number of snapshots expired; KeptFrom the snapshot
+	// from which all were kept for silver (0: none), with the reason.
+	Expired      int    `json:"expired_snapshots"`
+	KeptFrom     int64  `json:"kept_from_snapshot,omitempty"`
+	ExpireNote   string `json:"expire_note,omitempty"`
+	Orphans      int    `json:"orphan_files"`
+	OrphanBytes  int64  `json:"orphan_bytes"`
+	CompactError string `json:"compact_error,omitempty"` // a compaction that lost to a concurrent merge
+}
+
+// Maintainer runs maintenance over a catalog. Safe for concurrent use,
+// though two runs on one table at once only waste work.
+type Maintainer struct {
+	cat  *lake.Catalog
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns a Maintainer.
+func New(cat *lake.Catalog, opts Options, log *slog.Logger) *Maintainer {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Maintainer{cat: cat, opts: opts.withDefaults(), log: log}
+}
+
+// Tables returns the identifiers of source's lake tables: for each source
+// table (all, or those in only) its bronze then its silver table, then
+// bronze's and silver's special tables (all only).
+func (m *Maintainer) Tables(ctx context.Context, source string, only []change.TableID) ([][]string, error) {
+	nss, err := m.cat.ListNamespaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	want := func(schema, name string) bool {
+		if len(only) == 0 {
+			return true
+		}
+		return slices.Contains(only, change.TableID{Schema: schema, Name: name})
+	}
+	var out [][]string
+	for _, ns := range nss {
+		if len(ns) != 3 || ns[0] != "bronze" || ns[1] != source {
+			continue
+		}
+		ids, err := m.cat.ListTables(ctx, ns)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			if want(ns[2], id[3]) {
+				out = append(out, id)
+			}
+		}
+	}
+	for _, ns := range nss {
+		if len(ns) != 3 || ns[0] != "silver" || ns[1] != source {
+			continue
+		}
+		ids, err := m.cat.ListTables(ctx, ns)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			if want(ns[2], id[3]) {
+				out = append(out, id)
+			}
+		}
+	}
+	if len(only) == 0 {
+		for _, ns := range [][]string{bronze.SourceNamespace(source), {"silver", source}} {
+			ids, err := m.cat.ListTables(ctx, ns)
+			if errors.Is(err, lake.ErrNoSuchNamespace) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ids...)
+		}
+	}
+	return out, nil
+}
+
+// Run maintains every table of source (or those in only), one at a time,
+// and returns each table's result; errors of single tables are joined, the
+// other tables are maintained regardless.
+func (m *Maintainer) Run(ctx context.Context, source string, only []change.TableID) ([]Result, error) {
+	ids, err := m.Tables(ctx, source, only)
+	if err != nil {
+		return nil, fmt.Errorf("maintain: list the tables of source %s: %w", source, err)
+	}
+	var (
+		out  []Result
+		errs []error
+	)
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		r, err := m.Table(ctx, source, id)
+		out = append(out, r)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// Table maintains one table: compaction, then snapshot expiry, then
+// orphan-file removal.
+func (m *Maintainer) Table(ctx context.Context, source string, ident []string) (Result, error) {
+	res := Result{Table: strings.Join(ident, ".")}
+	tbl, err := m.cat.LoadTable(ctx, ident)
+	if err != nil {
+		return res, fmt.Errorf("maintain %s: %w", res.Table, err)
+	}
+	if res.Before, err = tbl.Footprint(ctx); err != nil {
+		return res, fmt.Errorf("maintain %s: %w", res.Table, err)
+	}
+	if !m.opts.NoCompact {
+		c, err := tbl.Compact(ctx, lake.CompactOptions{TargetFileSize: m.opts.TargetFileSize, DryRun: m.opts.DryRun})
+		res.Compact = c
+		switch {
+		case errors.Is(err, lake.ErrCommitConflict):
+			// A merge changed the table meanwhile: nothing applied, the
+			// next run compacts.
+			res.CompactError = err.Error()
+			m.log.Info("compaction gave way to a concurrent commit; the next run retries", "table", res.Table, "error", err.Error())
+		case err != nil:
+			return res, fmt.Errorf("maintain %s: %w", res.Table, err)
+		}
+	}
+	if !m.opts.NoExpire {
+		keep, note, err := m.keepFrom(ctx, source, ident, tbl)
+		if err != nil {
+			return res, fmt.Errorf("maintain %s: %w", res.Table, err)
+		}
+		res.ExpireNote = note
+		if keep != lake.NoSnapshot {
+			res.KeptFrom = keep
+		}
+		if note == "" || keep != lake.NoSnapshot {
+			e, err := tbl.ExpireSnapshots(ctx, lake.ExpireOptions{OlderThan: m.opts.OlderThan, RetainLast: m.opts.RetainLast,
+				KeepFrom: keep, DryRun: m.opts.DryRun})
+			if err != nil {
+				return res, fmt.Errorf("maintain %s: %w", res.Table, err)
+			}
+			res.Expired = len(e.Expired)
+		}
+	}
+	if !m.opts.NoOrphans {
+		o, err := tbl.RemoveOrphanFiles(ctx, m.opts.OrphanAge, m.opts.DryRun)
+		if err != nil {
+			return res, fmt.Errorf("maintain %s: %w", res.Table, err)
+		}
+		res.Orphans, res.OrphanBytes = len(o.Files), o.Bytes
+	}
+	if err := tbl.Refresh(ctx); err != nil {
+		return res, fmt.Errorf("maintain %s: %w", res.Table, err)
+	}
+	if res.After, err = tbl.Footprint(ctx); err != nil {
+		return res, fmt.Errorf("maintain %s: %w", res.Table, err)
+	}
+	if res.Compact.Snapshot != 0 || res.Expired > 0 || res.Orphans > 0 {
+		m.log.Info("table maintained", "table", res.Table, "dry_run", m.opts.DryRun,
+			"data_files", fmt.Sprintf("%d->%d", res.Before.DataFiles, res.After.DataFiles),
+			"delete_files", fmt.Sprintf("%d->%d", res.Before.DeleteFiles, res.After.DeleteFiles),
+			"snapshots", fmt.Sprintf("%d->%d", res.Before.Snapshots, res.After.Snapshots),
+			"orphan_files", res.Orphans)
+	}
+	return res, nil
+}
+
+// keepFrom returns the oldest snapshot of a bronze table that silver may
+// still read (lake.NoSnapshot: no limit). A non-empty note with
+// lake.NoSnapshot means: expire nothing.
+func (m *Maintainer) keepFrom(ctx context.Context, source string, ident []string, tbl *lake.Table) (int64, string, error) {
+	if m.opts.WithoutSilver || len(ident) != 4 || ident[0] != "bronze" || ident[1] != source {
+		return lake.NoSnapshot, "", nil
+	}
+	schema, name := ident[2], ident[3]
+	// A build reads bronze from its first snapshot.
+	if _, err := m.cat.LoadTable(ctx, []string{"silver", source, "_building", schema, name}); err == nil {
+		return lake.NoSnapshot, "silver table is being built: bronze keeps every snapshot", nil
+	} else if !errors.Is(err, lake.ErrNoSuchTable) && !errors.Is(err, lake.ErrNoSuchNamespace) {
+		return 0, "", err
+	}
+	s, err := m.cat.LoadTable(ctx, silver.Ident(source, schema, name))
+	if errors.Is(err, lake.ErrNoSuchTable) || errors.Is(err, lake.ErrNoSuchNamespace) {
+		return lake.NoSnapshot, "no silver table yet (its first build reads all of bronze): bronze keeps every snapshot", nil
+	}
+	if err != nil {
+		return 0, "", err
+	}
+	raw := s.Summary()[silver.PropBronzeSnapshot]
+	cur, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil {
+		return lake.NoSnapshot, fmt.Sprintf("silver table has no readable cursor (%q): bronze keeps every snapshot", raw), nil
+	}
+	if _, err := tbl.Snapshot(cur); err != nil {
+		return lake.NoSnapshot, fmt.Sprintf("silver's cursor %d is not in bronze's history: bronze keeps every snapshot", cur), nil
+	}
+	return cur, "", nil
+}
+
+// Loop maintains every table of source every `every` (DefaultEvery if <= 0),
+// the first time one period after it starts, until ctx is done. It is the
+// maintenance half of `tidemark run`: a failure is logged and retried at
+// the next period, never stops the pipeline (maintenance is deferrable).
+func (m *Maintainer) Loop(ctx context.Context, source string, every time.Duration) {
+	if every <= 0 {
+		every = DefaultEvery
+	}
+	timer := time.NewTimer(every)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		if _, err := m.Run(ctx, source, nil); err != nil && ctx.Err() == nil {
+			m.log.Warn("maintenance failed, retrying at the next run", "error", err.Error(), "retry_in", every.String())
+		}
+		timer.Reset(every)
+	}
+}
