@@ -12,11 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tidemark/tidemark/internal/app"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
@@ -80,16 +82,30 @@ func runMerge(ctx context.Context, lf lakeFlags, source string, tables []string,
 	opts.Report = func(r silver.Result) { results = append(results, r) }
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m := silver.NewMerger(cat, opts, log)
-	if len(tables) == 0 {
-		err = m.MergeAll(ctx, source)
-	} else {
-		var errs []error
-		for _, t := range app.ParseTables(tables) {
-			if _, e := m.MergeTable(ctx, source, t.Schema, t.Name); e != nil {
-				errs = append(errs, e)
+	// A merge that loses a race (a running `tidemark run` merging or
+	// maintaining the same table) is redone: each attempt starts from the
+	// committed cursor, so retrying is safe.
+	for attempt, wait := 1, 500*time.Millisecond; ; attempt, wait = attempt+1, wait*2 {
+		results = nil
+		if len(tables) == 0 {
+			err = m.MergeAll(ctx, source)
+		} else {
+			var errs []error
+			for _, t := range app.ParseTables(tables) {
+				if _, e := m.MergeTable(ctx, source, t.Schema, t.Name); e != nil {
+					errs = append(errs, e)
+				}
 			}
+			err = errors.Join(errs...)
 		}
-		err = errors.Join(errs...)
+		if err == nil || fault.ClassOf(err) != fault.Transient || attempt == 6 || ctx.Err() != nil {
+			break
+		}
+		log.Warn("merge lost a race or hit a transient error; merging again", "attempt", attempt, "error", err.Error())
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
 	}
 	if perr := printMerge(out, lf.format, results); perr != nil && err == nil {
 		err = perr

@@ -430,11 +430,16 @@ func TestE2ECrashRecovery(t *testing.T) {
 func checkSilver(t *testing.T, r *runner, srcURL, wh, source string, tables []string) {
 	t.Helper()
 	bin := tidemarkBinary(t)
+	// The one-shot merge drains bronze into silver while nothing else runs.
+	if out, err := exec.Command(bin, "merge", "--warehouse", wh, "--name", source).CombinedOutput(); err != nil {
+		t.Fatalf("tidemark merge: %v\n%s", err, out)
+	} else {
+		t.Logf("tidemark merge:\n%s", strings.TrimSpace(string(out)))
+	}
 	// verify compares at a source position: a running pipeline must carry
 	// silver to it (the server's WAL moves with other databases' work too).
 	s := r.start()
 	for _, args := range [][]string{
-		{"merge", "--warehouse", wh, "--name", source},
 		{"verify", "--source", srcURL, "--warehouse", wh, "--name", source, "--wait", "2m"},
 	} {
 		out, err := exec.Command(bin, args...).CombinedOutput()
