@@ -7,7 +7,7 @@ GO ?= go
 TIDEMARK_PYTHON ?= $(CURDIR)/.venv/bin/python
 export TIDEMARK_PYTHON
 
-.PHONY: build test setup demo
+.PHONY: build test setup demo faults
 
 ## build: compile bin/tidemark
 build:
@@ -25,3 +25,7 @@ test: setup
 ## demo: throwaway PostgreSQL -> tidemark -> ./demo-lake
 demo:
 	bash scripts/demo.sh
+
+## faults: the fault-injection suite (RELIABILITY.md), 50 crash-loop iterations; prints the fault table
+faults: setup
+	TIDEMARK_REQUIRE_PG=1 $(GO) test -tags faults -count=1 -timeout 60m -v ./internal/faults/ -args -iterations=$(or $(ITERATIONS),50)

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/iceberg-go"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/source/postgres"
@@ -556,6 +557,9 @@ func (w *Writer) Flush(ctx context.Context, cp postgres.Checkpoint) error {
 	if w.buffered < 0 {
 		w.buffered = 0
 	}
+	// Every bronze table holding the changes is committed; the checkpoint
+	// that lets the source be acknowledged is not written yet.
+	failpoint.Inject("bronze-before-checkpoint")
 	props := map[string]string{
 		PropAckedLSN:  strconv.FormatUint(cp.AckedLSN, 10),
 		PropCommitLSN: strconv.FormatUint(cp.CommitLSN, 10),
@@ -569,6 +573,7 @@ func (w *Writer) Flush(ctx context.Context, cp postgres.Checkpoint) error {
 	if err := w.cat.SetNamespaceProperties(ctx, SourceNamespace(w.source), props); err != nil {
 		return fault.MarkTransient(fmt.Errorf("bronze: record checkpoint of source %s: %w", w.source, err))
 	}
+	failpoint.Inject("bronze-after-checkpoint")
 	return nil
 }
 

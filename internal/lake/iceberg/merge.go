@@ -14,6 +14,8 @@ import (
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/tidemark/tidemark/internal/failpoint"
 )
 
 // This file holds what silver needs beyond bronze's append-only writes:
@@ -410,8 +412,11 @@ func (t *Table) mergeOnce(ctx context.Context, del *Filter, recs []arrow.RecordB
 		}
 		snap = staged.CurrentSnapshot()
 	}
+	// Inside a merge (silver): files written, delete planned, not committed.
+	failpoint.Inject("lake-merge-before-commit")
 	committed, err := tx.Commit(ctx)
 	if err == nil {
+		failpoint.Inject("lake-merge-after-commit")
 		if err := t.set(committed); err != nil {
 			return fmt.Errorf("committed snapshot %d, but %w", snap.SnapshotID, err)
 		}

@@ -15,6 +15,8 @@ import (
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/tidemark/tidemark/internal/failpoint"
 )
 
 // commitAttempts bounds how often Append, AddColumns and WidenColumn redo
@@ -199,8 +201,12 @@ func (t *Table) appendOnce(ctx context.Context, sc *arrow.Schema, recs []arrow.R
 	if snap == nil {
 		return false, errors.New("append staged no snapshot")
 	}
+	// The data files are written; the commit is next (RELIABILITY row 2).
+	failpoint.Inject("lake-append-before-commit")
 	committed, err := tx.Commit(ctx)
 	if err == nil {
+		// Committed, and the caller does not know yet (row 3).
+		failpoint.Inject("lake-append-after-commit")
 		if err := t.set(committed); err != nil {
 			return false, fmt.Errorf("committed snapshot %d, but %w", snap.SnapshotID, err)
 		}

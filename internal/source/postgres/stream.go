@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 )
 
@@ -91,6 +92,7 @@ func (s *stream) run(ctx context.Context) error {
 			fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := s.flush(fctx)
 			if err == nil {
+				failpoint.Inject("stream-final-before-status")
 				err = s.sendStatus(fctx)
 			}
 			cancel()
@@ -113,9 +115,12 @@ func (s *stream) run(ctx context.Context) error {
 			if err := s.flush(ctx); err != nil {
 				return err
 			}
+			// Checkpoint durable, PostgreSQL not told yet.
+			failpoint.Inject("stream-before-status")
 			if err := s.sendStatus(ctx); err != nil {
 				return err
 			}
+			failpoint.Inject("stream-after-status")
 		} else if due {
 			s.lastFlush = now
 		}
