@@ -29,3 +29,11 @@ demo:
 ## faults: the fault-injection suite (RELIABILITY.md), 50 crash-loop iterations; prints the fault table
 faults: setup
 	TIDEMARK_REQUIRE_PG=1 $(GO) test -tags faults -count=1 -timeout 60m -v ./internal/faults/ -args -iterations=$(or $(ITERATIONS),50)
+
+## bench: tidemark against pg_recvlogical and COPY on a throwaway PostgreSQL,
+## printed as a markdown table (docs/benchmarks.md). Sizes and scenarios:
+## make bench BENCH_FLAGS="--snapshot-scale 100 --scenarios 1,2 --reps 5"
+.PHONY: bench
+bench: build
+	$(GO) build -o bin/tidemark-bench ./cmd/tidemark-bench
+	bin/tidemark-bench --tidemark bin/tidemark $(BENCH_FLAGS)

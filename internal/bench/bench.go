@@ -1,0 +1,265 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Options size and select a run. The zero value of a size means its
+// default (DefaultOptions); docs/benchmarks.md gives the sizes of the
+// published run.
+type Options struct {
+	Launcher Launcher
+	// WorkDir holds the lakes, the logs and workload files; removed at the
+	// end unless Keep.
+	WorkDir string
+	Keep    bool
+	// PipelineArgs are added to every pipeline's run flags (after the
+	// harness's own, so they win): settings experiments such as
+	// --snapshot-chunk-rows 50000, or --log-level debug.
+	PipelineArgs []string
+	// Scenarios to run ("1".."6"); empty: all.
+	Scenarios []string
+	// Reps is how often each measurement is repeated (median reported).
+	Reps int
+
+	// Scenario 1: changes generated per workload (pgbench TPC-B: 4 per
+	// transaction; wide rows: 2 per transaction), by Clients pgbench clients.
+	CDCChanges     int
+	CDCWideChanges int
+	CDCClients     int
+	// Scenario 2: pgbench scale of the snapshot (100,000 pgbench_accounts
+	// rows per unit) and rows of the wide table.
+	SnapshotScale int
+	SnapshotWide  int
+	// Scenario 3 (and 6): steady insert rate (rows/s) in transactions of
+	// LatencyBatch rows, for LatencyDuration.
+	LatencyRate     int
+	LatencyBatch    int
+	LatencyDuration time.Duration
+	// Scenario 4: silver merge of MergeKeys changed keys into a table of
+	// MergeRows rows and one of MergeFactor × MergeRows rows.
+	MergeRows   int
+	MergeFactor int
+	MergeKeys   int
+	// Scenario 5: BigRows values of BigValueBytes each, in one transaction.
+	BigRows       int
+	BigValueBytes int
+
+	// Log receives progress lines (nil: discarded).
+	Log io.Writer
+}
+
+// DefaultOptions are the sizes `make bench` uses, about half an hour on 2
+// cores. They are below the issue's where a full-size run takes hours here:
+// 2M snapshot rows instead of 10M (silver's first build reads the whole
+// range once per pass of silver.max_changes rows, so its time grows with the
+// square of the table), and a 100k ÷ 1M merge instead of 1M ÷ 10M. The
+// flags take the issue's sizes: --snapshot-scale 100 --snapshot-wide-rows
+// 1000000 --merge-rows 1000000.
+func DefaultOptions() Options {
+	return Options{
+		Reps:            3,
+		CDCChanges:      1_000_000,
+		CDCWideChanges:  200_000,
+		CDCClients:      2,
+		SnapshotScale:   20,
+		SnapshotWide:    500_000,
+		LatencyRate:     10_000,
+		LatencyBatch:    10,
+		LatencyDuration: 60 * time.Second,
+		MergeRows:       100_000,
+		MergeFactor:     10,
+		MergeKeys:       10_000,
+		BigRows:         64,
+		BigValueBytes:   16 << 20,
+	}
+}
+
+func (o *Options) fill() {
+	d := DefaultOptions()
+	setInt := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	setInt(&o.Reps, d.Reps)
+	setInt(&o.CDCChanges, d.CDCChanges)
+	setInt(&o.CDCWideChanges, d.CDCWideChanges)
+	setInt(&o.CDCClients, d.CDCClients)
+	setInt(&o.SnapshotScale, d.SnapshotScale)
+	setInt(&o.SnapshotWide, d.SnapshotWide)
+	setInt(&o.LatencyRate, d.LatencyRate)
+	setInt(&o.LatencyBatch, d.LatencyBatch)
+	setInt(&o.MergeRows, d.MergeRows)
+	setInt(&o.MergeFactor, d.MergeFactor)
+	setInt(&o.MergeKeys, d.MergeKeys)
+	setInt(&o.BigRows, d.BigRows)
+	setInt(&o.BigValueBytes, d.BigValueBytes)
+	if o.LatencyDuration <= 0 {
+		o.LatencyDuration = d.LatencyDuration
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+}
+
+func (o *Options) wants(s string) bool {
+	if len(o.Scenarios) == 0 {
+		return true
+	}
+	for _, x := range o.Scenarios {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// bench is one run.
+type bench struct {
+	opts   Options
+	srv    *server
+	report Report
+	// peakSnapshotRSS is the highest VmHWM seen during scenario 2, for 5.
+	peakSnapshotRSS int64
+	snapshotRan     bool
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.opts.Log, "%s bench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func (b *bench) detail(format string, args ...any) {
+	b.report.Details = append(b.report.Details, fmt.Sprintf(format, args...))
+}
+
+// Run starts a throwaway PostgreSQL, runs the selected scenarios and
+// returns the report. A scenario that fails stops the run: a table with a
+// missing row would read as if the scenario did not matter.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	opts.fill()
+	if opts.Launcher.Path == "" {
+		return nil, errors.New("bench: no tidemark to run (Launcher.Path is empty)")
+	}
+	if opts.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "tidemark-bench-")
+		if err != nil {
+			return nil, err
+		}
+		opts.WorkDir = dir
+	}
+	if !opts.Keep {
+		defer os.RemoveAll(opts.WorkDir)
+	}
+	if err := os.MkdirAll(opts.WorkDir, 0o755); err != nil {
+		return nil, err
+	}
+	b := &bench{opts: opts}
+	b.logf("starting PostgreSQL (work dir %s)", opts.WorkDir)
+	srv, err := startServer()
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	b.srv = srv
+	b.report.Machine = machine(ctx, srv)
+	b.report.Machine = append(b.report.Machine, "tidemark: "+opts.Launcher.Path+", "+b.settings())
+
+	steps := []struct {
+		id  string
+		run func(context.Context) error
+	}{
+		{"1", b.cdc},
+		{"2", b.snapshot},
+		{"3", b.latency}, // also measures 6
+		{"4", b.mergeScale},
+		{"5", b.memory},
+	}
+	for _, s := range steps {
+		want := opts.wants(s.id) || (s.id == "3" && opts.wants("6"))
+		if !want {
+			continue
+		}
+		if err := s.run(ctx); err != nil {
+			return &b.report, fmt.Errorf("scenario %s: %w", s.id, err)
+		}
+	}
+	// Scenario 3 also writes 6's row: put the rows in scenario order.
+	slices.SortStableFunc(b.report.Rows, func(x, y Row) int {
+		xi, _, _ := strings.Cut(x.Scenario, " ")
+		yi, _, _ := strings.Cut(y.Scenario, " ")
+		return strings.Compare(xi, yi)
+	})
+	b.report.Machine = append(b.report.Machine, "load average at the end: "+loadAvg())
+	return &b.report, nil
+}
+
+// settings names the pipeline settings measured: the defaults, or the
+// flags PipelineArgs added.
+func (b *bench) settings() string {
+	if len(b.opts.PipelineArgs) == 0 {
+		return "default settings (commit_interval 1s)"
+	}
+	return "pipeline flags " + strings.Join(b.opts.PipelineArgs, " ")
+}
+
+// machine describes where the run happened.
+func machine(ctx context.Context, srv *server) []string {
+	cpu := "unknown CPU"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+		f.Close()
+	}
+	mem := "unknown"
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+				var kb int64
+				fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &kb)
+				mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+				break
+			}
+		}
+		f.Close()
+	}
+	kernel := "unknown"
+	if out, err := exec.Command("uname", "-sr").Output(); err == nil {
+		kernel = strings.TrimSpace(string(out))
+	}
+	return []string{
+		fmt.Sprintf("CPU: %s, %d logical cores visible to Go", cpu, runtime.NumCPU()),
+		"memory: " + mem + ", kernel: " + kernel,
+		"PostgreSQL " + srv.version(ctx) + " (internal/testenv: fsync=off, full_page_writes=off, synchronous_commit=on, autovacuum=off)",
+		"Go " + runtime.Version() + ", " + runtime.GOOS + "/" + runtime.GOARCH,
+		"load average at the start: " + loadAvg(),
+	}
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
