@@ -229,6 +229,27 @@ func (h *harness) query(fn func(*pgx.Conn) error) {
 	}
 }
 
+// dropSlot drops a slot once its walsender (of a session that just
+// stopped) has gone away.
+func (h *harness) dropSlot(name string) {
+	h.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var active bool
+		h.query(func(c *pgx.Conn) error {
+			return c.QueryRow(context.Background(), `SELECT coalesce(bool_or(active), false) FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&active)
+		})
+		if !active {
+			break
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("slot %s still active 30s after the capture stopped", name)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.exec("SELECT pg_drop_replication_slot('" + name + "')")
+}
+
 func (h *harness) exec(sql string) { h.t.Helper(); h.pg.Exec(h.t, h.url, sql) }
 
 // rows reads a lake table as maps.
@@ -539,7 +560,7 @@ func TestNamedErrors(t *testing.T) {
 		r := h.start(h.opts())
 		h.waitCaughtUp(r)
 		r.stop()
-		h.exec(`SELECT pg_drop_replication_slot('tidemark_test')`)
+		h.dropSlot("tidemark_test")
 		err := h.runErr(h.opts())
 		if !errors.Is(err, fault.ErrSlotLost) || fault.ExitCode(err) != fault.ExitFatal {
 			t.Fatalf("err = %v, want ErrSlotLost (fatal)", err)
@@ -550,7 +571,7 @@ func TestNamedErrors(t *testing.T) {
 		r := h.start(h.opts())
 		h.waitCaughtUp(r)
 		r.stop()
-		h.exec(`SELECT pg_drop_replication_slot('tidemark_test')`)
+		h.dropSlot("tidemark_test")
 		h.exec(`INSERT INTO k VALUES (1)`)
 		h.exec(`SELECT pg_create_logical_replication_slot('tidemark_test', 'pgoutput')`)
 		err := h.runErr(h.opts())
