@@ -59,7 +59,7 @@ type Options struct {
 	Log io.Writer
 }
 
-// DefaultOptions are the sizes `make bench` uses, about half an hour on 2
+// DefaultOptions are the sizes `make bench` uses, about 20 minutes on 2
 // cores. They are below the issue's where a full-size run takes hours here:
 // 2M snapshot rows instead of 10M (silver's first build reads the whole
 // range once per pass of silver.max_changes rows, so its time grows with the

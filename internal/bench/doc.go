@@ -18,7 +18,9 @@
 // Baselines:
 //
 //   - CDC catch-up: pg_recvlogical draining the same WAL range from its own
-//     pgoutput slot (same plugin options) into /dev/null;
+//     pgoutput slot (same plugin options) into /dev/null, and a bare Go
+//     pgoutput consumer that parses only commits (the faster of the two,
+//     hence the decoding ceiling);
 //   - snapshot: psql running COPY … TO STDOUT of the same table into
 //     /dev/null;
 //   - latency: a minimal Go pgoutput consumer (pglogrepl) on its own slot,
