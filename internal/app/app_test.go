@@ -259,7 +259,7 @@ func (f *fakeTB) Logf(string, ...any)   {}
 func (f *fakeTB) TempDir() string       { return os.TempDir() }
 
 func TestSecretsNeverReachOutput(t *testing.T) {
-	bin := tidemarkBinary(t)
+	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
 	url := pg.CreateDB(t, "secrets")
 	pg.Exec(t, url, `CREATE TABLE s (id int primary key); CREATE ROLE canary LOGIN PASSWORD '`+canary+`' REPLICATION; GRANT SELECT ON s TO canary; CREATE PUBLICATION tidemark_sec FOR TABLE s;`)

@@ -38,62 +38,6 @@ import (
 // ---------------------------------------------------------------------------
 // The binary
 
-var binary struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
-// tidemarkBinary builds cmd/tidemark once per test binary run.
-func tidemarkBinary(t *testing.T) string {
-	t.Helper()
-	binary.once.Do(func() {
-		root, err := repoRoot()
-		if err != nil {
-			binary.err = err
-			return
-		}
-		if binary.dir, err = os.MkdirTemp("", "tidemark-e2e-bin-"); err != nil {
-			binary.err = err
-			return
-		}
-		binary.path = filepath.Join(binary.dir, "tidemark")
-		cmd := exec.Command("go", "build", "-o", binary.path, "./cmd/tidemark")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binary.err = fmt.Errorf("go build ./cmd/tidemark: %v\n%s", err, out)
-		}
-	})
-	if binary.err != nil {
-		t.Fatal(binary.err)
-	}
-	return binary.path
-}
-
-func removeBinary() {
-	if binary.dir != "" {
-		os.RemoveAll(binary.dir)
-	}
-}
-
-func repoRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err == nil {
-		if mod := strings.TrimSpace(string(out)); mod != "" && mod != os.DevNull {
-			return filepath.Dir(mod), nil
-		}
-	}
-	abs, err := filepath.Abs("../..")
-	if err != nil {
-		return "", err
-	}
-	if _, err := os.Stat(filepath.Join(abs, "go.mod")); err != nil {
-		return "", fmt.Errorf("cannot find the repository root (go env GOMOD failed, no ../../go.mod): %w", err)
-	}
-	return abs, nil
-}
-
 // ---------------------------------------------------------------------------
 // Running tidemark as a subprocess
 
@@ -261,7 +205,7 @@ func TestE2ECrashRecovery(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	began := time.Now()
 
-	bin := tidemarkBinary(t)
+	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
 	srcURL := pg.CreateDB(t, "e2e")
 	u, err := url.Parse(srcURL)
@@ -429,7 +373,7 @@ func TestE2ECrashRecovery(t *testing.T) {
 // each silver table's row count with the source.
 func checkSilver(t *testing.T, r *runner, srcURL, wh, source string, tables []string) {
 	t.Helper()
-	bin := tidemarkBinary(t)
+	bin := testenv.Tidemark(t)
 	// The one-shot merge drains bronze into silver while nothing else runs.
 	if out, err := exec.Command(bin, "merge", "--warehouse", wh, "--name", source).CombinedOutput(); err != nil {
 		t.Fatalf("tidemark merge: %v\n%s", err, out)
@@ -456,7 +400,7 @@ func checkSilver(t *testing.T, r *runner, srcURL, wh, source string, tables []st
 	if py == "" {
 		return
 	}
-	root, err := repoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -709,7 +653,7 @@ func describeHistory(rows []bronzetest.Row, key []string, k string) string {
 // rebuild the row under its new key (docs/bronze.md, "Key changes"). One
 // table has the default replica identity, the other REPLICA IDENTITY FULL.
 func TestE2EUnchangedToastAcrossKeyChange(t *testing.T) {
-	bin := tidemarkBinary(t)
+	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
 	srcURL := pg.CreateDB(t, "e2e_toastkey")
 	source := sourceName(t, srcURL)

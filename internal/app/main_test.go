@@ -8,7 +8,5 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := testenv.Main(m)
-	removeBinary()
-	os.Exit(code)
+	os.Exit(testenv.Main(m))
 }

@@ -50,15 +50,12 @@ func fullIterations() int {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code := m.Run()
+	code := testenv.Main(m) // also removes the tidemark binary built for the tests
 	printTable()
 	for _, pg := range servers.list {
 		if err := pg.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "faults: stop PostgreSQL: %v\n", err)
 		}
-	}
-	if binary.dir != "" {
-		os.RemoveAll(binary.dir)
 	}
 	os.Exit(code)
 }
@@ -150,39 +147,6 @@ func rowNum(s string) int {
 // ---------------------------------------------------------------------------
 // The binary and the servers
 
-var binary struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
-func tidemarkBinary(t *testing.T) string {
-	t.Helper()
-	binary.once.Do(func() {
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			binary.err = fmt.Errorf("go env GOMOD: %v", err)
-			return
-		}
-		root := filepath.Dir(strings.TrimSpace(string(out)))
-		if binary.dir, err = os.MkdirTemp("", "tidemark-faults-bin-"); err != nil {
-			binary.err = err
-			return
-		}
-		binary.path = filepath.Join(binary.dir, "tidemark")
-		cmd := exec.Command("go", "build", "-o", binary.path, "./cmd/tidemark")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binary.err = fmt.Errorf("go build ./cmd/tidemark: %v\n%s", err, out)
-		}
-	})
-	if binary.err != nil {
-		t.Fatal(binary.err)
-	}
-	return binary.path
-}
-
 var servers struct {
 	mu    sync.Mutex
 	byKey map[string]*testenv.PG
@@ -256,7 +220,7 @@ const workTable = "fault_rows"
 
 func newEnv(t *testing.T, prefix string, o envOptions) *env {
 	t.Helper()
-	bin := tidemarkBinary(t)
+	bin := testenv.Tidemark(t)
 	pg := server(t, o.settings)
 	e := &env{t: t, pg: pg, bin: bin, args: o.args}
 	e.srcURL = pg.CreateDB(t, prefix)

@@ -137,6 +137,7 @@ func Shared(t testing.TB) *PG {
 // Use it from TestMain: func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }.
 func Main(m *testing.M) int {
 	code := m.Run()
+	removeTidemark()
 	if shared.pg != nil {
 		if err := shared.pg.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "testenv: stop shared PostgreSQL: %v\n", err)
