@@ -93,6 +93,7 @@ type window struct {
 	truncated bool
 
 	rows    []snapRow
+	bytes   int64 // size of the rows as read (text), for the next chunk's LIMIT
 	schema  *change.Schema
 	lastKey []string
 	last    bool
@@ -192,6 +193,10 @@ func (ws *windows) truncate(t change.TableID) {
 // truncate or follow it, and cannot be placed.
 var errTruncatedInWindow = errors.New("table truncated inside the snapshot window")
 
+// firstChunkRows bounds the first chunk of a table, read before its row
+// size is known.
+const firstChunkRows = 64
+
 // snapshotter reads tables in key-ordered chunks, several tables at a time.
 type snapshotter struct {
 	c       *Capture
@@ -276,9 +281,15 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 	lastLog := start
 	startRows := rows
 	chunkRows := sn.c.opts.Snapshot.ChunkRows
+	// The LIMIT of a chunk is also its cost when the chunk stops early at
+	// chunk_bytes: the rest of the result is still sent and discarded. So
+	// the first chunk is small and the next ones are sized from the rows
+	// seen: chunk_bytes / average row size (a table of 16 MiB values would
+	// otherwise send itself whole for every chunk of two rows).
+	limit := min(chunkRows, firstChunkRows)
 	sn.c.log.Info("snapshot starting", "table", t.id.String(), "resume_after_rows", rows, "estimate", est)
 	for {
-		w, err := sn.chunk(ctx, conn, t, keyCols, keyTypes, lastKey, chunkRows)
+		w, err := sn.chunk(ctx, conn, t, keyCols, keyTypes, lastKey, limit)
 		if errors.Is(err, errTruncatedInWindow) {
 			sn.c.log.Info("table truncated while a snapshot chunk was read: reading the chunk again", "table", t.id.String())
 			continue
@@ -288,6 +299,9 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 		}
 		rows += int64(len(w.rows))
 		lastKey = w.lastKey
+		if n := int64(len(w.rows)); n > 0 && w.bytes > 0 {
+			limit = int(min(int64(chunkRows), max(1, sn.c.opts.Snapshot.ChunkBytes*n/w.bytes+1)))
+		}
 		if now := time.Now(); now.Sub(lastLog) >= 5*time.Second || w.last {
 			el := now.Sub(start).Seconds()
 			rate := 0.0
@@ -462,6 +476,7 @@ func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyC
 		}
 	}
 	full := n >= limit || bytes >= sn.c.opts.Snapshot.ChunkBytes
+	w.bytes = bytes
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
