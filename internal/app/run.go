@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -122,6 +123,10 @@ func SilverOptions(cfg *config.Config) silver.Options {
 // with exponential backoff; when no progress has been made for
 // cfg.Retry.MaxElapsed the last error is returned, still marked transient.
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) {
+	// A panic (a bug) in this goroutine or one of ours becomes a redacted
+	// error with exit code 1, never the runtime's raw print of its value.
+	defer func() { err = config.RedactError(err, cfg.Secrets()...) }()
+	defer fault.Recover("pipeline", &err)
 	cat, err := OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
 	if err != nil {
 		return err
@@ -137,7 +142,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			return
 		}
 		m := silver.NewMerger(cat, SilverOptions(cfg), log)
-		serr := m.Run(ctx, cfg.Name, time.Duration(cfg.Silver.Every))
+		serr := fault.Guard("silver merge", func() error { return m.Run(ctx, cfg.Name, time.Duration(cfg.Silver.Every)) })()
 		if serr != nil {
 			stopSilver(serr)
 		}
@@ -152,11 +157,26 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	// Maintenance (compaction, snapshot expiry, orphan files) beside the
 	// capture; it never stops the pipeline. Waited for before cat closes.
 	maintDone := make(chan struct{})
+	var maintPanic error // set before maintDone closes
 	go func() {
 		defer close(maintDone)
-		maintain.New(cat, maintain.Options{WithoutSilver: !cfg.Silver.IsEnabled()}, log).Loop(ctx, cfg.Name, maintain.DefaultEvery)
+		// Maintenance errors are logged and retried by Loop; a panic is a
+		// bug and stops the pipeline like a silver error.
+		if perr := fault.Guard("maintenance", func() error {
+			maintain.New(cat, maintain.Options{WithoutSilver: !cfg.Silver.IsEnabled()}, log).Loop(ctx, cfg.Name, maintain.DefaultEvery)
+			return nil
+		})(); perr != nil {
+			maintPanic = perr
+			stopSilver(perr)
+		}
 	}()
-	defer func() { stopSilver(nil); <-maintDone }()
+	defer func() {
+		stopSilver(nil)
+		<-maintDone
+		if maintPanic != nil && err == nil {
+			err = maintPanic
+		}
+	}()
 	dialer, err := postgres.NewDialer(cfg.Source.Reveal(), config.RedactURL)
 	if err != nil {
 		return err
@@ -225,7 +245,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			// past the lake, and the exit code must say it was not clean.
 			return err
 		}
-		if fault.ClassOf(err) != fault.Transient {
+		if fault.ClassOf(err) != fault.Transient && !diskFull(err) {
 			return err
 		}
 		if failingSince.IsZero() {
@@ -245,6 +265,12 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			backoff = time.Duration(cfg.Retry.MaxBackoff)
 		}
 	}
+}
+
+// diskFull reports a full disk (the spool, the warehouse): nothing past the
+// lake was acknowledged, and freeing space ends it, so it is retried.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 func lagSeconds(wm time.Time) float64 {

@@ -119,10 +119,14 @@ func With(s *Error, msg string, cause error) *Error {
 	return &Error{Class: s.Class, Code: s.Code, Msg: msg, Err: cause}
 }
 
-// Transientf marks err as retryable.
+// MarkTransient marks err as retryable, unless err already carries a class
+// that is not transient (a corrupt file under a failed commit stays fatal).
 func MarkTransient(err error) error {
 	if err == nil {
 		return nil
+	}
+	if c := ClassOf(err); c == Config || c == Fatal {
+		return err
 	}
 	return &Error{Class: Transient, Code: "transient", Err: err}
 }

@@ -94,6 +94,8 @@ type Catalog struct {
 	cat          *sqlcat.Catalog
 	warehouse    string // absolute directory
 	warehouseURL string // file:// URL of warehouse, needing no escaping
+	where        string // the catalog file, or the redacted catalog URL (for errors)
+	postgres     bool   // a PostgreSQL catalog ($n placeholders)
 }
 
 // Open opens (creating if needed) the catalog described by cfg.
@@ -153,7 +155,7 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	}
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		return nil, redact(fmt.Errorf("iceberg: open catalog %s: %w", where, err), secrets...)
+		return nil, redact(classify(fmt.Errorf("iceberg: open catalog %s: %w", where, err), "catalog "+where), secrets...)
 	}
 
 	whURL := (&url.URL{Scheme: "file", Path: filepath.ToSlash(wh)}).String()
@@ -166,9 +168,9 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	cat, err := sqlcat.NewCatalog(CatalogName, db, dialect, props)
 	if err != nil {
 		_ = db.Close()
-		return nil, redact(fmt.Errorf("iceberg: open catalog %s: %w", where, err), secrets...)
+		return nil, redact(classify(fmt.Errorf("iceberg: open catalog %s: %w", where, err), "catalog "+where), secrets...)
 	}
-	return &Catalog{db: db, cat: cat, warehouse: wh, warehouseURL: whURL}, nil
+	return &Catalog{db: db, cat: cat, warehouse: wh, warehouseURL: whURL, where: where, postgres: dialect == sqlcat.Postgres}, nil
 }
 
 // Warehouse returns the absolute warehouse directory.
@@ -191,14 +193,14 @@ func (c *Catalog) EnsureNamespace(ctx context.Context, ns []string) error {
 		level := table.Identifier(slices.Clone(ns[:i]))
 		ok, err := c.cat.CheckNamespaceExists(ctx, level)
 		if err != nil {
-			return fmt.Errorf("iceberg: ensure namespace %s: %w", joinIdent(level), err)
+			return c.classify(fmt.Errorf("iceberg: ensure namespace %s: %w", joinIdent(level), err))
 		}
 		if ok {
 			continue
 		}
 		err = c.cat.CreateNamespace(ctx, level, nil)
 		if err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
-			return fmt.Errorf("iceberg: create namespace %s: %w", joinIdent(level), err)
+			return c.classify(fmt.Errorf("iceberg: create namespace %s: %w", joinIdent(level), err))
 		}
 	}
 	return nil
@@ -213,7 +215,7 @@ func (c *Catalog) NamespaceProperties(ctx context.Context, ns []string) (map[str
 	}
 	props, err := c.cat.LoadNamespaceProperties(ctx, table.Identifier(slices.Clone(ns)))
 	if err != nil {
-		return nil, fmt.Errorf("iceberg: namespace properties %s: %w", joinIdent(ns), err)
+		return nil, c.classify(fmt.Errorf("iceberg: namespace properties %s: %w", joinIdent(ns), err))
 	}
 	out := make(map[string]string, len(props))
 	for k, v := range props {
@@ -235,7 +237,7 @@ func (c *Catalog) SetNamespaceProperties(ctx context.Context, ns []string, props
 	}
 	_, err := c.cat.UpdateNamespaceProperties(ctx, table.Identifier(slices.Clone(ns)), nil, iceberggo.Properties(props))
 	if err != nil {
-		return fmt.Errorf("iceberg: set namespace properties %s: %w", joinIdent(ns), err)
+		return c.classify(fmt.Errorf("iceberg: set namespace properties %s: %w", joinIdent(ns), err))
 	}
 	return nil
 }
@@ -244,7 +246,7 @@ func (c *Catalog) SetNamespaceProperties(ctx context.Context, ns []string, props
 func (c *Catalog) ListNamespaces(ctx context.Context) ([][]string, error) {
 	nss, err := c.cat.ListNamespaces(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("iceberg: list namespaces: %w", err)
+		return nil, c.classify(fmt.Errorf("iceberg: list namespaces: %w", err))
 	}
 	out := make([][]string, 0, len(nss))
 	for _, ns := range nss {
@@ -264,7 +266,7 @@ func (c *Catalog) ListTables(ctx context.Context, ns []string) ([][]string, erro
 	var out [][]string
 	for ident, err := range c.cat.ListTables(ctx, table.Identifier(slices.Clone(ns))) {
 		if err != nil {
-			return nil, fmt.Errorf("iceberg: list tables in %s: %w", joinIdent(ns), err)
+			return nil, c.classify(fmt.Errorf("iceberg: list tables in %s: %w", joinIdent(ns), err))
 		}
 		out = append(out, []string(ident))
 	}
@@ -330,7 +332,7 @@ func (c *Catalog) CreateTable(ctx context.Context, ident []string, spec TableSpe
 
 	tbl, err := c.cat.CreateTable(ctx, table.Identifier(slices.Clone(ident)), spec.Schema, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("iceberg: create table %s: %w", name, err)
+		return nil, c.classify(fmt.Errorf("iceberg: create table %s: %w", name, err))
 	}
 	return c.newTable(ident, tbl)
 }
@@ -343,13 +345,13 @@ func (c *Catalog) LoadTable(ctx context.Context, ident []string) (*Table, error)
 	}
 	tbl, err := c.cat.LoadTable(ctx, table.Identifier(slices.Clone(ident)))
 	if err != nil {
-		return nil, fmt.Errorf("iceberg: load table %s: %w", joinIdent(ident), err)
+		return nil, classify(fmt.Errorf("iceberg: load table %s: %w", joinIdent(ident), err), c.tableWhat(ctx, ident))
 	}
 	return c.newTable(ident, tbl)
 }
 
 func (c *Catalog) newTable(ident []string, tbl *table.Table) (*Table, error) {
-	t := &Table{cat: c.cat, ident: slices.Clone(ident), name: joinIdent(ident)}
+	t := &Table{c: c, cat: c.cat, ident: slices.Clone(ident), name: joinIdent(ident)}
 	if err := t.set(tbl); err != nil {
 		return nil, fmt.Errorf("iceberg: table %s: %w", t.name, err)
 	}

@@ -275,7 +275,7 @@ func (t *Table) ScanAppended(ctx context.Context, after, to int64, fn func(arrow
 	}
 	tasks, err := scan.PlanFiles(ctx)
 	if err != nil {
-		return fmt.Errorf("iceberg: table %s: plan the files appended after snapshot %d up to %d: %w", t.name, after, to, err)
+		return t.classify(fmt.Errorf("iceberg: table %s: plan the files appended after snapshot %d up to %d: %w", t.name, after, to, err))
 	}
 	if len(tasks) == 0 {
 		return nil
@@ -284,15 +284,15 @@ func (t *Table) ScanAppended(ctx context.Context, after, to int64, fn func(arrow
 	defer reader.Close()
 	_, itr, err := reader.ReadTasks(ctx, tasks)
 	if err != nil {
-		return fmt.Errorf("iceberg: table %s: read appended files: %w", t.name, err)
+		return t.classify(fmt.Errorf("iceberg: table %s: read appended files: %w", t.name, err))
 	}
-	return drain(itr, t.name, fn)
+	return t.drain(itr, fn)
 }
 
-func drain(itr func(func(arrow.RecordBatch, error) bool), name string, fn func(arrow.RecordBatch) error) error {
+func (t *Table) drain(itr func(func(arrow.RecordBatch, error) bool), fn func(arrow.RecordBatch) error) error {
 	for rec, err := range itr {
 		if err != nil {
-			return fmt.Errorf("iceberg: scan table %s: %w", name, err)
+			return t.classify(fmt.Errorf("iceberg: scan table %s: %w", t.name, err))
 		}
 		err = fn(rec)
 		rec.Release()
@@ -319,9 +319,9 @@ func (t *Table) ScanWhere(ctx context.Context, f *Filter, fn func(arrow.RecordBa
 	defer scan.Close()
 	_, itr, err := scan.ToArrowRecords(ctx)
 	if err != nil {
-		return fmt.Errorf("iceberg: scan table %s: %w", t.name, err)
+		return t.classify(fmt.Errorf("iceberg: scan table %s: %w", t.name, err))
 	}
-	return drain(itr, t.name, fn)
+	return t.drain(itr, fn)
 }
 
 // Merge deletes the rows matching del (nil: none) and appends recs, as one
@@ -342,7 +342,7 @@ func (t *Table) Merge(ctx context.Context, del *Filter, recs []arrow.RecordBatch
 	defer t.mu.Unlock()
 	err := t.mergeOnce(ctx, del, recs, props)
 	if err != nil {
-		return fmt.Errorf("iceberg: merge into table %s (%d rows appended): %w", t.name, countRows(recs), err)
+		return t.classify(fmt.Errorf("iceberg: merge into table %s (%d rows appended): %w", t.name, countRows(recs), err))
 	}
 	return nil
 }

@@ -44,6 +44,7 @@ func backoff(ctx context.Context, n int) error {
 // Methods are safe for concurrent use; Append, AddColumns, WidenColumn and
 // Refresh are serialized with each other.
 type Table struct {
+	c     *Catalog // for error classification
 	cat   catalog.Catalog
 	ident []string
 	name  string // dotted identifier, for errors
@@ -120,7 +121,7 @@ func (t *Table) Refresh(ctx context.Context) error {
 func (t *Table) refreshLocked(ctx context.Context) error {
 	fresh, err := t.cat.LoadTable(ctx, table.Identifier(slices.Clone(t.ident)))
 	if err != nil {
-		return err
+		return classify(err, t.c.tableWhat(ctx, t.ident))
 	}
 	if old, now := t.tbl.Metadata().TableUUID(), fresh.Metadata().TableUUID(); old != now {
 		return fmt.Errorf("table was replaced (uuid %s, now %s): load it again", old, now)
@@ -176,7 +177,7 @@ func (t *Table) Append(ctx context.Context, recs []arrow.RecordBatch, props map[
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("iceberg: append %d rows to table %s: %w", countRows(recs), t.name, err)
+		return t.classify(fmt.Errorf("iceberg: append %d rows to table %s: %w", countRows(recs), t.name, err))
 	}
 	return nil
 }
@@ -357,11 +358,11 @@ func (t *Table) Scan(ctx context.Context, fn func(arrow.RecordBatch) error) erro
 	defer scan.Close()
 	_, itr, err := scan.ToArrowRecords(ctx)
 	if err != nil {
-		return fmt.Errorf("iceberg: scan table %s: %w", t.name, err)
+		return t.classify(fmt.Errorf("iceberg: scan table %s: %w", t.name, err))
 	}
 	for rec, err := range itr {
 		if err != nil {
-			return fmt.Errorf("iceberg: scan table %s: %w", t.name, err)
+			return t.classify(fmt.Errorf("iceberg: scan table %s: %w", t.name, err))
 		}
 		err = fn(rec)
 		rec.Release()
@@ -371,3 +372,6 @@ func (t *Table) Scan(ctx context.Context, fn func(arrow.RecordBatch) error) erro
 	}
 	return nil
 }
+
+// classify is classify for errors reading t's files.
+func (t *Table) classify(err error) error { return classify(err, "table "+t.name) }

@@ -207,10 +207,12 @@ func (c *Capture) Run(ctx context.Context) error {
 			}
 		}
 	}
-	g.Go(func() error { return s.run(gctx) })
-	g.Go(func() error { return snap.run(gctx) })
-	g.Go(func() error { return c.heartbeat(gctx) })
-	g.Go(func() error { return c.pollPublication(gctx, s) })
+	// A panic in any of them (a bug) becomes this session's error, not a
+	// crash whose runtime print could show an unredacted value.
+	g.Go(fault.Guard("capture stream", func() error { return s.run(gctx) }))
+	g.Go(fault.Guard("snapshot", func() error { return snap.run(gctx) }))
+	g.Go(fault.Guard("heartbeat", func() error { return c.heartbeat(gctx) }))
+	g.Go(fault.Guard("publication poll", func() error { return c.pollPublication(gctx, s) }))
 	err = g.Wait()
 	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil

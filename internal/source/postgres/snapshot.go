@@ -227,7 +227,7 @@ func (sn *snapshotter) run(ctx context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for i := 0; i < n; i++ {
-		g.Go(func() error { return sn.worker(gctx) })
+		g.Go(fault.Guard("snapshot worker", func() error { return sn.worker(gctx) }))
 	}
 	return g.Wait()
 }
