@@ -677,6 +677,7 @@ func (e *env) oracle() int {
 	// the source position (no separate `tidemark merge`: two silver
 	// writers at once are row 4's business, and their race to publish a
 	// new silver table fails one of them).
+	e.waitSilverPublished(s, 2*time.Minute)
 	out, code := e.tidemark(nil, "verify", "--source", e.srcURL, "--warehouse", e.wh, "--name", e.source, "--wait", "2m")
 	if code != 0 {
 		e.t.Errorf("tidemark verify exited %d:\n%s", code, out)
@@ -722,6 +723,31 @@ func (e *env) oracle() int {
 	e.t.Logf("oracle: %d source rows, %d bronze rows, %d replayed keys, %d lost; %d ack checks, %d violations",
 		len(want), len(rows), len(got), lost, e.ackChecks, len(e.violations))
 	return lost
+}
+
+// waitSilverPublished waits until the session has published the silver
+// table of the work table (verify does not wait for that: it reports an
+// unpublished table as not verifiable).
+func (e *env) waitSilverPublished(s *session, timeout time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cat, err := lake.Open(context.Background(), lake.Config{Warehouse: e.wh})
+		if err == nil {
+			_, err = cat.LoadTable(context.Background(), []string{"silver", e.source, "public", workTable})
+			cat.Close()
+			if err == nil {
+				return
+			}
+		}
+		if s.exited() {
+			e.t.Fatalf("tidemark session %d exited before publishing silver: %v", s.n, s.err)
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("silver of %s not published within %s: %v", workTable, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func (e *env) sourceRows() map[string][2]string {
