@@ -17,10 +17,13 @@ build:
 setup:
 	bash scripts/setup-test-env.sh
 
-## test: everything from a fresh machine: setup, vet, all tests against real servers
+## test: everything from a fresh machine: setup, vet, all tests against real servers,
+## then the quick subset of the fault suite (TestQuick*, a few minutes; `make faults` runs all)
 test: setup
 	$(GO) vet ./...
+	$(GO) vet -tags faults ./internal/faults/
 	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_PYICEBERG=1 $(GO) test -count=1 -timeout 40m ./...
+	TIDEMARK_REQUIRE_PG=1 $(GO) test -tags faults -count=1 -timeout 20m -run Quick ./internal/faults/
 
 ## demo: throwaway PostgreSQL -> tidemark -> ./demo-lake
 demo:

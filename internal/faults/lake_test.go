@@ -319,6 +319,7 @@ func tail(s string, n int) string {
 // small tmpfs that a filler file fills during streaming)
 
 func TestQuickDiskFull(t *testing.T) { diskFull(t, 8*time.Second) }
+func TestFullDiskFull(t *testing.T)  { diskFull(t, 45*time.Second) }
 
 func diskFull(t *testing.T, fullFor time.Duration) {
 	injections, lost, note := 0, -1, ""
