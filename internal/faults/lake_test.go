@@ -261,7 +261,6 @@ func TestQuickCorruptState(t *testing.T) {
 	}
 	copyDir(t, e.wh, good)
 
-
 	for _, c := range cases {
 		restore()
 		insertRows(t, e, nextPK, 50) // something for the slot to move past
