@@ -310,22 +310,28 @@ func TestQuickCanary(t *testing.T) {
 		injections++
 		check("/metrics", string(b))
 	}
+	// Published before anything reads silver; `tidemark merge` runs once
+	// the session has stopped (two silver writers racing to publish is
+	// row 4's business).
+	e.waitSilverPublished(s, 2*time.Minute)
 	for _, args := range [][]string{
 		{"status", "--warehouse", e.wh, "--source", e.runURL},
 		{"status", "--warehouse", e.wh, "--source", e.runURL, "--format", "json"},
 		{"show", "--warehouse", e.wh, "bronze." + e.source + ".public." + workTable, "--limit", "5"},
-		{"merge", "--warehouse", e.wh, "--name", e.source},
 		{"verify", "--source", e.runURL, "--warehouse", e.wh, "--name", e.source, "--wait", "1m", "--log-level", "debug"},
+		{"merge", "--warehouse", e.wh, "--name", e.source},
 	} {
+		if args[0] == "merge" {
+			if code := s.term(time.Minute); code != 0 {
+				t.Errorf("exit code %d after SIGTERM, want 0", code)
+			}
+		}
 		injections++
 		out, code := e.tidemark(nil, args...)
 		if code != 0 {
 			t.Errorf("tidemark %s exited %d:\n%s", args[0], code, out)
 		}
 		check("tidemark "+args[0], out)
-	}
-	if code := s.term(time.Minute); code != 0 {
-		t.Errorf("exit code %d after SIGTERM, want 0", code)
 	}
 	log, _ := os.ReadFile(e.logPath)
 	if !strings.Contains(string(log), "level=DEBUG") {
