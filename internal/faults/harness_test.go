@@ -139,8 +139,13 @@ func printTable() {
 	}
 }
 
+// rowNum is the matrix row a table line starts with ("2/3 crash …" is 2).
 func rowNum(s string) int {
-	n, _ := strconv.Atoi(strings.Fields(s)[0])
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	n, _ := strconv.Atoi(s[:i])
 	return n
 }
 
