@@ -111,6 +111,12 @@ var (
 	ErrColumnCollision    = &Error{Class: Config, Code: "column_collision"}
 	ErrBadConfig          = &Error{Class: Config, Code: "bad_config"}
 	ErrAlreadyRunning     = &Error{Class: Config, Code: "already_running"}
+	// ErrCommitConflict: another writer committed to a lake table between
+	// tidemark's read of it and its commit, and bounded retries did not get
+	// a commit through. Transient: nothing was applied or acknowledged, and
+	// the work is recomputed from the table's new state; a second writer
+	// that keeps racing exhausts the retry budget (exit 4) with this code.
+	ErrCommitConflict = &Error{Class: Transient, Code: "commit_conflict", Msg: "commit conflict: the table changed since it was read"}
 )
 
 // With returns a copy of sentinel s carrying msg (what happened, for whom,
@@ -119,10 +125,16 @@ func With(s *Error, msg string, cause error) *Error {
 	return &Error{Class: s.Class, Code: s.Code, Msg: msg, Err: cause}
 }
 
-// Transientf marks err as retryable.
+// MarkTransient marks err as retryable. An error that already carries a
+// transient class (a named one such as ErrCommitConflict) is returned as
+// is, so its code survives.
 func MarkTransient(err error) error {
 	if err == nil {
 		return nil
+	}
+	var fe *Error
+	if errors.As(err, &fe) && fe.Class == Transient {
+		return err
 	}
 	return &Error{Class: Transient, Code: "transient", Err: err}
 }
