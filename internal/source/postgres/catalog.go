@@ -47,6 +47,9 @@ func NewDialer(dsn string, redact func(string) string) (*Dialer, error) {
 	return &Dialer{cfg: cfg}, nil
 }
 
+// User is the role tidemark connects as.
+func (d *Dialer) User() string { return d.cfg.User }
+
 // Database is the database name of the source.
 func (d *Dialer) Database() string { return d.cfg.Database }
 
@@ -83,7 +86,7 @@ func classify(err error) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "42501":
-			return fault.With(fault.ErrPermissionDenied, "permission denied on the source: grant the tidemark role what docs/operations.md lists (REPLICATION, SELECT on published tables, CREATE on the database for the publication)", err)
+			return fault.With(fault.ErrPermissionDenied, "permission denied on the source: grant the tidemark role what docs/operations.md, Minimal grants, lists (LOGIN REPLICATION, SELECT on the published tables, a publication created beforehand)", err)
 		case "28P01", "28000":
 			return fault.With(fault.ErrBadConfig, "the source rejected the credentials: check the user and password in --source", err)
 		case "3D000":
@@ -286,6 +289,26 @@ func publicationTables(ctx context.Context, conn *pgx.Conn, pub string) ([]chang
 	return out, classify(rows.Err())
 }
 
+// unreadableTables lists the publication's tables that the session's role
+// may not SELECT.
+func unreadableTables(ctx context.Context, conn *pgx.Conn, pub string) ([]change.TableID, error) {
+	rows, err := conn.Query(ctx, `SELECT schemaname::text, tablename::text FROM pg_publication_tables
+		WHERE pubname = $1 AND NOT has_table_privilege(format('%I.%I', schemaname, tablename), 'SELECT') ORDER BY 1, 2`, pub)
+	if err != nil {
+		return nil, classify(fmt.Errorf("check SELECT privilege on the tables of publication %q: %w", pub, err))
+	}
+	defer rows.Close()
+	var out []change.TableID
+	for rows.Next() {
+		var t change.TableID
+		if err := rows.Scan(&t.Schema, &t.Name); err != nil {
+			return nil, classify(err)
+		}
+		out = append(out, t)
+	}
+	return out, classify(rows.Err())
+}
+
 // publicationExists reports whether the publication exists.
 func publicationExists(ctx context.Context, conn *pgx.Conn, pub string) (bool, error) {
 	var n int
@@ -309,9 +332,23 @@ func createPublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 		sql += " FOR TABLE " + strings.Join(parts, ", ")
 	}
 	if _, err := conn.Exec(ctx, sql); err != nil {
+		if isPermissionDenied(err) {
+			need := "FOR ALL TABLES needs a superuser"
+			if len(tables) > 0 {
+				need = "FOR TABLE needs CREATE on the database and ownership of the tables"
+			}
+			return fault.With(fault.ErrPermissionDenied, fmt.Sprintf(
+				"the source role may not create publication %q (%s): create it beforehand as a superuser or the tables' owner "+
+					"(CREATE PUBLICATION %s FOR TABLE ...), see docs/operations.md, Minimal grants", pub, need, quoteIdent(pub)), err)
+		}
 		return classify(fmt.Errorf("create publication %q: %w", pub, err))
 	}
 	return nil
+}
+
+func isPermissionDenied(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42501"
 }
 
 // addToPublication adds tables missing from a table-list publication.
@@ -325,6 +362,11 @@ func addToPublication(ctx context.Context, conn *pgx.Conn, pub string, have, wan
 			continue
 		}
 		if _, err := conn.Exec(ctx, "ALTER PUBLICATION "+quoteIdent(pub)+" ADD TABLE "+quoteTable(t)); err != nil {
+			if isPermissionDenied(err) {
+				return fault.With(fault.ErrPermissionDenied, fmt.Sprintf(
+					"the source role may not add table %s to publication %q (that needs ownership of both): add it as their owner "+
+						"(ALTER PUBLICATION %s ADD TABLE %s), or leave it out of --tables", t, pub, quoteIdent(pub), quoteTable(t)), err)
+			}
 			return classify(fmt.Errorf("add table %s to publication %q: %w", t, pub, err))
 		}
 	}
