@@ -145,7 +145,9 @@ func TestLeastPrivilegeOwnerCreatesPublication(t *testing.T) {
 		INSERT INTO items SELECT g, 'i' || g FROM generate_series(1, 100) g;`)
 	role, roleURL := leastRole(t, h)
 	var db string
-	h.query(func(c *pgx.Conn) error { return c.QueryRow(context.Background(), `SELECT current_database()`).Scan(&db) })
+	h.query(func(c *pgx.Conn) error {
+		return c.QueryRow(context.Background(), `SELECT current_database()`).Scan(&db)
+	})
 	h.exec(fmt.Sprintf(`ALTER TABLE items OWNER TO %s; GRANT CREATE ON DATABASE %s TO %s`, role, pgx.Identifier{db}.Sanitize(), role))
 	opts := h.opts()
 	opts.Tables = []change.TableID{{Schema: "public", Name: "items"}}
