@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
@@ -82,6 +84,9 @@ func classify(err error) error {
 	if errors.As(err, &fe) {
 		return err
 	}
+	if tlsErr := classifyTLS(err); tlsErr != nil {
+		return tlsErr
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
@@ -97,6 +102,32 @@ func classify(err error) error {
 		return fault.MarkTransient(err)
 	}
 	return err
+}
+
+// classifyTLS names a failed verification of the server's certificate
+// (sslmode=verify-ca / verify-full): a configuration error, not a network
+// blip to retry. It returns nil for any other error.
+func classifyTLS(err error) error {
+	var host x509.HostnameError
+	var authority x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &host):
+		return fault.With(fault.ErrBadConfig, fmt.Sprintf(
+			"TLS: the source server's certificate does not match host %s (sslmode=verify-full): connect with a host name the certificate "+
+				"was issued for, or reissue the certificate with this name; do not lower sslmode to silence this", host.Host), err)
+	case errors.As(err, &authority):
+		return fault.With(fault.ErrBadConfig,
+			"TLS: the source server's certificate is not signed by a CA in sslrootcert (sslmode=verify-ca/verify-full): "+
+				"point sslrootcert at the CA that issued the server certificate", err)
+	case errors.As(err, &invalid):
+		return fault.With(fault.ErrBadConfig, "TLS: the source server's certificate is not valid (expired, or not for server use)", err)
+	}
+	var verr *tls.CertificateVerificationError
+	if errors.As(err, &verr) {
+		return fault.With(fault.ErrBadConfig, "TLS: the source server's certificate could not be verified", err)
+	}
+	return nil
 }
 
 // TypeCache answers typemap lookups from pg_type, caching by OID. Safe for
