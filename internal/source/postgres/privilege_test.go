@@ -164,21 +164,7 @@ func TestLeastPrivilegeOwnerCreatesPublication(t *testing.T) {
 func (h *harness) checkBronze(table, sql, col string) {
 	h.t.Helper()
 	got := replay(h.t, h.rows(bronzeIdent(table)...), "id")
-	want := map[string]string{}
-	h.query(func(c *pgx.Conn) error {
-		rs, err := c.Query(context.Background(), sql)
-		if err != nil {
-			return err
-		}
-		for rs.Next() {
-			var k, v string
-			if err := rs.Scan(&k, &v); err != nil {
-				return err
-			}
-			want[k] = v
-		}
-		return rs.Err()
-	})
+	want := h.sourceRows(sql)
 	for k, w := range want {
 		if r, ok := got[k]; !ok || fmt.Sprint(r[col]) != w {
 			h.t.Errorf("%s key %s: source %q, bronze replay %v", table, k, w, r[col])
@@ -209,4 +195,25 @@ func (h *harness) checkAckNotAheadOfLake() {
 	if confirmed > cp.AckedLSN {
 		h.t.Errorf("slot confirmed to %X, past the lake's checkpoint %X", confirmed, cp.AckedLSN)
 	}
+}
+
+// sourceRows runs sql (two text columns: key, value) on the source.
+func (h *harness) sourceRows(sql string) map[string]string {
+	h.t.Helper()
+	out := map[string]string{}
+	h.query(func(c *pgx.Conn) error {
+		rs, err := c.Query(context.Background(), sql)
+		if err != nil {
+			return err
+		}
+		for rs.Next() {
+			var k, v string
+			if err := rs.Scan(&k, &v); err != nil {
+				return err
+			}
+			out[k] = v
+		}
+		return rs.Err()
+	})
+	return out
 }
