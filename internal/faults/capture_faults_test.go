@@ -9,6 +9,7 @@ package faults_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,6 +137,62 @@ func TestQuickStreamedTransactionCrash(t *testing.T) {
 	}
 	lost = e.oracle()
 	note = fmt.Sprintf("%d-row transaction killed mid-stream, applied once", hi-lo+1)
+}
+
+// Row 31: the binary runs as a role with LOGIN REPLICATION and SELECT on
+// the table (publication created beforehand by the superuser) under a
+// workload; revoking SELECT stops it with exit 3 [permission_denied] naming
+// the table; after the grant it resumes and the oracle (whose final session
+// runs as the same role) holds.
+func TestQuickLeastPrivilege(t *testing.T) {
+	injections, lost, note := 0, -1, ""
+	record(t, "31 least privilege, SELECT revoked mid-run", &injections, &lost, &note)
+	e := newEnv(t, "leastpriv", envOptions{preload: 3000})
+	role := "tm_" + e.source
+	const password = "least-privilege-canary"
+	e.pg.Exec(t, e.srcURL, fmt.Sprintf(`CREATE ROLE %s LOGIN REPLICATION PASSWORD '%s';
+		GRANT SELECT ON %s TO %s;
+		CREATE PUBLICATION %s FOR TABLE %s;`, role, password, workTable, role, pgx.Identifier{e.slot}.Sanitize(), workTable))
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), e.srcURL)
+		if err == nil {
+			c.Exec(context.Background(), "DROP OWNED BY "+role)
+			c.Close(context.Background())
+		}
+		if c, err = pgx.Connect(context.Background(), e.pg.URL("postgres")); err == nil {
+			c.Exec(context.Background(), "DROP ROLE IF EXISTS "+role)
+			c.Close(context.Background())
+		}
+	})
+	u, err := url.Parse(e.srcURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, password)
+	e.runURL = u.String()
+
+	s := e.start()
+	wl := e.startWorkload(seed(t), 3000)
+	e.waitCaughtUp(s, e.walLSN(), 2*time.Minute)
+	e.pg.Exec(t, e.srcURL, fmt.Sprintf(`REVOKE SELECT ON %s FROM %s`, workTable, role))
+	injections++
+	select {
+	case <-s.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("tidemark kept running after SELECT was revoked")
+	}
+	out := sessionOutput(t, s)
+	if code := s.cmd.ProcessState.ExitCode(); code != fault.ExitFatal || !strings.Contains(out, "[permission_denied]") || !strings.Contains(out, "public."+workTable) {
+		t.Fatalf("after REVOKE: exit %d, want %d with [permission_denied] naming public.%s; output tail:\n%s", code, fault.ExitFatal, workTable, tail(out, 15))
+	}
+	if strings.Contains(out, password) {
+		t.Error("the password appears in tidemark's output")
+	}
+	e.checkAck("after the permission error", true)
+	e.pg.Exec(t, e.srcURL, fmt.Sprintf(`GRANT SELECT ON %s TO %s`, workTable, role))
+	wl.stop(t)
+	lost = e.oracle()
+	note = "started as LOGIN REPLICATION + SELECT; exit 3 [permission_denied] on REVOKE; resumed after GRANT"
 }
 
 // bronzeRowsIn counts the bronze rows of the work table with pk in [lo, hi].
