@@ -323,8 +323,11 @@ func publicationTables(ctx context.Context, conn *pgx.Conn, pub string) ([]chang
 // unreadableTables lists the publication's tables that the session's role
 // may not SELECT.
 func unreadableTables(ctx context.Context, conn *pgx.Conn, pub string) ([]change.TableID, error) {
-	rows, err := conn.Query(ctx, `SELECT schemaname::text, tablename::text FROM pg_publication_tables
-		WHERE pubname = $1 AND NOT has_table_privilege(format('%I.%I', schemaname, tablename), 'SELECT') ORDER BY 1, 2`, pub)
+	// By OID: has_table_privilege(oid) is NULL, not an error, for a table
+	// dropped meanwhile.
+	rows, err := conn.Query(ctx, `SELECT p.schemaname::text, p.tablename::text FROM pg_publication_tables p
+		JOIN pg_namespace n ON n.nspname = p.schemaname JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+		WHERE p.pubname = $1 AND NOT has_table_privilege(c.oid, 'SELECT') ORDER BY 1, 2`, pub)
 	if err != nil {
 		return nil, classify(fmt.Errorf("check SELECT privilege on the tables of publication %q: %w", pub, err))
 	}
