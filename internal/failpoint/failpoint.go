@@ -19,11 +19,20 @@
 //	panic      panic("failpoint NAME")
 //	sleep(ms)  sleep that many milliseconds, then go on (to land a signal
 //	           or a network fault inside a window)
+//	error      make the point report an error (ErrInjected) instead of
+//	           going on: only at points written as failpoint.Err(NAME),
+//	           which say what the error stands for (e.g. "the commit
+//	           landed but its answer was lost"); at an Inject point it
+//	           does nothing but count the hit
 //
 // "N*action" fires on the Nth time the point is reached (counting from 1)
 // and never again; without it the action fires every time.
 // Entries are separated by ";" or ",". A malformed value panics at start:
 // a fault test whose failpoint silently does nothing would pass vacuously.
+//
+// Tests in the same process can also run their own code at a point
+// (OnHit), e.g. to commit as a second writer exactly between a writer's
+// read and its commit.
 //
 // Disabled, Inject costs one atomic load. The configuration is read once,
 // in the package's initialisation: the only state this package keeps, and
@@ -31,6 +40,7 @@
 package failpoint
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -53,11 +63,18 @@ const (
 	Exit Action = iota + 1
 	Panic
 	Sleep
+	Error
+	Call // a function given by OnHit
 )
+
+// ErrInjected is what Err returns when its failpoint fires with the
+// "error" action.
+var ErrInjected = errors.New("injected by failpoint")
 
 type point struct {
 	action Action
 	sleep  time.Duration
+	call   func()
 	nth    int64        // fire only on this hit (1-based); 0: every hit
 	hits   atomic.Int64 // times reached
 }
@@ -115,6 +132,8 @@ func parse(spec string) (map[string]*point, error) {
 			p.action = Exit
 		case act == "panic":
 			p.action = Panic
+		case act == "error":
+			p.action = Error
 		case strings.HasPrefix(act, "sleep(") && strings.HasSuffix(act, ")"):
 			ms, err := strconv.ParseInt(act[len("sleep("):len(act)-1], 10, 64)
 			if err != nil || ms < 0 {
@@ -122,7 +141,7 @@ func parse(spec string) (map[string]*point, error) {
 			}
 			p.action, p.sleep = Sleep, time.Duration(ms)*time.Millisecond
 		default:
-			return nil, fmt.Errorf("%s: %s: unknown action %q (exit, panic, sleep(ms))", EnvVar, name, act)
+			return nil, fmt.Errorf("%s: %s: unknown action %q (exit, panic, sleep(ms), error)", EnvVar, name, act)
 		}
 		if _, dup := pts[name]; dup {
 			return nil, fmt.Errorf("%s: failpoint %s given twice", EnvVar, name)
@@ -139,7 +158,53 @@ func Inject(name string) {
 	if m == nil {
 		return
 	}
-	inject(*m, name)
+	_ = inject(*m, name)
+}
+
+// Err is Inject at a point that can fail: it runs the configured action,
+// and returns an error wrapping ErrInjected when that action is "error"
+// (nil otherwise). The caller treats it as the failure the point stands
+// for.
+func Err(name string) error {
+	m := active.Load()
+	if m == nil {
+		return nil
+	}
+	return inject(*m, name)
+}
+
+// OnHit makes the failpoint name call fn each time it is reached, in the
+// goroutine that reached it, in addition to the configured failpoints
+// (replacing one of the same name). For tests in the same process; the
+// returned function removes the hook. Not for concurrent use with Enable.
+func OnHit(name string, fn func()) (remove func()) {
+	pts := map[string]*point{}
+	if m := active.Load(); m != nil {
+		for k, v := range *m {
+			pts[k] = v
+		}
+	}
+	prev := pts[name]
+	pts[name] = &point{action: Call, call: fn}
+	active.Store(&pts)
+	return func() {
+		cur := map[string]*point{}
+		if m := active.Load(); m != nil {
+			for k, v := range *m {
+				cur[k] = v
+			}
+		}
+		if prev != nil {
+			cur[name] = prev
+		} else {
+			delete(cur, name)
+		}
+		if len(cur) == 0 {
+			active.Store(nil)
+		} else {
+			active.Store(&cur)
+		}
+	}
 }
 
 // Hits returns how many times the failpoint name was reached while
@@ -155,14 +220,14 @@ func Hits(name string) int64 {
 	return 0
 }
 
-func inject(m map[string]*point, name string) {
+func inject(m map[string]*point, name string) error {
 	p, ok := m[name]
 	if !ok {
-		return
+		return nil
 	}
 	n := p.hits.Add(1)
 	if p.nth != 0 && n != p.nth {
-		return
+		return nil
 	}
 	switch p.action {
 	case Exit:
@@ -172,5 +237,10 @@ func inject(m map[string]*point, name string) {
 		panic("failpoint " + name)
 	case Sleep:
 		time.Sleep(p.sleep)
+	case Error:
+		return fmt.Errorf("failpoint %s: %w", name, ErrInjected)
+	case Call:
+		p.call()
 	}
+	return nil
 }

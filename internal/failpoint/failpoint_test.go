@@ -1,6 +1,7 @@
 package failpoint
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -99,5 +100,51 @@ func BenchmarkInjectDisabled(b *testing.B) {
 	Enable("")
 	for i := 0; i < b.N; i++ {
 		Inject("bronze-before-commit")
+	}
+}
+
+func TestErrAndOnHit(t *testing.T) {
+	t.Cleanup(func() { Enable("") })
+	if err := Err("none"); err != nil {
+		t.Fatalf("Err with nothing enabled = %v", err)
+	}
+	if err := Enable("e=2*error;i=error"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Err("e"); err != nil {
+		t.Errorf("first hit of e = %v, want nil (fires on the 2nd)", err)
+	}
+	if err := Err("e"); !errors.Is(err, ErrInjected) || !strings.Contains(err.Error(), "failpoint e") {
+		t.Errorf("second hit of e = %v, want ErrInjected naming e", err)
+	}
+	if err := Err("e"); err != nil {
+		t.Errorf("third hit of e = %v, want nil", err)
+	}
+	Inject("i") // an error action at an Inject point only counts
+	if Hits("i") != 1 {
+		t.Errorf("Hits(i) = %d, want 1", Hits("i"))
+	}
+	calls := 0
+	remove := OnHit("h", func() { calls++ })
+	Inject("h")
+	if err := Err("h"); err != nil {
+		t.Errorf("Err at a hook point = %v", err)
+	}
+	if calls != 2 {
+		t.Errorf("hook called %d times, want 2", calls)
+	}
+	if err := Err("e"); err != nil { // the configured points survive the hook
+		t.Errorf("fourth hit of e = %v", err)
+	}
+	if Hits("e") != 4 {
+		t.Errorf("Hits(e) = %d after OnHit, want 4 (configuration kept)", Hits("e"))
+	}
+	remove()
+	Inject("h")
+	if calls != 2 {
+		t.Errorf("hook called after removal")
+	}
+	if Hits("e") != 4 {
+		t.Errorf("configuration lost on removing the hook")
 	}
 }

@@ -111,6 +111,12 @@ var (
 	ErrColumnCollision    = &Error{Class: Config, Code: "column_collision"}
 	ErrBadConfig          = &Error{Class: Config, Code: "bad_config"}
 	ErrAlreadyRunning     = &Error{Class: Config, Code: "already_running"}
+	// ErrCommitConflict: another writer committed to a lake table between
+	// tidemark's read of it and its commit, and bounded retries did not get
+	// a commit through. Transient: nothing was applied or acknowledged, and
+	// the work is recomputed from the table's new state; a second writer
+	// that keeps racing exhausts the retry budget (exit 4) with this code.
+	ErrCommitConflict = &Error{Class: Transient, Code: "commit_conflict", Msg: "commit conflict: the table changed since it was read"}
 )
 
 // With returns a copy of sentinel s carrying msg (what happened, for whom,
@@ -119,13 +125,15 @@ func With(s *Error, msg string, cause error) *Error {
 	return &Error{Class: s.Class, Code: s.Code, Msg: msg, Err: cause}
 }
 
-// MarkTransient marks err as retryable, unless err already carries a class
-// that is not transient (a corrupt file under a failed commit stays fatal).
+// MarkTransient marks err as retryable. An error that already carries a
+// class is returned as is: a corrupt file under a failed commit stays fatal,
+// and a named transient error (ErrCommitConflict) keeps its code.
 func MarkTransient(err error) error {
 	if err == nil {
 		return nil
 	}
-	if c := ClassOf(err); c == Config || c == Fatal {
+	var fe *Error
+	if errors.As(err, &fe) {
 		return err
 	}
 	return &Error{Class: Transient, Code: "transient", Err: err}

@@ -35,10 +35,12 @@ type PG struct {
 	DataDir  string // the cluster directory (also holds the Unix socket)
 	BinDir   string // where initdb, pg_ctl and postgres were found
 	Password string // password of the superuser "postgres"
+	CAFile   string // PEM file of the CA that signed the server certificate (Options.TLS only)
 
 	root    string              // temp dir holding DataDir, the log and the password file
 	logFile string              // server log
 	cred    *syscall.Credential // OS user the server runs as; nil = this process's user
+	tls     [][2]string         // settings that turn TLS on (Options.TLS)
 
 	mu      sync.Mutex // serialises Stop and Restart
 	stopped bool
@@ -49,6 +51,9 @@ type Options struct {
 	// Settings are extra postgresql.conf settings (for example
 	// "logical_decoding_work_mem": "64kB"). They override the defaults.
 	Settings map[string]string
+	// TLS, if set, turns on TLS with a freshly generated CA and server
+	// certificate (CAFile, TLSURL). Plaintext connections still work.
+	TLS *TLS
 }
 
 // defaultSettings are written to every server's configuration. They trade
@@ -150,6 +155,11 @@ func (p *PG) start(opts Options) error {
 	if err := p.appendFile("data/postgresql.conf", "\ninclude 'tidemark.conf'\n"); err != nil {
 		return err
 	}
+	if opts.TLS != nil {
+		if p.tls, err = p.setupTLS(opts.TLS); err != nil {
+			return err
+		}
+	}
 
 	var lastErr error
 	for attempt := 0; attempt < startRetries; attempt++ {
@@ -184,6 +194,9 @@ func (p *PG) config(opts Options) string {
 	}
 	fmt.Fprintf(&b, "port = %d\n", p.Port)
 	fmt.Fprintf(&b, "unix_socket_directories = %s\n", quoteSetting(p.DataDir))
+	for _, kv := range p.tls {
+		fmt.Fprintf(&b, "%s = %s\n", kv[0], quoteSetting(kv[1]))
+	}
 	keys := make([]string, 0, len(opts.Settings))
 	for k := range opts.Settings {
 		keys = append(keys, k)

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/tidemark/tidemark/internal/failpoint"
+	"github.com/tidemark/tidemark/internal/fault"
 )
 
 // This file holds what silver needs beyond bronze's append-only writes:
@@ -26,7 +27,9 @@ import (
 // ErrCommitConflict: another writer committed to the table between the
 // moment a merge read it and its commit. The merge's inputs are stale; the
 // caller must reload and recompute. Nothing was applied.
-var ErrCommitConflict = errors.New("commit conflict: the table changed since it was read")
+// It is fault.ErrCommitConflict, so the error keeps its name
+// ([commit_conflict]) and its class (transient) up to the exit code.
+var ErrCommitConflict error = fault.ErrCommitConflict
 
 // ErrSnapshotNotFound: a snapshot id is not in the table's history (it
 // never was, or it was expired).
@@ -416,11 +419,13 @@ func (t *Table) mergeOnce(ctx context.Context, del *Filter, recs []arrow.RecordB
 	failpoint.Inject("lake-merge-before-commit")
 	committed, err := tx.Commit(ctx)
 	if err == nil {
-		failpoint.Inject("lake-merge-after-commit")
-		if err := t.set(committed); err != nil {
-			return fmt.Errorf("committed snapshot %d, but %w", snap.SnapshotID, err)
+		// "error" here: committed, but the answer was lost (row 3).
+		if err = failpoint.Err("lake-merge-after-commit"); err == nil {
+			if err := t.set(committed); err != nil {
+				return fmt.Errorf("committed snapshot %d, but %w", snap.SnapshotID, err)
+			}
+			return nil
 		}
-		return nil
 	}
 	retry, err := t.afterFailedCommit(ctx, err, func(m table.Metadata) bool {
 		return m.SnapshotByID(snap.SnapshotID) != nil

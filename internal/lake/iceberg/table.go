@@ -168,6 +168,9 @@ func (t *Table) Append(ctx context.Context, recs []arrow.RecordBatch, props map[
 		}
 		var retry bool
 		retry, err = t.appendOnce(ctx, sc, recs, props)
+		if err != nil && retry && attempt == commitAttempts {
+			err = fmt.Errorf("%w (another writer won %d attempts in a row): %w", ErrCommitConflict, commitAttempts, err)
+		}
 		if err == nil || !retry || attempt == commitAttempts {
 			break
 		}
@@ -206,12 +209,15 @@ func (t *Table) appendOnce(ctx context.Context, sc *arrow.Schema, recs []arrow.R
 	failpoint.Inject("lake-append-before-commit")
 	committed, err := tx.Commit(ctx)
 	if err == nil {
-		// Committed, and the caller does not know yet (row 3).
-		failpoint.Inject("lake-append-after-commit")
-		if err := t.set(committed); err != nil {
-			return false, fmt.Errorf("committed snapshot %d, but %w", snap.SnapshotID, err)
+		// Committed, and the caller does not know yet (row 3). The "error"
+		// action stands for an answer lost on the way back: the outcome is
+		// unknown, and is resolved as below.
+		if err = failpoint.Err("lake-append-after-commit"); err == nil {
+			if err := t.set(committed); err != nil {
+				return false, fmt.Errorf("committed snapshot %d, but %w", snap.SnapshotID, err)
+			}
+			return false, nil
 		}
-		return false, nil
 	}
 	return t.afterFailedCommit(ctx, err, func(m table.Metadata) bool {
 		// iceberg-go keeps the snapshot id when it replays a commit.

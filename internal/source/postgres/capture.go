@@ -145,6 +145,9 @@ func (c *Capture) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := c.checkReadable(ctx, meta); err != nil {
+		return err
+	}
 	tables := map[change.TableID]*table{}
 	var problems []error
 	for _, id := range ids {
@@ -389,6 +392,28 @@ func (c *Capture) lockPipeline(ctx context.Context, meta *pgx.Conn) error {
 	}
 }
 
+// checkReadable refuses to capture a published table the role may not
+// SELECT. pgoutput itself checks no table privilege, so without this a
+// revoked grant would go unnoticed until the next snapshot, while the
+// table's changes kept flowing to a role that may no longer read them.
+// Checked at start and at every publication poll.
+func (c *Capture) checkReadable(ctx context.Context, conn *pgx.Conn) error {
+	bad, err := unreadableTables(ctx, conn, c.opts.Publication)
+	if err != nil || len(bad) == 0 {
+		return err
+	}
+	names := make([]string, len(bad))
+	quoted := make([]string, len(bad))
+	for i, t := range bad {
+		names[i], quoted[i] = t.String(), quoteTable(t)
+	}
+	return fault.With(fault.ErrPermissionDenied, fmt.Sprintf(
+		"role %q may not SELECT %s, which publication %q publishes: grant it (GRANT SELECT ON %s TO %s) or remove the table from the publication (ALTER PUBLICATION %s DROP TABLE %s), then restart. "+
+			"Everything up to the last commit is in the lake and nothing past it was acknowledged",
+		c.d.User(), strings.Join(names, ", "), c.opts.Publication, strings.Join(quoted, ", "), quoteIdent(c.d.User()),
+		quoteIdent(c.opts.Publication), strings.Join(quoted, ", ")), nil)
+}
+
 // heartbeat emits a small transactional logical message at a fixed interval.
 // Its commit moves the watermark and lets the slot advance on an idle or
 // unpublished-only workload.
@@ -483,6 +508,9 @@ func (c *Capture) pollPublication(ctx context.Context, s *stream) error {
 		}
 		ids, err := publicationTables(ctx, conn, c.opts.Publication)
 		if err != nil {
+			return err
+		}
+		if err := c.checkReadable(ctx, conn); err != nil {
 			return err
 		}
 		s.offerTables(ids)

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
@@ -47,6 +49,9 @@ func NewDialer(dsn string, redact func(string) string) (*Dialer, error) {
 	return &Dialer{cfg: cfg}, nil
 }
 
+// User is the role tidemark connects as.
+func (d *Dialer) User() string { return d.cfg.User }
+
 // Database is the database name of the source.
 func (d *Dialer) Database() string { return d.cfg.Database }
 
@@ -79,11 +84,14 @@ func classify(err error) error {
 	if errors.As(err, &fe) {
 		return err
 	}
+	if tlsErr := classifyTLS(err); tlsErr != nil {
+		return tlsErr
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "42501":
-			return fault.With(fault.ErrPermissionDenied, "permission denied on the source: grant the tidemark role what docs/operations.md lists (REPLICATION, SELECT on published tables, CREATE on the database for the publication)", err)
+			return fault.With(fault.ErrPermissionDenied, "permission denied on the source: grant the tidemark role what docs/operations.md, Minimal grants, lists (LOGIN REPLICATION, SELECT on the published tables, a publication created beforehand)", err)
 		case "28P01", "28000":
 			return fault.With(fault.ErrBadConfig, "the source rejected the credentials: check the user and password in --source", err)
 		case "3D000":
@@ -94,6 +102,32 @@ func classify(err error) error {
 		return fault.MarkTransient(err)
 	}
 	return err
+}
+
+// classifyTLS names a failed verification of the server's certificate
+// (sslmode=verify-ca / verify-full): a configuration error, not a network
+// blip to retry. It returns nil for any other error.
+func classifyTLS(err error) error {
+	var host x509.HostnameError
+	var authority x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &host):
+		return fault.With(fault.ErrBadConfig, fmt.Sprintf(
+			"TLS: the source server's certificate does not match host %s (sslmode=verify-full): connect with a host name the certificate "+
+				"was issued for, or reissue the certificate with this name; do not lower sslmode to silence this", host.Host), err)
+	case errors.As(err, &authority):
+		return fault.With(fault.ErrBadConfig,
+			"TLS: the source server's certificate is not signed by a CA in sslrootcert (sslmode=verify-ca/verify-full): "+
+				"point sslrootcert at the CA that issued the server certificate", err)
+	case errors.As(err, &invalid):
+		return fault.With(fault.ErrBadConfig, "TLS: the source server's certificate is not valid (expired, or not for server use)", err)
+	}
+	var verr *tls.CertificateVerificationError
+	if errors.As(err, &verr) {
+		return fault.With(fault.ErrBadConfig, "TLS: the source server's certificate could not be verified", err)
+	}
+	return nil
 }
 
 // TypeCache answers typemap lookups from pg_type, caching by OID. Safe for
@@ -286,6 +320,29 @@ func publicationTables(ctx context.Context, conn *pgx.Conn, pub string) ([]chang
 	return out, classify(rows.Err())
 }
 
+// unreadableTables lists the publication's tables that the session's role
+// may not SELECT.
+func unreadableTables(ctx context.Context, conn *pgx.Conn, pub string) ([]change.TableID, error) {
+	// By OID: has_table_privilege(oid) is NULL, not an error, for a table
+	// dropped meanwhile.
+	rows, err := conn.Query(ctx, `SELECT p.schemaname::text, p.tablename::text FROM pg_publication_tables p
+		JOIN pg_namespace n ON n.nspname = p.schemaname JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+		WHERE p.pubname = $1 AND NOT has_table_privilege(c.oid, 'SELECT') ORDER BY 1, 2`, pub)
+	if err != nil {
+		return nil, classify(fmt.Errorf("check SELECT privilege on the tables of publication %q: %w", pub, err))
+	}
+	defer rows.Close()
+	var out []change.TableID
+	for rows.Next() {
+		var t change.TableID
+		if err := rows.Scan(&t.Schema, &t.Name); err != nil {
+			return nil, classify(err)
+		}
+		out = append(out, t)
+	}
+	return out, classify(rows.Err())
+}
+
 // publicationExists reports whether the publication exists.
 func publicationExists(ctx context.Context, conn *pgx.Conn, pub string) (bool, error) {
 	var n int
@@ -309,9 +366,23 @@ func createPublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 		sql += " FOR TABLE " + strings.Join(parts, ", ")
 	}
 	if _, err := conn.Exec(ctx, sql); err != nil {
+		if isPermissionDenied(err) {
+			need := "FOR ALL TABLES needs a superuser"
+			if len(tables) > 0 {
+				need = "FOR TABLE needs CREATE on the database and ownership of the tables"
+			}
+			return fault.With(fault.ErrPermissionDenied, fmt.Sprintf(
+				"the source role may not create publication %q (%s): create it beforehand as a superuser or the tables' owner "+
+					"(CREATE PUBLICATION %s FOR TABLE ...), see docs/operations.md, Minimal grants", pub, need, quoteIdent(pub)), err)
+		}
 		return classify(fmt.Errorf("create publication %q: %w", pub, err))
 	}
 	return nil
+}
+
+func isPermissionDenied(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42501"
 }
 
 // addToPublication adds tables missing from a table-list publication.
@@ -325,6 +396,11 @@ func addToPublication(ctx context.Context, conn *pgx.Conn, pub string, have, wan
 			continue
 		}
 		if _, err := conn.Exec(ctx, "ALTER PUBLICATION "+quoteIdent(pub)+" ADD TABLE "+quoteTable(t)); err != nil {
+			if isPermissionDenied(err) {
+				return fault.With(fault.ErrPermissionDenied, fmt.Sprintf(
+					"the source role may not add table %s to publication %q (that needs ownership of both): add it as their owner "+
+						"(ALTER PUBLICATION %s ADD TABLE %s), or leave it out of --tables", t, pub, quoteIdent(pub), quoteTable(t)), err)
+			}
 			return classify(fmt.Errorf("add table %s to publication %q: %w", t, pub, err))
 		}
 	}

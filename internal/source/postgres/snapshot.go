@@ -343,6 +343,16 @@ func (sn *snapshotter) visibleSnapshot(ctx context.Context, conn *pgx.Conn, w *w
 		if err != nil {
 			return nil, classify(fmt.Errorf("table %s: begin snapshot chunk: %w", w.table, err))
 		}
+		// Lock the table before the snapshot is taken (LOCK takes none):
+		// a table rewrite (ALTER COLUMN TYPE, CLUSTER, VACUUM FULL) that
+		// commits after our snapshot leaves a rewritten table that snapshot
+		// sees as empty, which would end the table's snapshot early and lose
+		// every row after this chunk. With the lock first, a rewrite either
+		// committed before the snapshot or waits for the chunk.
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+quoteTable(w.table)+" IN ACCESS SHARE MODE"); err != nil {
+			tx.Rollback(context.Background())
+			return nil, classify(fmt.Errorf("table %s: lock for a snapshot chunk: %w", w.table, err))
+		}
 		var snap string
 		if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&snap); err != nil {
 			tx.Rollback(context.Background())

@@ -15,6 +15,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
 
 // statusInterval is how often a standby status update is sent even when
@@ -660,16 +661,22 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	return s.backPressure(ctx)
 }
 
-// mergeSchema returns base extended by the fields of extra it lacks.
+// mergeSchema returns base extended by the fields of extra it lacks, and
+// with the wider type where extra widened a field (a chunk read after an
+// ALTER COLUMN TYPE that the stream has not seen a Relation message for).
 func mergeSchema(base, extra *change.Schema) *change.Schema {
 	out := &change.Schema{Key: base.Key, Fields: append([]change.Field(nil), base.Fields...)}
-	have := map[string]bool{}
-	for _, f := range base.Fields {
-		have[f.Name] = true
+	have := map[string]int{}
+	for i, f := range base.Fields {
+		have[f.Name] = i
 	}
 	for _, f := range extra.Fields {
-		if !have[f.Name] {
+		i, ok := have[f.Name]
+		switch {
+		case !ok:
 			out.Fields = append(out.Fields, f)
+		case typemap.CanWiden(out.Fields[i].Type, f.Type):
+			out.Fields[i] = f
 		}
 	}
 	return out

@@ -1,0 +1,194 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/testenv"
+)
+
+// RELIABILITY row 16, while stopped: ADD, DROP, RENAME COLUMN and int ->
+// bigint between two sessions, with a change made before the DDL still
+// waiting in the slot. Every value lands in the column it belongs to; an
+// incompatible change is a named error.
+func TestSchemaChangeWhileStopped(t *testing.T) {
+	pg := testenv.Shared(t)
+	h := newHarness(t, pg, `CREATE TABLE s (id int primary key, a text, n int, gone text);
+		INSERT INTO s SELECT g, 'a' || g, g, 'g' || g FROM generate_series(1, 10) g;`)
+	r := h.start(h.opts())
+	h.waitCaughtUp(r)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	h.exec(`INSERT INTO s VALUES (100, 'before the DDL', 100, 'still here')`)
+	h.exec(`ALTER TABLE s ADD COLUMN added text;
+		ALTER TABLE s DROP COLUMN gone;
+		ALTER TABLE s RENAME COLUMN a TO renamed;
+		ALTER TABLE s ALTER COLUMN n TYPE bigint;`)
+	h.exec(`INSERT INTO s VALUES (101, 'after the DDL', 5000000000, 'new column')`)
+	h.exec(`UPDATE s SET added = 'set later' WHERE id = 1`)
+	r = h.start(h.opts())
+	h.waitCaughtUp(r)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	rows := h.rows(bronzeIdent("s")...)
+	find := func(id int32, op string) map[string]any {
+		for _, r := range rows {
+			if r["id"] == id && r["cdc_op"] == op {
+				return r
+			}
+		}
+		t.Fatalf("no %s row for id %d in bronze", op, id)
+		return nil
+	}
+	check := func(row map[string]any, want map[string]any) {
+		t.Helper()
+		for col, w := range want {
+			if fmt.Sprint(row[col]) != fmt.Sprint(w) {
+				t.Errorf("id %v (%s): column %s = %v, want %v", row["id"], row["cdc_op"], col, row[col], w)
+			}
+		}
+	}
+	// Decoded with the table as it was when the change was made.
+	check(find(100, "c"), map[string]any{"a": "before the DDL", "n": 100, "gone": "still here", "renamed": nil, "added": nil})
+	// Decoded with the new layout: nothing shifted into a neighbour.
+	check(find(101, "c"), map[string]any{"renamed": "after the DDL", "n": int64(5000000000), "added": "new column", "a": nil, "gone": nil})
+	check(find(1, "u"), map[string]any{"renamed": "a1", "n": 1, "added": "set later", "a": nil, "gone": nil})
+
+	// An incompatible change while stopped: named, with the column.
+	h.exec(`ALTER TABLE s ALTER COLUMN renamed TYPE int USING length(renamed)`)
+	err := h.runErr(h.opts())
+	if !errors.Is(err, fault.ErrIncompatibleSchema) || fault.ExitCode(err) != fault.ExitFatal || !strings.Contains(err.Error(), `"renamed"`) {
+		t.Fatalf("text -> int while stopped: err = %v, want incompatible_schema naming the column", err)
+	}
+}
+
+// RELIABILITY row 17: several writers and ALTER TABLEs while the initial
+// snapshot runs; at the hand-off the replay of bronze equals the source.
+func TestWritesAndDDLDuringTheSnapshot(t *testing.T) {
+	pg := testenv.Shared(t)
+	const rows = 30000
+	h := newHarness(t, pg, fmt.Sprintf(`CREATE TABLE d (id int primary key, v text, n int);
+		INSERT INTO d SELECT g, 'v' || g, g FROM generate_series(1, %d) g;`, rows))
+	opts := h.opts()
+	opts.Snapshot.ChunkRows = 100
+	r := h.start(opts)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			c, err := pgx.Connect(ctx, h.url)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close(context.Background())
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := 0; i < 300 && ctx.Err() == nil; i++ {
+				id := 1 + rng.IntN(rows)
+				var sql string
+				switch rng.IntN(4) {
+				case 0:
+					sql = fmt.Sprintf(`DELETE FROM d WHERE id = %d`, id)
+				case 1:
+					sql = fmt.Sprintf(`INSERT INTO d VALUES (%d, 'new', 0) ON CONFLICT (id) DO UPDATE SET v = 'reinserted'`, rows+1+w*1000+i)
+				default:
+					sql = fmt.Sprintf(`UPDATE d SET v = 'w%d-%d', n = n + 1 WHERE id = %d`, w, i, id)
+				}
+				if _, err := c.Exec(ctx, sql); err != nil {
+					if ctx.Err() == nil {
+						errs <- fmt.Errorf("writer %d: %s: %w", w, sql, err)
+					}
+					return
+				}
+			}
+		}(w)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if h.snapshotsDone() {
+		t.Fatal("the snapshot finished before the DDL: the test did not test")
+	}
+	h.exec(`ALTER TABLE d ADD COLUMN extra text`)
+	h.exec(`UPDATE d SET extra = 'x' || id WHERE id % 500 = 0`)
+	h.exec(`ALTER TABLE d ALTER COLUMN n TYPE bigint`)
+	h.exec(`UPDATE d SET n = n + 10000000000 WHERE id % 700 = 0`)
+	duringSnapshot := !h.snapshotsDone()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if !duringSnapshot {
+		t.Fatal("the snapshot finished before the last DDL: the test did not test")
+	}
+	h.waitCaughtUp(r)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	got := replay(t, h.rows(bronzeIdent("d")...), "id")
+	want := h.sourceRows(`SELECT id::text, v || '|' || n || '|' || coalesce(extra, '<null>') FROM d`)
+	bad := 0
+	for k, w := range want {
+		g, ok := got[k]
+		if !ok {
+			bad++
+			if bad < 10 {
+				t.Errorf("key %s: in the source, missing from bronze", k)
+			}
+			continue
+		}
+		if s := fmt.Sprintf("%v|%v|%v", g["v"], g["n"], orNull(g["extra"])); s != w {
+			bad++
+			if bad < 10 {
+				t.Errorf("key %s: source %q, bronze replay %q", k, w, s)
+			}
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			bad++
+			if bad < 10 {
+				t.Errorf("key %s: in bronze, deleted at the source", k)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d keys differ of %d", bad, len(want))
+	}
+}
+
+// RELIABILITY row 12, while running: a table without a key that joins the
+// publication (FOR ALL TABLES) stops capture with no_primary_key naming it.
+func TestKeylessTableJoiningThePublication(t *testing.T) {
+	pg := testenv.Shared(t)
+	h := newHarness(t, pg, `CREATE TABLE k (id int primary key)`)
+	r := h.start(h.opts())
+	h.waitCaughtUp(r)
+	h.exec(`CREATE TABLE nokey (a int, b text); INSERT INTO nokey VALUES (1, 'x')`)
+	var err error
+	select {
+	case err = <-r.done:
+		r.done <- err
+	case <-time.After(60 * time.Second):
+		t.Fatal("capture kept running with a keyless table in its publication")
+	}
+	if !errors.Is(err, fault.ErrNoPrimaryKey) || !strings.Contains(err.Error(), "public.nokey") {
+		t.Fatalf("err = %v, want no_primary_key naming public.nokey", err)
+	}
+	h.checkAckNotAheadOfLake()
+}
