@@ -245,8 +245,9 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string) (
 			return res, fault.With(fault.ErrCorruptState, fmt.Sprintf(
 				"silver table %s merged through bronze snapshot %d, which is no longer in bronze's history "+
 					"(bronze was recreated, or its snapshots were expired before silver merged them): the changes in between "+
-					"cannot be read. Rebuild the silver table: drop it, and the next merge rebuilds it from bronze",
-				res.Table, cur), err)
+					"cannot be read. Run `tidemark resnapshot %s.%s` with the run flags, then `tidemark run`: silver is replaced once the table is read again "+
+					"(or drop the silver table, and the next merge rebuilds it from bronze if bronze still holds its whole history)",
+				res.Table, cur, schema, table), err)
 		}
 		to, rows, ok, err := j.step(ctx, cur, hist)
 		if err != nil || !ok {
