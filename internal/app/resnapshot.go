@@ -134,7 +134,7 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 	id := requestID(time.Now())
 	fmt.Fprintf(out, "re-snapshot %s of pipeline %q:\n", id, cfg.Name)
 	if problem != nil {
-		fmt.Fprintf(out, "  slot %s cannot resume: [%s] %v\n", cfg.Slot, codeOf(problem), problem)
+		fmt.Fprintf(out, "  slot %s cannot resume: [%s] %v\n", cfg.Slot, codeOf(problem), config.RedactError(problem, cfg.Secrets()...))
 	}
 	// Every table is marked before the slot is replaced: a crash in between
 	// leaves a pipeline that still refuses to start, never one that streams

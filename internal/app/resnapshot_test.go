@@ -188,74 +188,99 @@ func bronzeSummary(t *testing.T, wh, source, table string) map[string]string {
 	return tbl.Summary()
 }
 
-// TestResnapshotAfterSlotLost: the slot is dropped while tidemark is
-// stopped and rows are inserted, updated and deleted meanwhile. run refuses
-// with slot_lost (exit 3) and names the command; resnapshot without --all
-// refuses and says --all; `resnapshot --all` replaces the slot; the next run
-// re-reads the tables and silver equals the source, deleted rows included.
-func TestResnapshotAfterSlotLost(t *testing.T) {
-	pg := testenv.Shared(t)
-	src := pg.CreateDB(t, "rslost")
-	pg.Exec(t, src, `CREATE TABLE items (id int PRIMARY KEY, v int NOT NULL, note text);
-		INSERT INTO items SELECT g, g, 'row ' || g FROM generate_series(1, 300) g;
-		CREATE TABLE tags (k text PRIMARY KEY, n int);
-		INSERT INTO tags SELECT 'k' || g, g FROM generate_series(1, 50) g;`)
-	source := sourceName(t, src)
-	r, wh := newRunner(t, testenv.Tidemark(t), src, "--silver-every", "300ms", "--snapshot-chunk-rows", "64")
-	mustVerify(t, r, src, wh, source, "first run", "items", "tags")
+// TestResnapshotRecoversBrokenSlot: while tidemark is stopped the slot is
+// dropped (slot_lost), advanced past what tidemark confirmed (slot_moved),
+// or the publication is dropped (publication_missing), and rows are
+// inserted, updated and deleted meanwhile. run refuses (exit 3) naming
+// `tidemark resnapshot --all`; resnapshot of one table refuses and asks for
+// --all; `resnapshot --all` replaces the slot; the next run re-reads the
+// tables and silver equals the source, the rows deleted in the gap included,
+// as `tidemark verify` and PyIceberg see it.
+func TestResnapshotRecoversBrokenSlot(t *testing.T) {
+	for _, tc := range []struct {
+		code   string
+		break_ func(t *testing.T, pg *testenv.PG, src, source string)
+	}{
+		{"slot_lost", func(t *testing.T, pg *testenv.PG, src, source string) {
+			dropSlot(t, src, "tidemark_"+source)
+		}},
+		{"slot_moved", func(t *testing.T, pg *testenv.PG, src, source string) {
+			// Someone consumes the slot past the gap's changes behind our back.
+			pg.Exec(t, src, `SELECT pg_replication_slot_advance('tidemark_`+source+`', pg_current_wal_insert_lsn())`)
+		}},
+		{"publication_missing", func(t *testing.T, pg *testenv.PG, src, source string) {
+			pg.Exec(t, src, `DROP PUBLICATION tidemark_`+source)
+		}},
+	} {
+		t.Run(tc.code, func(t *testing.T) {
+			pg := testenv.Shared(t)
+			src := pg.CreateDB(t, "rs"+strings.ReplaceAll(tc.code, "_", ""))
+			pg.Exec(t, src, `CREATE TABLE items (id int PRIMARY KEY, v int NOT NULL, note text);
+				INSERT INTO items SELECT g, g, 'row ' || g FROM generate_series(1, 300) g;
+				CREATE TABLE tags (k text PRIMARY KEY, n int);
+				INSERT INTO tags SELECT 'k' || g, g FROM generate_series(1, 50) g;`)
+			source := sourceName(t, src)
+			r, wh := newRunner(t, testenv.Tidemark(t), src, "--silver-every", "300ms", "--snapshot-chunk-rows", "64")
+			mustVerify(t, r, src, wh, source, "first run", "items", "tags")
 
-	dropSlot(t, src, "tidemark_"+source)
-	// While the slot is gone: deletes, inserts and updates the old slot
-	// would have carried, and that no stream will ever deliver.
-	pg.Exec(t, src, `DELETE FROM items WHERE id <= 40;
-		INSERT INTO items SELECT g, g, 'new ' || g FROM generate_series(1001, 1030) g;
-		UPDATE items SET v = v * 100, note = 'changed' WHERE id BETWEEN 100 AND 120;
-		DELETE FROM tags WHERE n % 5 = 0;`)
+			if tc.code == "slot_lost" {
+				tc.break_(t, pg, src, source)
+			}
+			// The gap: deletes, inserts and updates that no stream will deliver.
+			pg.Exec(t, src, `DELETE FROM items WHERE id <= 40;
+				INSERT INTO items SELECT g, g, 'new ' || g FROM generate_series(1001, 1030) g;
+				UPDATE items SET v = v * 100, note = 'changed' WHERE id BETWEEN 100 AND 120;
+				DELETE FROM tags WHERE n % 5 = 0;`)
+			if tc.code != "slot_lost" {
+				tc.break_(t, pg, src, source)
+			}
 
-	out, code := tidemarkArgs(t, r.as("run")...)
-	if code != 3 || !strings.Contains(out, "[slot_lost]") || !strings.Contains(out, "tidemark resnapshot --all") {
-		t.Fatalf("run with the slot gone: exit %d, want 3 with [slot_lost] naming `tidemark resnapshot --all`:\n%s", code, out)
+			out, code := tidemarkArgs(t, r.as("run")...)
+			if code != 3 || !strings.Contains(out, "["+tc.code+"]") || !strings.Contains(out, "tidemark resnapshot --all") {
+				t.Fatalf("run after the break: exit %d, want 3 with [%s] naming `tidemark resnapshot --all`:\n%s", code, tc.code, out)
+			}
+			out, code = tidemarkArgs(t, r.as("resnapshot", "public.items")...)
+			if code != 2 || !strings.Contains(out, "--all") || !strings.Contains(out, tc.code) {
+				t.Fatalf("resnapshot of one table: exit %d, want 2 asking for --all:\n%s", code, out)
+			}
+			out, code = tidemarkArgs(t, r.as("resnapshot", "--all")...)
+			if code != 0 {
+				t.Fatalf("resnapshot --all: exit %d:\n%s", code, out)
+			}
+			t.Logf("tidemark resnapshot --all:\n%s", out)
+			for _, want := range []string{"public.items: snapshot state reset to pending", "public.tags: snapshot state reset to pending", "created at", "tidemark run"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("resnapshot output lacks %q", want)
+				}
+			}
+			if !hasSlot(t, src, "tidemark_"+source) {
+				t.Fatal("resnapshot --all left no slot")
+			}
+			// Before the next run: silver is gated, and says why.
+			out, _ = tidemarkArgs(t, "status", "--warehouse", wh, "--format", "json")
+			if !strings.Contains(out, "re-snapshot") {
+				t.Errorf("tidemark status does not show the pending re-snapshot:\n%s", out)
+			}
+			// More changes after the request: the new slot streams them.
+			pg.Exec(t, src, `DELETE FROM items WHERE id BETWEEN 41 AND 45; UPDATE tags SET n = -n WHERE k = 'k1';`)
+			s := r.start()
+			pg.Exec(t, src, `INSERT INTO items VALUES (2001, 1, 'during'); DELETE FROM items WHERE id = 1001; UPDATE items SET v = 7 WHERE id = 200;`)
+			out, code = verifyWhileRunning(t, src, wh, source)
+			if stop := s.stop(t, 2*time.Minute); stop != 0 {
+				t.Fatalf("run after resnapshot exited %d after SIGTERM", stop)
+			}
+			if code != 0 {
+				t.Fatalf("verify after the re-snapshot: exit %d, want 0:\n%s", code, out)
+			}
+			sum := bronzeSummary(t, wh, source, "items")
+			if sum[postgres.PropResnapshot] == "" || !strings.Contains(sum[postgres.PropSnapshot], `"done"`) {
+				t.Errorf("bronze items summary: %s=%q %s=%q; want the request id and a done snapshot",
+					postgres.PropResnapshot, sum[postgres.PropResnapshot], postgres.PropSnapshot, sum[postgres.PropSnapshot])
+			}
+			silverCountMatches(t, src, wh, source, "items")
+			silverCountMatches(t, src, wh, source, "tags")
+		})
 	}
-	out, code = tidemarkArgs(t, r.as("resnapshot", "public.items")...)
-	if code != 2 || !strings.Contains(out, "--all") || !strings.Contains(out, "slot_lost") {
-		t.Fatalf("resnapshot of one table with the slot gone: exit %d, want 2 asking for --all:\n%s", code, out)
-	}
-	out, code = tidemarkArgs(t, r.as("resnapshot", "--all")...)
-	if code != 0 {
-		t.Fatalf("resnapshot --all: exit %d:\n%s", code, out)
-	}
-	t.Logf("tidemark resnapshot --all:\n%s", out)
-	for _, want := range []string{"public.items: snapshot state reset to pending", "public.tags: snapshot state reset to pending", "created at", "tidemark run"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("resnapshot output lacks %q", want)
-		}
-	}
-	if !hasSlot(t, src, "tidemark_"+source) {
-		t.Fatal("resnapshot --all did not create the new slot")
-	}
-	// Before the next run: silver is gated, and says why.
-	out, _ = tidemarkArgs(t, "status", "--warehouse", wh, "--format", "json")
-	if !strings.Contains(out, "re-snapshot") {
-		t.Errorf("tidemark status does not show the pending re-snapshot:\n%s", out)
-	}
-	// More changes after the request: they are streamed by the new slot.
-	pg.Exec(t, src, `DELETE FROM items WHERE id BETWEEN 41 AND 45; UPDATE tags SET n = -n WHERE k = 'k1';`)
-	s := r.start()
-	pg.Exec(t, src, `INSERT INTO items VALUES (2001, 1, 'during'); DELETE FROM items WHERE id = 1001; UPDATE items SET v = 7 WHERE id = 200;`)
-	out, code = verifyWhileRunning(t, src, wh, source)
-	if stop := s.stop(t, 2*time.Minute); stop != 0 {
-		t.Fatalf("run after resnapshot exited %d after SIGTERM", stop)
-	}
-	if code != 0 {
-		t.Fatalf("verify after the re-snapshot: exit %d, want 0:\n%s", code, out)
-	}
-	sum := bronzeSummary(t, wh, source, "items")
-	if sum[postgres.PropResnapshot] == "" || !strings.Contains(sum[postgres.PropSnapshot], `"done"`) {
-		t.Errorf("bronze items summary: %s=%q %s=%q; want the request id and a done snapshot",
-			postgres.PropResnapshot, sum[postgres.PropResnapshot], postgres.PropSnapshot, sum[postgres.PropSnapshot])
-	}
-	silverCountMatches(t, src, wh, source, "items")
-	silverCountMatches(t, src, wh, source, "tags")
 }
 
 // TestResnapshotOneTableRepairsDrift: silver of one table drifts (rows
