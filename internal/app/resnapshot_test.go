@@ -478,3 +478,50 @@ func slotConfirmed(t *testing.T, srcURL, slot string) string {
 	}
 	return s
 }
+
+// TestResnapshotAfterWALLost: PostgreSQL removes WAL the stopped pipeline
+// had not read (max_slot_wal_keep_size); run stops with wal_lost (exit 3);
+// `resnapshot --all` drops the lost slot and creates a new one; the next run
+// re-reads the tables and verify passes, rows deleted in the gap included.
+func TestResnapshotAfterWALLost(t *testing.T) {
+	pg, err := testenv.Start(testenv.Options{Settings: map[string]string{"max_slot_wal_keep_size": "1MB", "min_wal_size": "32MB", "max_wal_size": "32MB"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop()
+	src := pg.CreateDB(t, "rswal")
+	pg.Exec(t, src, `CREATE TABLE items (id int PRIMARY KEY, v text);
+		INSERT INTO items SELECT g, 'v' || g FROM generate_series(1, 500) g;`)
+	source := sourceName(t, src)
+	r, wh := newRunner(t, testenv.Tidemark(t), src, "--silver-every", "300ms")
+	mustVerify(t, r, src, wh, source, "first run", "items")
+
+	pg.Exec(t, src, `DELETE FROM items WHERE id % 3 = 0; UPDATE items SET v = 'gap' WHERE id % 5 = 0;`)
+	conn := connect(t, src)
+	defer conn.Close(context.Background())
+	lost := false
+	for i := 0; i < 40 && !lost; i++ {
+		pg.Exec(t, src, `INSERT INTO items SELECT g, repeat('x', 1000) FROM generate_series(10001, 12000) g
+			ON CONFLICT (id) DO UPDATE SET v = excluded.v || 'y'; SELECT pg_switch_wal(); CHECKPOINT;`)
+		var status string
+		if err := conn.QueryRow(context.Background(), `SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1`,
+			"tidemark_"+source).Scan(&status); err != nil {
+			t.Fatal(err)
+		}
+		lost = status == "lost"
+	}
+	if !lost {
+		t.Fatal("the slot's WAL was never lost")
+	}
+	out, code := tidemarkArgs(t, r.as("run")...)
+	if code != 3 || !strings.Contains(out, "[wal_lost]") || !strings.Contains(out, "tidemark resnapshot --all") {
+		t.Fatalf("run with the WAL lost: exit %d, want 3 with [wal_lost] naming `tidemark resnapshot --all`:\n%s", code, out)
+	}
+	out, code = tidemarkArgs(t, r.as("resnapshot", "--all")...)
+	if code != 0 || !strings.Contains(out, "dropped") || !strings.Contains(out, "created at") {
+		t.Fatalf("resnapshot --all: exit %d, want 0 dropping and recreating the slot:\n%s", code, out)
+	}
+	pg.Exec(t, src, `DELETE FROM items WHERE id BETWEEN 10001 AND 10100`)
+	mustVerify(t, r, src, wh, source, "after the re-snapshot", "items")
+	silverCountMatches(t, src, wh, source, "items")
+}
