@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -53,6 +55,11 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 		return fault.With(fault.ErrBadConfig, "name the tables to re-snapshot (schema.table …), or --all", nil)
 	case opts.ResetSlot && !opts.All:
 		return fault.With(fault.ErrBadConfig, "--reset-slot re-reads every table: it needs --all", nil)
+	}
+	if cfg.Catalog.IsZero() {
+		if _, err := os.Stat(filepath.Join(cfg.Warehouse, "catalog.db")); err != nil {
+			return fault.With(fault.ErrBadConfig, fmt.Sprintf("no tidemark lake at %s (no catalog.db): check --warehouse", cfg.Warehouse), nil)
+		}
 	}
 	cat, err := OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
 	if err != nil {
@@ -158,7 +165,14 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 		if err != nil {
 			return err
 		}
-		err = w.Flush(ctx, postgres.Checkpoint{AckedLSN: lsn, Slot: cfg.Slot, Watermark: cp.Watermark})
+		// The watermark stays where the old stream left it (the source is
+		// not captured further until the re-snapshot); an unreadable one is
+		// replaced.
+		wm := cp.Watermark
+		if wm.IsZero() {
+			wm = time.Now().UTC()
+		}
+		err = w.Flush(ctx, postgres.Checkpoint{AckedLSN: lsn, Slot: cfg.Slot, Watermark: wm})
 		w.Close()
 		if err != nil {
 			return fmt.Errorf("replication slot %q was created at %s, but the checkpoint could not be reset (rerun `tidemark resnapshot --all`): %w",
