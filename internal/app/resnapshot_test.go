@@ -329,6 +329,8 @@ func TestResnapshotOneTableRepairsDrift(t *testing.T) {
 	}
 	// Deleted at the source after the request, before the run.
 	pg.Exec(t, src, `DELETE FROM a WHERE id BETWEEN 10 AND 14; UPDATE a SET v = 'x' WHERE id = 100;`)
+	// An explicit request is read even with snapshots switched off.
+	r.args = append(r.args, "--snapshot-enabled=false")
 	mustVerify(t, r, src, wh, source, "after the re-snapshot of public.a", "a", "b")
 	if id := bronzeSummary(t, wh, source, "b")[postgres.PropResnapshot]; id != "" {
 		t.Errorf("public.b was not asked for, but its bronze records re-snapshot %q", id)
