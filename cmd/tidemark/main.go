@@ -47,6 +47,7 @@ func run(ctx context.Context, args []string) int {
 	root.AddCommand(verifyCmd(ctx))
 	root.AddCommand(mergeCmd(ctx))
 	root.AddCommand(maintainCmd(ctx))
+	root.AddCommand(resnapshotCmd(ctx))
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {

@@ -10,6 +10,7 @@
 //	tidemark.position   commit LSN of the last transaction fully captured
 //	tidemark.watermark  commit time of that transaction (RFC 3339)
 //	tidemark.snapshot   the table's snapshot progress (JSON)
+//	tidemark.resnapshot id of the latest re-snapshot request (resnapshot.go)
 //
 // On restart the writer reads the cursor back and drops replayed changes at
 // or below it, so a transaction replayed after a crash never appears twice,

@@ -8,7 +8,9 @@
 // (one key's changes into its final row: no I/O), write.go (the rows to
 // append, the dead letters), run.go (the loop beside the capture).
 // gate.go holds the snapshot gate and the state `tidemark status` shows;
-// table.go the names, the schema and its evolution.
+// table.go the names, the schema and its evolution; resnapshot.go how a
+// `tidemark resnapshot` request is applied (gated, then one replacing
+// commit).
 //
 // # Table
 //

@@ -128,6 +128,12 @@ func State(ctx context.Context, cat *lake.Catalog, source, schema, table string)
 		if h, err := b.History(c, cur.ID); err == nil {
 			st.Behind = len(h)
 		}
+		if id := resnapshotPending(cur, s.Summary()); id != "" && st.Published {
+			st.Gated, st.Reason = true, fmt.Sprintf("re-snapshot %s is complete; the next merge replaces the silver rows", id)
+			if open, why := resnapshotGate(cur, id); !open {
+				st.Reason = why
+			}
+		}
 	}
 	return st, nil
 }

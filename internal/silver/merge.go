@@ -231,6 +231,12 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string) (
 			}
 			res.Published = !building
 		}
+		if id := resnapshotPending(head, j.s.Summary()); id != "" && !building {
+			if wait, err := j.resnapshot(ctx, head, id); err != nil || wait {
+				return res, err
+			}
+			continue
+		}
 		if cur == head.ID {
 			return res, nil
 		}
@@ -239,8 +245,9 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string) (
 			return res, fault.With(fault.ErrCorruptState, fmt.Sprintf(
 				"silver table %s merged through bronze snapshot %d, which is no longer in bronze's history "+
 					"(bronze was recreated, or its snapshots were expired before silver merged them): the changes in between "+
-					"cannot be read. Rebuild the silver table: drop it, and the next merge rebuilds it from bronze",
-				res.Table, cur), err)
+					"cannot be read. Run `tidemark resnapshot %s.%s` with the run flags, then `tidemark run`: silver is replaced once the table is read again "+
+					"(or drop the silver table, and the next merge rebuilds it from bronze if bronze still holds its whole history)",
+				res.Table, cur, schema, table), err)
 		}
 		to, rows, ok, err := j.step(ctx, cur, hist)
 		if err != nil || !ok {
@@ -266,12 +273,15 @@ type job struct {
 	source string
 	table  string // schema.table, for the dead letters
 	res    *Result
+	// replace: the commit deletes every silver row first (a re-snapshot,
+	// resnapshot.go).
+	replace bool
 }
 
 // cursorProps are the summary keys of a commit that merged through to.
 func cursorProps(to lake.SnapshotInfo) map[string]string {
 	props := map[string]string{PropBronzeSnapshot: strconv.FormatInt(to.ID, 10)}
-	for _, k := range []string{PropPosition, PropWatermark} {
+	for _, k := range []string{PropPosition, PropWatermark, PropResnapshot} {
 		if v := to.Props[k]; v != "" {
 			props[k] = v
 		}
@@ -367,6 +377,7 @@ const (
 func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err error) {
 	sum := j.s.Summary()
 	var target lake.SnapshotInfo
+	var from int64 // the build reads bronze after it (buildFrom)
 	passes, next := 0, 0
 	if sum != nil && sum[propBuildTarget] != "" {
 		id, err1 := strconv.ParseInt(sum[propBuildTarget], 10, 64)
@@ -378,9 +389,15 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 		if target, err = j.b.Snapshot(id); err != nil {
 			return false, err
 		}
+		if from, err = buildFrom(j.b, target); err != nil {
+			return false, err
+		}
 		passes, next = n, last+1
 	} else {
-		hist, err := j.b.History(lake.NoSnapshot, head.ID)
+		if from, err = buildFrom(j.b, head); err != nil {
+			return false, err
+		}
+		hist, err := j.b.History(from, head.ID)
 		if err != nil {
 			return false, err
 		}
@@ -390,7 +407,7 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 			if open, _ := gate(hist[i].Props); !open {
 				break
 			}
-			n, complete, err := j.complete(ctx, lake.NoSnapshot, hist[i])
+			n, complete, err := j.complete(ctx, from, hist[i])
 			if err != nil {
 				return false, err
 			}
@@ -420,7 +437,7 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 		}
 		// A pass's keys are in no other pass, and a crashed pass left nothing:
 		// there are no silver rows to read back.
-		if err := j.merge(ctx, lake.NoSnapshot, target, part{i: p, n: passes}, false, props); err != nil {
+		if err := j.merge(ctx, from, target, part{i: p, n: passes}, false, props); err != nil {
 			return false, err
 		}
 	}
@@ -598,6 +615,9 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 		} else {
 			del = lake.Or(del, before)
 		}
+	}
+	if j.replace {
+		del = everyRow()
 	}
 
 	if len(in.dead) > 0 {

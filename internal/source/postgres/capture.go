@@ -202,7 +202,7 @@ func (c *Capture) Run(ctx context.Context) error {
 	snap := newSnapshotter(c, s.windows)
 	s.snap = snap
 	for _, t := range tables {
-		if t.snapshot.Status != snapDone && t.snapshot.Status != snapSkipped && c.opts.Snapshot.Enabled {
+		if t.snapshot.Status != snapDone && t.snapshot.Status != snapSkipped && c.snapshotWanted(t) {
 			snap.enqueue(t)
 		} else if t.snapshot.Status != snapDone && t.snapshot.Status != snapSkipped {
 			if err := s.markSnapshotSkipped(ctx, t); err != nil {
@@ -232,7 +232,7 @@ func (c *Capture) ensurePublication(ctx context.Context, meta *pgx.Conn, haveCP 
 		if haveCP {
 			return fault.With(fault.ErrPublicationMissing, fmt.Sprintf(
 				"publication %q was dropped after tidemark started using it: changes made while it was missing cannot be decoded. "+
-					"Recreate it and re-snapshot the source (start with a new --name), or restore it", c.opts.Publication), nil)
+					"Restore it, or re-snapshot: %s", c.opts.Publication, resnapshotAll), nil)
 		}
 		c.log.Info("creating publication", "publication", c.opts.Publication, "tables", len(c.opts.Tables))
 		return createPublication(ctx, meta, c.opts.Publication, c.opts.Tables)
@@ -290,13 +290,10 @@ func (c *Capture) ensureSlot(ctx context.Context, meta *pgx.Conn, repl *pgconn.P
 	if err != nil {
 		return 0, err
 	}
+	if err := c.slotProblem(si, cp, haveCP); err != nil {
+		return 0, err
+	}
 	if !si.Exists {
-		if haveCP {
-			return 0, fault.With(fault.ErrSlotLost, fmt.Sprintf(
-				"replication slot %q no longer exists (tidemark had confirmed up to %s): changes after that point are gone from PostgreSQL. "+
-					"Nothing was skipped silently; to rebuild, re-snapshot into a fresh pipeline (start with a new --name, or remove this source's bronze tables)",
-				c.opts.Slot, FormatLSN(cp.AckedLSN)), nil)
-		}
 		res, err := pglogrepl.CreateReplicationSlot(ctx, repl, c.opts.Slot, "pgoutput",
 			pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
 		if err != nil {
@@ -314,22 +311,6 @@ func (c *Capture) ensureSlot(ctx context.Context, meta *pgx.Conn, repl *pgconn.P
 		}
 		return lsn, nil
 	}
-	if si.Plugin != "pgoutput" {
-		return 0, fault.With(fault.ErrBadConfig, fmt.Sprintf("replication slot %q uses plugin %q, tidemark needs pgoutput: choose another --slot", c.opts.Slot, si.Plugin), nil)
-	}
-	if si.Database != "" && si.Database != c.d.Database() {
-		return 0, fault.With(fault.ErrBadConfig, fmt.Sprintf("replication slot %q belongs to database %q, not %q: choose another --slot", c.opts.Slot, si.Database, c.d.Database()), nil)
-	}
-	if si.WALStatus == "lost" {
-		return 0, fault.With(fault.ErrWALLost, fmt.Sprintf(
-			"replication slot %q has wal_status = 'lost': PostgreSQL removed WAL that tidemark had not yet captured (max_slot_wal_keep_size). "+
-				"Changes after %s are gone; re-snapshot into a fresh pipeline (new --name) and raise max_slot_wal_keep_size", c.opts.Slot, FormatLSN(si.ConfirmedFlush)), nil)
-	}
-	if haveCP && si.ConfirmedFlush > cp.AckedLSN {
-		return 0, fault.With(fault.ErrSlotMoved, fmt.Sprintf(
-			"replication slot %q is at %s but tidemark only confirmed %s: the slot was recreated or advanced by someone else, "+
-				"so changes in between may be missing. Re-snapshot into a fresh pipeline (new --name)", c.opts.Slot, FormatLSN(si.ConfirmedFlush), FormatLSN(cp.AckedLSN)), nil)
-	}
 	if si.ActivePID != 0 {
 		return 0, fault.MarkTransient(fmt.Errorf("replication slot %q is in use by backend pid %d (another tidemark, or our previous connection not yet gone)", c.opts.Slot, si.ActivePID))
 	}
@@ -342,6 +323,41 @@ func (c *Capture) ensureSlot(ctx context.Context, meta *pgx.Conn, repl *pgconn.P
 	return cp.AckedLSN, nil
 }
 
+// Recovery hints of the errors that a re-snapshot repairs: the exact
+// command first, a fresh pipeline as the alternative.
+const (
+	resnapshotAll = "To recover, run `tidemark resnapshot --all` with the same --source/--warehouse/--name flags (it drops the broken slot, creates a new one and marks every table for re-snapshot), then `tidemark run`; or start a fresh pipeline with a new --name"
+)
+
+// slotProblem returns the named error a start with slot si and checkpoint
+// cp must stop with (slot_lost, wal_lost, slot_moved; bad_config for a slot
+// that is not ours), or nil: the start-up
+// checks of run, also used by `tidemark resnapshot` to tell a broken slot
+// from a healthy one.
+func (c *Capture) slotProblem(si SlotInfo, cp Checkpoint, haveCP bool) error {
+	switch {
+	case !si.Exists && haveCP:
+		return fault.With(fault.ErrSlotLost, fmt.Sprintf(
+			"replication slot %q no longer exists (tidemark had confirmed up to %s): changes after that point are gone from PostgreSQL. "+
+				"Nothing was skipped silently. %s", c.opts.Slot, FormatLSN(cp.AckedLSN), resnapshotAll), nil)
+	case !si.Exists:
+		return nil
+	case si.Plugin != "pgoutput":
+		return fault.With(fault.ErrBadConfig, fmt.Sprintf("replication slot %q uses plugin %q, tidemark needs pgoutput: choose another --slot", c.opts.Slot, si.Plugin), nil)
+	case si.Database != "" && si.Database != c.d.Database():
+		return fault.With(fault.ErrBadConfig, fmt.Sprintf("replication slot %q belongs to database %q, not %q: choose another --slot", c.opts.Slot, si.Database, c.d.Database()), nil)
+	case si.WALStatus == "lost":
+		return fault.With(fault.ErrWALLost, fmt.Sprintf(
+			"replication slot %q has wal_status = 'lost': PostgreSQL removed WAL that tidemark had not yet captured (max_slot_wal_keep_size). "+
+				"Changes after %s are gone. Raise max_slot_wal_keep_size. %s", c.opts.Slot, FormatLSN(si.ConfirmedFlush), resnapshotAll), nil)
+	case haveCP && si.ConfirmedFlush > cp.AckedLSN:
+		return fault.With(fault.ErrSlotMoved, fmt.Sprintf(
+			"replication slot %q is at %s but tidemark only confirmed %s: the slot was recreated or advanced by someone else, "+
+				"so changes in between may be missing. %s", c.opts.Slot, FormatLSN(si.ConfirmedFlush), FormatLSN(cp.AckedLSN), resnapshotAll), nil)
+	}
+	return nil
+}
+
 // replicationError classifies an error from the replication protocol.
 func (c *Capture) replicationError(err error) error {
 	var pgErr *pgconn.PgError
@@ -349,11 +365,11 @@ func (c *Capture) replicationError(err error) error {
 		msg := strings.ToLower(pgErr.Message)
 		switch {
 		case pgErr.Code == "42704" && strings.Contains(msg, "publication"):
-			return fault.With(fault.ErrPublicationMissing, fmt.Sprintf("publication %q does not exist (dropped while tidemark was using it): recreate it and re-snapshot (new --name)", c.opts.Publication), err)
+			return fault.With(fault.ErrPublicationMissing, fmt.Sprintf("publication %q does not exist (dropped while tidemark was using it). %s", c.opts.Publication, resnapshotAll), err)
 		case pgErr.Code == "42704" && strings.Contains(msg, "slot"):
-			return fault.With(fault.ErrSlotLost, fmt.Sprintf("replication slot %q was dropped while tidemark was using it: re-snapshot into a fresh pipeline (new --name)", c.opts.Slot), err)
+			return fault.With(fault.ErrSlotLost, fmt.Sprintf("replication slot %q was dropped while tidemark was using it. %s", c.opts.Slot, resnapshotAll), err)
 		case pgErr.Code == "55000" && strings.Contains(msg, "wal"):
-			return fault.With(fault.ErrWALLost, fmt.Sprintf("replication slot %q can no longer be used: required WAL was removed. Re-snapshot into a fresh pipeline (new --name)", c.opts.Slot), err)
+			return fault.With(fault.ErrWALLost, fmt.Sprintf("replication slot %q can no longer be used: required WAL was removed. %s", c.opts.Slot, resnapshotAll), err)
 		}
 	}
 	return classify(err)
@@ -504,7 +520,7 @@ func (c *Capture) pollPublication(ctx context.Context, s *stream) error {
 			return err
 		}
 		if !ok {
-			return fault.With(fault.ErrPublicationMissing, fmt.Sprintf("publication %q was dropped while tidemark was using it: recreate it and re-snapshot (new --name)", c.opts.Publication), nil)
+			return fault.With(fault.ErrPublicationMissing, fmt.Sprintf("publication %q was dropped while tidemark was using it. %s", c.opts.Publication, resnapshotAll), nil)
 		}
 		ids, err := publicationTables(ctx, conn, c.opts.Publication)
 		if err != nil {

@@ -40,6 +40,11 @@ type snapState struct {
 	Estimate   int64    `json:"estimate"`
 	StartedAt  string   `json:"started_at,omitempty"`
 	FinishedAt string   `json:"finished_at,omitempty"`
+	// Request is the id of the `tidemark resnapshot` request this snapshot
+	// serves ("" for the initial snapshot). A requested snapshot is read
+	// even when snapshot.enabled is false: an explicit request is never
+	// skipped.
+	Request string `json:"request,omitempty"`
 }
 
 func parseSnapState(s string) (snapState, error) {
@@ -65,12 +70,13 @@ type SnapshotProgress struct {
 	Estimate   int64
 	StartedAt  string
 	FinishedAt string
+	Request    string // id of the resnapshot request it serves, "" for the initial snapshot
 }
 
 // ParseSnapshotProgress decodes a PropSnapshot value.
 func ParseSnapshotProgress(s string) (SnapshotProgress, error) {
 	st, err := parseSnapState(s)
-	return SnapshotProgress{Status: st.Status, Rows: st.Rows, Estimate: st.Estimate, StartedAt: st.StartedAt, FinishedAt: st.FinishedAt}, err
+	return SnapshotProgress{Status: st.Status, Rows: st.Rows, Estimate: st.Estimate, StartedAt: st.StartedAt, FinishedAt: st.FinishedAt, Request: st.Request}, err
 }
 
 // snapRow is one row read by a chunk.

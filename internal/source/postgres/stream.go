@@ -707,7 +707,7 @@ func (s *stream) addTables(ctx context.Context, ids []change.TableID) error {
 		s.tables[id] = t
 		s.c.log.Info("table added to the publication", "table", id.String())
 		if t.snapshot.Status != snapDone {
-			if s.c.opts.Snapshot.Enabled {
+			if s.c.snapshotWanted(t) {
 				s.snap.enqueue(t)
 			} else if err := s.markSnapshotSkipped(ctx, t); err != nil {
 				return err

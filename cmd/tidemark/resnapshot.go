@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidemark/tidemark/internal/app"
+	"github.com/tidemark/tidemark/internal/config"
+)
+
+func resnapshotCmd(ctx context.Context) *cobra.Command {
+	var (
+		cfgPath string
+		opts    app.ResnapshotOptions
+	)
+	holder := &config.Config{}
+	cmd := &cobra.Command{
+		Use:   "resnapshot --source URL --warehouse DIR (--all | SCHEMA.TABLE...)",
+		Short: "Ask the next run to read tables again (and, with --all, replace a lost or broken slot); the pipeline must be stopped",
+		Long: "resnapshot records, for a stopped pipeline, that the named tables (or --all) are to be read again.\n" +
+			"The next `tidemark run` re-reads them through the chunked snapshot while it streams; each silver\n" +
+			"table keeps its current state until its re-snapshot is complete, then is replaced in one commit.\n" +
+			"When the slot cannot resume (slot_lost, wal_lost, slot_moved, publication_missing), --all is\n" +
+			"required: resnapshot then drops the old slot, creates a new one and resets the checkpoint to it.\n" +
+			"Takes the same flags as run.",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := config.Resolve(cmd.Flags(), cfgPath)
+			if err != nil {
+				return err
+			}
+			opts.Tables = args
+			return app.Resnapshot(ctx, cfg, opts, os.Stdout, app.NewLogger(cfg))
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "YAML configuration file (flags override it)")
+	cmd.Flags().BoolVar(&opts.All, "all", false, "re-snapshot every captured table")
+	cmd.Flags().BoolVar(&opts.ResetSlot, "reset-slot", false, "with --all: replace the slot even if it looks healthy")
+	holder.BindFlags(cmd.Flags())
+	return cmd
+}
