@@ -227,10 +227,3 @@ func sessionOutput(t *testing.T, s *session) string {
 	return out
 }
 
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
