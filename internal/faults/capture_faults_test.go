@@ -226,4 +226,3 @@ func sessionOutput(t *testing.T, s *session) string {
 	}
 	return out
 }
-
