@@ -9,7 +9,9 @@ Usage:
     python scripts/pyiceberg_read.py --warehouse DIR TABLE
     python scripts/pyiceberg_read.py --warehouse DIR --uri postgresql+psycopg2://... TABLE
 
-TABLE is the dotted identifier, e.g. bronze.shop.public.orders. The catalog
+TABLE is the dotted identifier, e.g. bronze.shop.public.orders, or with
+--ident-json the levels as a JSON list (["silver", "shop", "My Schema",
+"select"]), which needs no splitting. The catalog
 is PyIceberg's SqlCatalog named "tidemark", by default on the SQLite file
 DIR/catalog.db, which is where tidemark puts it.
 
@@ -123,8 +125,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--warehouse", required=True, help="tidemark warehouse directory")
     ap.add_argument("--uri", help="SQLAlchemy URI of the catalog (default: sqlite:///DIR/catalog.db)")
-    ap.add_argument("table", help="dotted table identifier, e.g. bronze.shop.public.orders")
+    ap.add_argument("table", nargs="?", help="dotted table identifier, e.g. bronze.shop.public.orders")
+    ap.add_argument("--ident-json", help='the identifier levels as a JSON list, e.g. ["bronze", "shop", "public", "orders"]')
     args = ap.parse_args()
+    if (args.table is None) == (args.ident_json is None):
+        ap.error("give TABLE or --ident-json")
+    ident = tuple(json.loads(args.ident_json)) if args.ident_json else tuple(args.table.split("."))
 
     from pyiceberg.catalog.sql import SqlCatalog
 
@@ -132,13 +138,13 @@ def main():
     uri = args.uri or "sqlite:///" + os.path.join(wh, "catalog.db")
     cat = SqlCatalog("tidemark", uri=uri, warehouse="file://" + wh)
 
-    tbl = cat.load_table(args.table)
+    tbl = cat.load_table(ident)
     snap = tbl.current_snapshot()
     rows = to_rows(tbl.scan().to_arrow()) if snap is not None else []
     summary = {}
     if snap is not None and snap.summary is not None:
         summary = {"operation": str(snap.summary.operation.value), **snap.summary.additional_properties}
-    namespace = tuple(args.table.split(".")[:-1])
+    namespace = ident[:-1]
 
     json.dump(
         {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -15,15 +16,71 @@ import (
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
 
-// cdcColumns are the bronze metadata columns; a source column may not use
-// one of these names.
-var cdcColumns = map[string]bool{
-	"cdc_op": true, "cdc_ts": true, "cdc_processed_at": true, "cdc_source_lsn": true,
-	"cdc_source_tx_id": true, "cdc_seq": true, "cdc_unchanged": true, "cdc_deleted": true,
+// reservedPrefix starts every tidemark metadata column (cdc_op, cdc_ts,
+// ..., silver's cdc_deleted); silver tells source columns from metadata by
+// it, so a source column may not start with it, in any case (engines such
+// as Spark, Trino and DuckDB match column names case-insensitively).
+const reservedPrefix = "cdc_"
+
+// IsReservedColumn reports whether name collides with a tidemark metadata
+// column: it starts with "cdc_", in any case.
+func IsReservedColumn(name string) bool {
+	return len(name) >= len(reservedPrefix) && strings.EqualFold(name[:len(reservedPrefix)], reservedPrefix)
 }
 
-// IsReservedColumn reports whether name collides with a tidemark metadata column.
-func IsReservedColumn(name string) bool { return cdcColumns[name] }
+// columnCollision is the error for a source column named like a metadata column.
+func columnCollision(t change.TableID, col string) error {
+	return fault.With(fault.ErrColumnCollision, fmt.Sprintf("table %s: column %q starts with %q, which tidemark reserves for its metadata columns; "+
+		"rename it at the source (ALTER TABLE %s RENAME COLUMN %s TO ...) or %s", showTable(t), col, reservedPrefix, showTable(t), quoteIdent(col), leaveOut(t)), nil)
+}
+
+// leaveOut tells the operator how to exclude table t from the pipeline.
+func leaveOut(t change.TableID) string {
+	return fmt.Sprintf("leave the table out: list the tables to capture in tables: (--tables), or, for a publication you manage, ALTER PUBLICATION ... DROP TABLE %s", showTable(t))
+}
+
+// showTable is quoteTable for messages: a name with a control character
+// (a newline would split a log line) is shown Go-quoted instead.
+func showTable(t change.TableID) string {
+	if strings.IndexFunc(t.Schema+t.Name, unicode.IsControl) >= 0 {
+		return fmt.Sprintf("%q.%q", t.Schema, t.Name)
+	}
+	return quoteTable(t)
+}
+
+// reservedSchemas are schema names the lake layout uses itself:
+// silver.<source>._building holds silver tables not yet published.
+var reservedSchemas = map[string]bool{"_building": true}
+
+// checkTableName refuses a schema or table name the lake cannot hold
+// exactly, before anything is created for it (docs/type-mapping.md,
+// "Names"). Quotes, spaces, unicode, reserved words and mixed case are
+// fine; these are not:
+//   - '.': Iceberg identifiers are written as dot-joined levels (PyIceberg's
+//     and the JDBC SQL catalog store a namespace that way), so
+//     bronze.src."a.b".t would be read back as bronze.src.a.b.t;
+//   - '/' and control characters: iceberg-go refuses them in identifiers;
+//   - a schema named like a namespace of tidemark's own layout.
+func checkTableName(t change.TableID) error {
+	for _, part := range []struct{ kind, name string }{{"schema", t.Schema}, {"table", t.Name}} {
+		var why string
+		switch {
+		case strings.Contains(part.name, "."):
+			why = "contains '.', which Iceberg catalogs use to separate namespace levels: PyIceberg, Spark and Trino would read another name"
+		case strings.Contains(part.name, "/"):
+			why = "contains '/', which Iceberg identifiers may not hold"
+		case strings.IndexFunc(part.name, unicode.IsControl) >= 0:
+			why = "contains a control character, which Iceberg identifiers may not hold"
+		case part.kind == "schema" && reservedSchemas[part.name]:
+			why = "is reserved: silver.<source>." + part.name + " holds tidemark's silver tables that are being built"
+		default:
+			continue
+		}
+		return fault.With(fault.ErrUnsupportedName, fmt.Sprintf("table %s: the %s name %q %s; rename it at the source or %s",
+			showTable(t), part.kind, part.name, why, leaveOut(t)), nil)
+	}
+	return nil
+}
 
 // Dialer opens connections to the source with tidemark's session settings.
 type Dialer struct {
@@ -174,6 +231,9 @@ func quoteTable(t change.TableID) string { return pgx.Identifier{t.Schema, t.Nam
 
 // describeTable reads a table's columns and key from the catalog.
 func describeTable(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup typemap.Lookup) (*TableInfo, error) {
+	if err := checkTableName(t); err != nil {
+		return nil, err
+	}
 	var (
 		oid      uint32
 		replid   string
@@ -210,7 +270,7 @@ func describeTable(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 	}
 	for _, c := range rel.Columns {
 		if IsReservedColumn(c.Name) {
-			return nil, fault.With(fault.ErrColumnCollision, fmt.Sprintf("table %s: column %q has the name of a tidemark metadata column; rename it at the source or leave the table out of the publication", t, c.Name), nil)
+			return nil, columnCollision(t, c.Name)
 		}
 	}
 	if err := mapColumns(t, rel.Columns, lookup); err != nil {
@@ -308,10 +368,60 @@ func createPublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 		}
 		sql += " FOR TABLE " + strings.Join(parts, ", ")
 	}
-	if _, err := conn.Exec(ctx, sql); err != nil {
+	// Created in a transaction that is rolled back if a table it would
+	// publish is refused: a pipeline refused at its first start leaves no
+	// FOR ALL TABLES publication behind, so rerunning it with a tables
+	// list that leaves the table out works.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return classify(fmt.Errorf("create publication %q: %w", pub, err))
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, sql); err != nil {
+		return classify(fmt.Errorf("create publication %q: %w", pub, err))
+	}
+	if err := checkPublished(ctx, tx, pub); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return classify(fmt.Errorf("create publication %q: %w", pub, err))
 	}
 	return nil
+}
+
+// checkPublished checks the names of every table pub publishes and of
+// their columns (checkTableName, IsReservedColumn), reporting every
+// refused table at once.
+func checkPublished(ctx context.Context, tx pgx.Tx, pub string) error {
+	rows, err := tx.Query(ctx, `SELECT schemaname::text, tablename::text, attnames::text[] FROM pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2`, pub)
+	if err != nil {
+		return classify(fmt.Errorf("list the tables of publication %q: %w", pub, err))
+	}
+	defer rows.Close()
+	var problems []error
+	for rows.Next() {
+		var (
+			t    change.TableID
+			cols []string
+		)
+		if err := rows.Scan(&t.Schema, &t.Name, &cols); err != nil {
+			return classify(fmt.Errorf("list the tables of publication %q: %w", pub, err))
+		}
+		if err := checkTableName(t); err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		for _, c := range cols {
+			if IsReservedColumn(c) {
+				problems = append(problems, columnCollision(t, c))
+				break
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return classify(fmt.Errorf("list the tables of publication %q: %w", pub, err))
+	}
+	return errors.Join(problems...)
 }
 
 // addToPublication adds tables missing from a table-list publication.
