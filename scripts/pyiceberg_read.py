@@ -20,7 +20,9 @@ Prints one JSON object:
                 JSON-safe values: decimals as fixed-point strings, binary as
                 lower-case hex, dates/times/timestamps as ISO 8601 with
                 microseconds (timestamptz in UTC with "+00:00"), lists as
-                arrays, NaN/Infinity as strings
+                arrays, NaN/Infinity as strings; the infinity sentinels as
+                "infinity"/"-infinity", and dates/timestamps Python cannot hold
+                (before year 1, after 9999) as "days:N"/"us:N" (since 1970)
     summary     the current snapshot's summary, "operation" included ({} if
                 the table has no snapshot)
     schema      the current schema's top-level field names, in order
@@ -108,9 +110,16 @@ def to_rows(arrow_table):
                 elif v == lo:
                     out.append("-infinity")
                 elif pa.types.is_date32(t):
-                    out.append(datetime.date(1970, 1, 1) + datetime.timedelta(days=v))
+                    try:
+                        out.append(datetime.date(1970, 1, 1) + datetime.timedelta(days=v))
+                    except OverflowError:  # before year 1 or after 9999
+                        out.append("days:%d" % v)
                 else:
-                    ts = datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=v)
+                    try:
+                        ts = datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=v)
+                    except OverflowError:
+                        out.append("us:%d" % v)
+                        continue
                     if t.tz is not None:
                         ts = ts.replace(tzinfo=datetime.timezone.utc)
                     out.append(ts)
