@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
@@ -48,36 +49,14 @@ func showTable(t change.TableID) string {
 	return quoteTable(t)
 }
 
-// reservedSchemas are schema names the lake layout uses itself:
-// silver.<source>._building holds silver tables not yet published.
-var reservedSchemas = map[string]bool{"_building": true}
-
 // checkTableName refuses a schema or table name the lake cannot hold
-// exactly, before anything is created for it (docs/type-mapping.md,
-// "Names"). Quotes, spaces, unicode, reserved words and mixed case are
-// fine; these are not:
-//   - '.': Iceberg identifiers are written as dot-joined levels (PyIceberg's
-//     and the JDBC SQL catalog store a namespace that way), so
-//     bronze.src."a.b".t would be read back as bronze.src.a.b.t;
-//   - '/' and control characters: iceberg-go refuses them in identifiers;
-//   - a schema named like a namespace of tidemark's own layout.
+// exactly (config.LakeNameProblem), before anything is created for it.
 func checkTableName(t change.TableID) error {
-	for _, part := range []struct{ kind, name string }{{"schema", t.Schema}, {"table", t.Name}} {
-		var why string
-		switch {
-		case strings.Contains(part.name, "."):
-			why = "contains '.', which Iceberg catalogs use to separate namespace levels: PyIceberg, Spark and Trino would read another name"
-		case strings.Contains(part.name, "/"):
-			why = "contains '/', which Iceberg identifiers may not hold"
-		case strings.IndexFunc(part.name, unicode.IsControl) >= 0:
-			why = "contains a control character, which Iceberg identifiers may not hold"
-		case part.kind == "schema" && reservedSchemas[part.name]:
-			why = "is reserved: silver.<source>." + part.name + " holds tidemark's silver tables that are being built"
-		default:
-			continue
+	for _, part := range [][2]string{{"schema", t.Schema}, {"table", t.Name}} {
+		if why := config.LakeNameProblem(part[0], part[1]); why != "" {
+			return fault.With(fault.ErrUnsupportedName, fmt.Sprintf("table %s: the %s name %q %s; rename it at the source or %s",
+				showTable(t), part[0], part[1], why, leaveOut(t)), nil)
 		}
-		return fault.With(fault.ErrUnsupportedName, fmt.Sprintf("table %s: the %s name %q %s; rename it at the source or %s",
-			showTable(t), part.kind, part.name, why, leaveOut(t)), nil)
 	}
 	return nil
 }
