@@ -167,6 +167,8 @@ func TestBadInputRefusedIdentifiers(t *testing.T) {
 			[]string{`"cdc_flag"`, "rename", `"public"."bad"`}},
 		{"column named CDC_TS", `CREATE TABLE public.bad (id int PRIMARY KEY, "CDC_TS" text)`, "column_collision",
 			[]string{`"CDC_TS"`, "rename"}},
+		{"column named like a list's elements", `CREATE TABLE public.bad (id int PRIMARY KEY, tags text[], "tags.element" text)`, "column_collision",
+			[]string{`"tags.element"`, `"tags"`, "rename"}},
 		{"schema with a dot", `CREATE SCHEMA "a.b"; CREATE TABLE "a.b".bad (id int PRIMARY KEY)`, "unsupported_name",
 			[]string{`"a.b"."bad"`, "'.'", "rename"}},
 		{"table with a dot", `CREATE TABLE public."t.x" (id int PRIMARY KEY)`, "unsupported_name",

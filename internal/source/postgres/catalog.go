@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
 
+	"github.com/apache/iceberg-go"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -33,6 +35,23 @@ func IsReservedColumn(name string) bool {
 func columnCollision(t change.TableID, col string) error {
 	return fault.With(fault.ErrColumnCollision, fmt.Sprintf("table %s: column %q starts with %q, which tidemark reserves for its metadata columns; "+
 		"rename it at the source (ALTER TABLE %s RENAME COLUMN %s TO ...) or %s", showTable(t), col, reservedPrefix, showTable(t), quoteIdent(col), leaveOut(t)), nil)
+}
+
+// elementCollision refuses a column named "<c>.element" when c is an array
+// column: Iceberg names a list's element field "<c>.element", and a schema
+// with two fields of one full name is invalid (readers index fields by it).
+func elementCollision(t change.TableID, cols []string, isList func(string) bool) error {
+	have := map[string]bool{}
+	for _, c := range cols {
+		have[c] = true
+	}
+	for _, c := range cols {
+		if isList(c) && have[c+".element"] {
+			return fault.With(fault.ErrColumnCollision, fmt.Sprintf("table %s: column %q has the name Iceberg gives to the elements of the array column %q; "+
+				"rename one of them at the source or %s", showTable(t), c+".element", c, leaveOut(t)), nil)
+		}
+	}
+	return nil
 }
 
 // leaveOut tells the operator how to exclude table t from the pipeline.
@@ -255,6 +274,15 @@ func describeTable(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 	if err := mapColumns(t, rel.Columns, lookup); err != nil {
 		return nil, err
 	}
+	names := make([]string, len(rel.Columns))
+	lists := map[string]bool{}
+	for i, c := range rel.Columns {
+		names[i] = c.Name
+		_, lists[c.Name] = c.Map.IcebergType().(*iceberg.ListType)
+	}
+	if err := elementCollision(t, names, func(c string) bool { return lists[c] }); err != nil {
+		return nil, err
+	}
 	keys, err := tableKey(ctx, conn, oid, replid)
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", t, err)
@@ -372,7 +400,11 @@ func createPublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 // their columns (checkTableName, IsReservedColumn), reporting every
 // refused table at once.
 func checkPublished(ctx context.Context, tx pgx.Tx, pub string) error {
-	rows, err := tx.Query(ctx, `SELECT schemaname::text, tablename::text, attnames::text[] FROM pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2`, pub)
+	rows, err := tx.Query(ctx, `SELECT p.schemaname::text, p.tablename::text, p.attnames::text[],
+			ARRAY(SELECT a.attname::text FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
+			      WHERE a.attrelid = format('%I.%I', p.schemaname, p.tablename)::regclass AND a.attname = ANY(p.attnames)
+			        AND ty.typcategory = 'A')
+		FROM pg_publication_tables p WHERE p.pubname = $1 ORDER BY 1, 2`, pub)
 	if err != nil {
 		return classify(fmt.Errorf("list the tables of publication %q: %w", pub, err))
 	}
@@ -380,20 +412,26 @@ func checkPublished(ctx context.Context, tx pgx.Tx, pub string) error {
 	var problems []error
 	for rows.Next() {
 		var (
-			t    change.TableID
-			cols []string
+			t           change.TableID
+			cols, lists []string
 		)
-		if err := rows.Scan(&t.Schema, &t.Name, &cols); err != nil {
+		if err := rows.Scan(&t.Schema, &t.Name, &cols, &lists); err != nil {
 			return classify(fmt.Errorf("list the tables of publication %q: %w", pub, err))
 		}
 		if err := checkTableName(t); err != nil {
 			problems = append(problems, err)
 			continue
 		}
+		bad := false
 		for _, c := range cols {
 			if IsReservedColumn(c) {
-				problems = append(problems, columnCollision(t, c))
+				problems, bad = append(problems, columnCollision(t, c)), true
 				break
+			}
+		}
+		if !bad {
+			if err := elementCollision(t, cols, func(c string) bool { return slices.Contains(lists, c) }); err != nil {
+				problems = append(problems, err)
 			}
 		}
 	}
