@@ -400,11 +400,17 @@ func createPublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 // their columns (checkTableName, IsReservedColumn), reporting every
 // refused table at once.
 func checkPublished(ctx context.Context, tx pgx.Tx, pub string) error {
-	rows, err := tx.Query(ctx, `SELECT p.schemaname::text, p.tablename::text, p.attnames::text[],
+	// pg_attribute, not pg_publication_tables.attnames (PostgreSQL 15+):
+	// tidemark supports 14, and creates publications without column lists.
+	rows, err := tx.Query(ctx, `SELECT p.schemaname::text, p.tablename::text,
+			ARRAY(SELECT a.attname::text FROM pg_attribute a
+			      WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
 			ARRAY(SELECT a.attname::text FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
-			      WHERE a.attrelid = format('%I.%I', p.schemaname, p.tablename)::regclass AND a.attname = ANY(p.attnames)
-			        AND ty.typcategory = 'A')
-		FROM pg_publication_tables p WHERE p.pubname = $1 ORDER BY 1, 2`, pub)
+			      WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND ty.typcategory = 'A')
+		FROM pg_publication_tables p
+		JOIN pg_namespace n ON n.nspname = p.schemaname
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+		WHERE p.pubname = $1 ORDER BY 1, 2`, pub)
 	if err != nil {
 		return classify(fmt.Errorf("list the tables of publication %q: %w", pub, err))
 	}
