@@ -9,7 +9,9 @@ Usage:
     python scripts/pyiceberg_read.py --warehouse DIR TABLE
     python scripts/pyiceberg_read.py --warehouse DIR --uri postgresql+psycopg2://... TABLE
 
-TABLE is the dotted identifier, e.g. bronze.shop.public.orders. The catalog
+TABLE is the dotted identifier, e.g. bronze.shop.public.orders, or with
+--ident-json the levels as a JSON list (["silver", "shop", "My Schema",
+"select"]), which needs no splitting. The catalog
 is PyIceberg's SqlCatalog named "tidemark", by default on the SQLite file
 DIR/catalog.db, which is where tidemark puts it.
 
@@ -18,7 +20,9 @@ Prints one JSON object:
                 JSON-safe values: decimals as fixed-point strings, binary as
                 lower-case hex, dates/times/timestamps as ISO 8601 with
                 microseconds (timestamptz in UTC with "+00:00"), lists as
-                arrays, NaN/Infinity as strings
+                arrays, NaN/Infinity as strings; the infinity sentinels as
+                "infinity"/"-infinity", and dates/timestamps Python cannot hold
+                (before year 1, after 9999) as "days:N"/"us:N" (since 1970)
     summary     the current snapshot's summary, "operation" included ({} if
                 the table has no snapshot)
     schema      the current schema's top-level field names, in order
@@ -106,9 +110,16 @@ def to_rows(arrow_table):
                 elif v == lo:
                     out.append("-infinity")
                 elif pa.types.is_date32(t):
-                    out.append(datetime.date(1970, 1, 1) + datetime.timedelta(days=v))
+                    try:
+                        out.append(datetime.date(1970, 1, 1) + datetime.timedelta(days=v))
+                    except OverflowError:  # before year 1 or after 9999
+                        out.append("days:%d" % v)
                 else:
-                    ts = datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=v)
+                    try:
+                        ts = datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=v)
+                    except OverflowError:
+                        out.append("us:%d" % v)
+                        continue
                     if t.tz is not None:
                         ts = ts.replace(tzinfo=datetime.timezone.utc)
                     out.append(ts)
@@ -123,8 +134,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--warehouse", required=True, help="tidemark warehouse directory")
     ap.add_argument("--uri", help="SQLAlchemy URI of the catalog (default: sqlite:///DIR/catalog.db)")
-    ap.add_argument("table", help="dotted table identifier, e.g. bronze.shop.public.orders")
+    ap.add_argument("table", nargs="?", help="dotted table identifier, e.g. bronze.shop.public.orders")
+    ap.add_argument("--ident-json", help='the identifier levels as a JSON list, e.g. ["bronze", "shop", "public", "orders"]')
     args = ap.parse_args()
+    if (args.table is None) == (args.ident_json is None):
+        ap.error("give TABLE or --ident-json")
+    ident = tuple(json.loads(args.ident_json)) if args.ident_json else tuple(args.table.split("."))
 
     from pyiceberg.catalog.sql import SqlCatalog
 
@@ -132,13 +147,13 @@ def main():
     uri = args.uri or "sqlite:///" + os.path.join(wh, "catalog.db")
     cat = SqlCatalog("tidemark", uri=uri, warehouse="file://" + wh)
 
-    tbl = cat.load_table(args.table)
+    tbl = cat.load_table(ident)
     snap = tbl.current_snapshot()
     rows = to_rows(tbl.scan().to_arrow()) if snap is not None else []
     summary = {}
     if snap is not None and snap.summary is not None:
         summary = {"operation": str(snap.summary.operation.value), **snap.summary.additional_properties}
-    namespace = tuple(args.table.split(".")[:-1])
+    namespace = ident[:-1]
 
     json.dump(
         {

@@ -72,8 +72,12 @@ func runMaintain(ctx context.Context, lf lakeFlags, source string, tables []stri
 			return err
 		}
 	}
+	ids, err := app.ParseTables(tables)
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	results, err := maintain.New(cat, opts, log).Run(ctx, source, app.ParseTables(tables))
+	results, err := maintain.New(cat, opts, log).Run(ctx, source, ids)
 	if perr := printMaintain(out, lf.format, opts.DryRun, results); perr != nil && err == nil {
 		err = perr
 	}

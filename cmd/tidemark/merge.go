@@ -90,8 +90,12 @@ func runMerge(ctx context.Context, lf lakeFlags, source string, tables []string,
 		if len(tables) == 0 {
 			err = m.MergeAll(ctx, source)
 		} else {
+			ids, perr := app.ParseTables(tables)
+			if perr != nil {
+				return perr
+			}
 			var errs []error
-			for _, t := range app.ParseTables(tables) {
+			for _, t := range ids {
 				if _, e := m.MergeTable(ctx, source, t.Schema, t.Name); e != nil {
 					errs = append(errs, e)
 				}

@@ -77,7 +77,11 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 	if err != nil {
 		return err
 	}
-	admin, err := postgres.OpenAdmin(ctx, dialer, captureOptions(cfg), log)
+	copts, err := captureOptions(cfg)
+	if err != nil {
+		return err
+	}
+	admin, err := postgres.OpenAdmin(ctx, dialer, copts, log)
 	if err != nil {
 		return err
 	}
@@ -124,7 +128,11 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 			}
 		}
 	} else {
-		for _, t := range ParseTables(opts.Tables) {
+		named, err := ParseTables(opts.Tables)
+		if err != nil {
+			return err
+		}
+		for _, t := range named {
 			switch {
 			case !slices.Contains(captured, t):
 				return fault.With(fault.ErrBadConfig, fmt.Sprintf("pipeline %q has no bronze table for %s: is it captured (see `tidemark status`)?", cfg.Name, t), nil)

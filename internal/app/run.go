@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -35,44 +34,28 @@ func OpenCatalog(ctx context.Context, warehouse string, catalog config.Secret) (
 	return cat, nil
 }
 
-// ParseTables turns "schema.table" strings into table ids (validated by config).
-func ParseTables(list []string) []change.TableID {
-	var out []change.TableID
+// ParseTables turns "schema.table" strings into table ids, by PostgreSQL's
+// identifier rules as config.ParseTableName reads them (unquoted names
+// fold to lower case; "Quoted"."Names" are kept as written), so that the
+// tables: list, verify --tables and the TABLE arguments of merge and
+// maintain all name a table the same way. The error is a configuration error.
+func ParseTables(list []string) ([]change.TableID, error) {
+	out := make([]change.TableID, 0, len(list))
 	for _, s := range list {
-		schema, name := splitQualified(s)
-		out = append(out, change.TableID{Schema: schema, Name: name})
-	}
-	return out
-}
-
-// splitQualified splits schema.table, honouring double-quoted identifiers.
-func splitQualified(s string) (string, string) {
-	var parts []string
-	var cur strings.Builder
-	inQ := false
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		switch {
-		case ch == '"' && inQ && i+1 < len(s) && s[i+1] == '"':
-			cur.WriteByte('"')
-			i++
-		case ch == '"':
-			inQ = !inQ
-		case ch == '.' && !inQ:
-			parts = append(parts, cur.String())
-			cur.Reset()
-		default:
-			cur.WriteByte(ch)
+		t, err := config.ParseTableName(s)
+		if err != nil {
+			return nil, fault.With(fault.ErrBadConfig, fmt.Sprintf("table %q", s), err)
 		}
+		out = append(out, change.TableID{Schema: t.Schema, Name: t.Table})
 	}
-	parts = append(parts, cur.String())
-	if len(parts) == 1 {
-		return "public", parts[0]
-	}
-	return parts[0], parts[1]
+	return out, nil
 }
 
-func captureOptions(cfg *config.Config) postgres.Options {
+func captureOptions(cfg *config.Config) (postgres.Options, error) {
+	tables, err := ParseTables(cfg.Tables)
+	if err != nil {
+		return postgres.Options{}, err
+	}
 	spool := cfg.SpoolDir
 	if spool == "" {
 		spool = filepath.Join(cfg.Warehouse, "_tidemark", "spool")
@@ -88,7 +71,7 @@ func captureOptions(cfg *config.Config) postgres.Options {
 	return postgres.Options{
 		Slot:              cfg.Slot,
 		Publication:       cfg.Publication,
-		Tables:            ParseTables(cfg.Tables),
+		Tables:            tables,
 		SpoolDir:          spool,
 		CommitInterval:    time.Duration(cfg.CommitInterval),
 		CommitBytes:       int64(cfg.CommitBytes),
@@ -100,7 +83,7 @@ func captureOptions(cfg *config.Config) postgres.Options {
 			ChunkRows:   cfg.Snapshot.ChunkRows,
 			ChunkBytes:  chunk,
 		},
-	}
+	}, nil
 }
 
 // SilverOptions are the merge options of cfg for tidemark run.
@@ -181,7 +164,10 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	if err != nil {
 		return err
 	}
-	opts := captureOptions(cfg)
+	opts, err := captureOptions(cfg)
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	met := newMetrics(reg, cfg.Name)
 	if cfg.MetricsAddr != "" {

@@ -19,6 +19,56 @@ import (
 
 var errShowDone = errors.New("show: limit reached")
 
+// splitLakeName splits a lake table name into its levels at the dots. A
+// level that starts with '"' is quoted: it ends at the next lone '"', and
+// "" inside it is a quote. Any other level is taken as written up to the
+// next dot, quotes included (lake names are case-sensitive and never
+// contain '.'). So the name status prints, silver.shop.My Schema.Orders,
+// and silver.shop."My Schema"."Orders" both work. ok is false for an
+// unterminated quote, text after a closing quote, or an empty level.
+func splitLakeName(name string) (levels []string, ok bool) {
+	for rest := name; ; {
+		var level string
+		if strings.HasPrefix(rest, `"`) {
+			var b strings.Builder
+			i, closed := 1, false
+			for ; i < len(rest); i++ {
+				if rest[i] != '"' {
+					b.WriteByte(rest[i])
+					continue
+				}
+				if i+1 < len(rest) && rest[i+1] == '"' {
+					b.WriteByte('"')
+					i++
+					continue
+				}
+				closed = true
+				break
+			}
+			if !closed {
+				return nil, false
+			}
+			level, rest = b.String(), rest[i+1:]
+			if rest != "" && rest[0] != '.' {
+				return nil, false
+			}
+		} else {
+			var more bool
+			if level, rest, more = strings.Cut(rest, "."); more {
+				rest = "." + rest
+			}
+		}
+		if level == "" {
+			return nil, false
+		}
+		levels = append(levels, level)
+		if rest == "" {
+			return levels, true
+		}
+		rest = rest[1:]
+	}
+}
+
 // Show prints up to limit rows (0: all) of a lake table named
 // "bronze.<source>.<schema>.<table>", as an aligned table or JSON lines.
 func Show(ctx context.Context, warehouse string, catalog config.Secret, name string, limit int, format string, out io.Writer) error {
@@ -27,9 +77,10 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 		return err
 	}
 	defer cat.Close()
-	ident := strings.Split(name, ".")
-	if len(ident) < 2 {
-		return fault.With(fault.ErrBadConfig, fmt.Sprintf("table %q: give the full name, e.g. bronze.shop.public.orders", name), nil)
+	ident, ok := splitLakeName(name)
+	if !ok || len(ident) < 2 {
+		return fault.With(fault.ErrBadConfig, fmt.Sprintf("table %q: give the full name, e.g. bronze.shop.public.orders "+
+			`(a level may be double-quoted, "" being a quote: silver.shop."My Schema"."Order""s")`, name), nil)
 	}
 	tbl, err := cat.LoadTable(ctx, ident)
 	if err != nil {

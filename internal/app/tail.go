@@ -46,10 +46,13 @@ func Tail(ctx context.Context, cfg *config.Config, opts TailOptions, out io.Writ
 	bw := bufio.NewWriter(out)
 	defer bw.Flush()
 	tw := &tailWriter{out: bw, max: opts.MaxRecords, only: map[change.TableID]bool{}}
-	for _, t := range ParseTables(cfg.Tables) {
+	copts, err := captureOptions(cfg)
+	if err != nil {
+		return err
+	}
+	for _, t := range copts.Tables {
 		tw.only[t] = true
 	}
-	copts := captureOptions(cfg)
 	copts.Slot = fmt.Sprintf("tidemark_tail_%d_%d", os.Getpid(), time.Now().UnixNano()%1000000)
 	copts.TemporarySlot = true
 	copts.Tables = nil // never alter the publication from tail

@@ -29,6 +29,9 @@ func parseConninfo(s string, allowDSN bool) (conninfo, error) {
 		if err != nil {
 			return conninfo{}, fmt.Errorf("not a valid key=value connection string: %v", err)
 		}
+		if p, ok := kv["port"]; ok && !validPorts(p) {
+			return conninfo{}, errors.New("not a valid key=value connection string: port must be between 1 and 65535 (a list of them for several hosts)")
+		}
 		return conninfo{database: kv["dbname"]}, nil
 	}
 	if !allowDSN && looksLikeDSN(s) {
@@ -101,6 +104,18 @@ func parsePostgresURL(s string) (conninfo, error) {
 		db = q.Get("dbname")
 	}
 	return conninfo{database: db}, nil
+}
+
+// validPorts reports whether p is a port, or a comma-separated list of
+// ports (one per host), each 1..65535.
+func validPorts(p string) bool {
+	for _, one := range strings.Split(p, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(one))
+		if err != nil || n < 1 || n > 65535 {
+			return false
+		}
+	}
+	return true
 }
 
 // parseDSN parses a libpq key=value connection string: keys are words,

@@ -60,13 +60,13 @@ log:
 		}},
 		{"flags override file", []string{
 			"--commit-interval=2s", "--warehouse", "/from/flag", "--snapshot-enabled",
-			"--tables", `public.c,"x.y"."Z"`, "--tables", "public.d",
+			"--tables", `public.c,"x,y"."Z"`, "--tables", "public.d",
 			"--commit-bytes", "1GiB", "--source", "postgres://other@db2/orders",
 		}, func(t *testing.T, c *config.Config) {
 			eq(t, "warehouse", c.Warehouse, "/from/flag")
 			eq(t, "commit_interval", c.CommitInterval.Std(), 2*time.Second)
 			eq(t, "enabled", c.Snapshot.IsEnabled(), true)
-			eq(t, "tables", strings.Join(c.Tables, "|"), `public.c|"x.y"."Z"|public.d`)
+			eq(t, "tables", strings.Join(c.Tables, "|"), `public.c|"x,y"."Z"|public.d`)
 			eq(t, "commit_bytes", c.CommitBytes, config.GiB)
 			eq(t, "memory_budget (derived)", c.MemoryBudget, 2*config.GiB)
 			eq(t, "source", c.Source.Reveal(), "postgres://other@db2/orders")

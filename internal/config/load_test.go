@@ -17,7 +17,7 @@ const canary = "Canary-P@ss-7f3"
 func setTestEnv(t *testing.T) {
 	t.Setenv("TM_TEST_HOST", "db.example.com")
 	t.Setenv("TM_TEST_PASSWORD", canary)
-	t.Setenv("TM_TEST_TABLES", `public.a, "x.y"."Z"`)
+	t.Setenv("TM_TEST_TABLES", `public.a, "x,y"."Z"`)
 	t.Setenv("TM_TEST_EMPTY", "")
 	for _, v := range []string{"TM_TEST_DB", "TM_TEST_UNSET", "TM_TEST_MISSING", "TM_TEST_ALSO_MISSING", "TM_TEST_NOT_SET_IN_COMMENT"} {
 		os.Unsetenv(v) // t.Setenv above restores the environment; these must be absent
@@ -67,12 +67,12 @@ func TestGoodFiles(t *testing.T) {
 			eq(t, "catalog", c.Catalog.Reveal(), "postgres://iceberg:secret@catalog.example.com/iceberg")
 			eq(t, "publication", c.Publication, "shop_pub")
 			eq(t, "slot", c.Slot, "shop_slot")
-			eq(t, "tables", strings.Join(c.Tables, "|"), `public.orders|"Sales.EU"."LineItems"`)
+			eq(t, "tables", strings.Join(c.Tables, "|"), `public.orders|"Sales EU"."LineItems"`)
 			names, err := c.TableNames()
 			if err != nil {
 				t.Fatal(err)
 			}
-			eq(t, "tables[1] schema", names[1].Schema, "Sales.EU")
+			eq(t, "tables[1] schema", names[1].Schema, "Sales EU")
 			eq(t, "tables[1] table", names[1].Table, "LineItems")
 			eq(t, "commit_interval", c.CommitInterval.Std(), 5*time.Second)
 			eq(t, "commit_bytes", c.CommitBytes, 128*config.MiB)
@@ -98,7 +98,7 @@ func TestGoodFiles(t *testing.T) {
 			eq(t, "metrics_addr", c.MetricsAddr, ":9090")       // :- also replaces an empty value
 			eq(t, "log.level", c.Log.Level, "info")             // ${TM_TEST_EMPTY} is "", so the default
 			eq(t, "spool_dir", c.SpoolDir, "/spool/${HOME}/x$") // $$ is a literal $
-			eq(t, "tables", strings.Join(c.Tables, "|"), `public.a|"x.y"."Z"`)
+			eq(t, "tables", strings.Join(c.Tables, "|"), `public.a|"x,y"."Z"`)
 			if strings.Contains(c.String(), canary) {
 				t.Errorf("String() shows the interpolated password: %s", c)
 			}
@@ -168,6 +168,24 @@ func TestBadFiles(t *testing.T) {
 			`:5: tables[2]: wildcards are not supported`,
 			`:7: tables[4]: public.orders is listed twice (also tables[3])`, // Public.Orders folds to public.orders
 			`:8: tables[5]: unterminated double quote`,
+		},
+		"bad_silver.bad.yml": {
+			`:3: silver.every: must be at least 100ms, got 10ms`,
+			`:4: silver.buckets: must be between 0 (unpartitioned) and 4096, got 5000`,
+			`:5: silver.delete_mode: must be merge-on-read or copy-on-write, got "cow"`,
+			`:6: silver.max_changes: must be at least 1000, got 10`,
+			`:7: heartbeat_interval: must be at least 10ms, got 1ms`,
+			`:8: publication_poll: must be at least 100ms, got 10ms`,
+			`:10: snapshot.chunk_rows: must be at least 1, got 0`,
+			`:11: snapshot.chunk_bytes: must not exceed memory_budget (256MiB), got 1GiB`,
+			`:13: retry.initial_backoff: must be at least 1ms, got 0s`,
+			`:14: metrics_addr: port must be a number between 0 and 65535`,
+		},
+		"bad_nested.bad.yml": {
+			`:3: silver.evry: unknown key; did you mean "every"?`,
+			`:4: silver.soft_deletes: must be true or false, got "perhaps"`,
+			`:6: retry.max_elapsed_time: unknown key`,
+			`:8: log.levle: unknown key; did you mean "level"?`,
 		},
 		"bad_yaml.bad.yml":    {`bad_yaml.bad.yml:3: invalid YAML: did not find expected key`},
 		"not_mapping.bad.yml": {`not_mapping.bad.yml:1: the top level must be a mapping`},

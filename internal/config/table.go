@@ -134,6 +134,30 @@ func parseIdent(s string) (ident, rest string, err error) {
 	}, s[:i]), s[i:], nil
 }
 
+// LakeNameProblem says why a source schema or table name cannot be stored
+// in the lake exactly ("" if it can). kind is "schema" or "table". Quotes,
+// spaces, unicode, reserved words and mixed case are fine; these are not
+// (docs/type-mapping.md, "Names"):
+//   - '.': Iceberg identifiers are written as dot-joined levels (the JDBC
+//     and PyIceberg SQL catalogs store a namespace that way), so
+//     bronze.src."a.b".t would be read back as bronze.src.a.b.t;
+//   - '/' and control characters: iceberg-go refuses them in identifiers;
+//   - the schema _building: silver.<source>._building holds silver tables
+//     that are being built.
+func LakeNameProblem(kind, name string) string {
+	switch {
+	case strings.Contains(name, "."):
+		return "contains '.', which Iceberg catalogs use to separate namespace levels: PyIceberg, Spark and Trino would read another name"
+	case strings.Contains(name, "/"):
+		return "contains '/', which Iceberg identifiers may not hold"
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return "contains a control character, which Iceberg identifiers may not hold"
+	case kind == "schema" && name == "_building":
+		return "is reserved: silver.<source>._building holds tidemark's silver tables that are being built"
+	}
+	return ""
+}
+
 // TableNames parses Tables. After a successful Validate it does not fail.
 func (c *Config) TableNames() ([]TableName, error) {
 	out := make([]TableName, 0, len(c.Tables))

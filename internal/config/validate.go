@@ -154,6 +154,12 @@ func (c *Config) validate(requireSource bool) error {
 			continue
 		}
 		seen[t] = i
+		for _, part := range [][2]string{{"schema", t.Schema}, {"table", t.Table}} {
+			if why := LakeNameProblem(part[0], part[1]); why != "" {
+				k.bad(p, "%s: the %s name %q %s; rename it at the source (docs/type-mapping.md, Names)", t, part[0], part[1], why)
+				break
+			}
+		}
 	}
 
 	// sizes and intervals

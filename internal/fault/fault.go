@@ -109,6 +109,7 @@ var (
 	ErrIncompatibleSchema = &Error{Class: Fatal, Code: "incompatible_schema"}
 	ErrCorruptState       = &Error{Class: Fatal, Code: "corrupt_state"}
 	ErrColumnCollision    = &Error{Class: Config, Code: "column_collision"}
+	ErrUnsupportedName    = &Error{Class: Config, Code: "unsupported_name"}
 	ErrBadConfig          = &Error{Class: Config, Code: "bad_config"}
 	ErrAlreadyRunning     = &Error{Class: Config, Code: "already_running"}
 	// ErrCommitConflict: another writer committed to a lake table between

@@ -323,7 +323,7 @@ func (c *Catalog) CreateTable(ctx context.Context, ident []string, spec TableSpe
 	opts := []catalog.CreateTableOpt{catalog.WithProperties(props), catalog.WithLocation(loc)}
 	if spec.DayPartition != "" {
 		ps, err := iceberggo.NewPartitionSpecOpts(iceberggo.AddPartitionFieldByName(
-			spec.DayPartition, spec.DayPartition+"_day", iceberggo.DayTransform{}, spec.Schema, nil))
+			spec.DayPartition, partitionFieldName(spec.DayPartition, "day"), iceberggo.DayTransform{}, spec.Schema, nil))
 		if err != nil {
 			return nil, fmt.Errorf("iceberg: create table %s: partition by day(%s): %w", name, spec.DayPartition, err)
 		}
@@ -402,6 +402,35 @@ func dirName(name string) string {
 	}, name)
 	sum := sha256.Sum256([]byte(name))
 	return safe + "-" + hex.EncodeToString(sum[:4])
+}
+
+// partitionFieldName names the partition field of transform (day, bucket)
+// of column col: "<col>_<transform>", spelled as an Avro name.
+//
+// Manifests are Avro files whose partition struct has one field per
+// partition field, and Avro names are [A-Za-z_][A-Za-z0-9_]*: iceberg-go
+// fails to write a manifest for "k ey_bucket" or "ключ_bucket". Like
+// Iceberg Java's AvroSchemaUtil.makeCompatibleName, every other character
+// becomes "_x" and its upper-case hex code point, and a leading digit gets
+// a '_' in front; a name that is already valid is kept, so existing tables
+// do not change.
+func partitionFieldName(col, transform string) string {
+	name := col + "_" + transform
+	var b strings.Builder
+	for i, r := range name {
+		switch {
+		case r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z':
+			b.WriteRune(r)
+		case r >= '0' && r <= '9':
+			if i == 0 {
+				b.WriteByte('_')
+			}
+			b.WriteRune(r)
+		default:
+			fmt.Fprintf(&b, "_x%X", r)
+		}
+	}
+	return b.String()
 }
 
 // redact replaces every secret in err's message (pgx can echo a connection

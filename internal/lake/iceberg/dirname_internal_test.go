@@ -22,3 +22,18 @@ func TestDirName(t *testing.T) {
 		}
 	}
 }
+
+func TestPartitionFieldName(t *testing.T) {
+	for col, want := range map[string]string{
+		"id":           "id_bucket",
+		"Order_ID":     "Order_ID_bucket",
+		"k ey":         "k_x20ey_bucket",
+		"ключ":         "_x43A_x43B_x44E_x447_bucket",
+		"1st":          "_1st_bucket",
+		"col.with.dot": "col_x2Ewith_x2Edot_bucket",
+	} {
+		if got := partitionFieldName(col, "bucket"); got != want {
+			t.Errorf("partitionFieldName(%q) = %q, want %q", col, got, want)
+		}
+	}
+}

@@ -124,7 +124,7 @@ func (c *Catalog) CreateKeyedTable(ctx context.Context, ident []string, spec Key
 	opts := []catalog.CreateTableOpt{catalog.WithProperties(props), catalog.WithLocation(loc)}
 	if spec.Buckets > 0 && bucketable(sch, spec.Key[0]) {
 		ps, err := iceberggo.NewPartitionSpecOpts(iceberggo.AddPartitionFieldByName(
-			spec.Key[0], spec.Key[0]+"_bucket", iceberggo.BucketTransform{NumBuckets: spec.Buckets}, sch, nil))
+			spec.Key[0], partitionFieldName(spec.Key[0], "bucket"), iceberggo.BucketTransform{NumBuckets: spec.Buckets}, sch, nil))
 		if err != nil {
 			return nil, fmt.Errorf("iceberg: create table %s: partition by bucket(%d, %s): %w", name, spec.Buckets, spec.Key[0], err)
 		}

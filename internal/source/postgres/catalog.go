@@ -6,26 +6,81 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"unicode"
 
+	"github.com/apache/iceberg-go"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
 
-// cdcColumns are the bronze metadata columns; a source column may not use
-// one of these names.
-var cdcColumns = map[string]bool{
-	"cdc_op": true, "cdc_ts": true, "cdc_processed_at": true, "cdc_source_lsn": true,
-	"cdc_source_tx_id": true, "cdc_seq": true, "cdc_unchanged": true, "cdc_deleted": true,
+// reservedPrefix starts every tidemark metadata column (cdc_op, cdc_ts,
+// ..., silver's cdc_deleted); silver tells source columns from metadata by
+// it, so a source column may not start with it, in any case (engines such
+// as Spark, Trino and DuckDB match column names case-insensitively).
+const reservedPrefix = "cdc_"
+
+// IsReservedColumn reports whether name collides with a tidemark metadata
+// column: it starts with "cdc_", in any case.
+func IsReservedColumn(name string) bool {
+	return len(name) >= len(reservedPrefix) && strings.EqualFold(name[:len(reservedPrefix)], reservedPrefix)
 }
 
-// IsReservedColumn reports whether name collides with a tidemark metadata column.
-func IsReservedColumn(name string) bool { return cdcColumns[name] }
+// columnCollision is the error for a source column named like a metadata column.
+func columnCollision(t change.TableID, col string) error {
+	return fault.With(fault.ErrColumnCollision, fmt.Sprintf("table %s: column %q starts with %q, which tidemark reserves for its metadata columns; "+
+		"rename it at the source (ALTER TABLE %s RENAME COLUMN %s TO ...) or %s", showTable(t), col, reservedPrefix, showTable(t), quoteIdent(col), leaveOut(t)), nil)
+}
+
+// elementCollision refuses a column named "<c>.element" when c is an array
+// column: Iceberg names a list's element field "<c>.element", and a schema
+// with two fields of one full name is invalid (readers index fields by it).
+func elementCollision(t change.TableID, cols []string, isList func(string) bool) error {
+	have := map[string]bool{}
+	for _, c := range cols {
+		have[c] = true
+	}
+	for _, c := range cols {
+		if isList(c) && have[c+".element"] {
+			return fault.With(fault.ErrColumnCollision, fmt.Sprintf("table %s: column %q has the name Iceberg gives to the elements of the array column %q; "+
+				"rename one of them at the source or %s", showTable(t), c+".element", c, leaveOut(t)), nil)
+		}
+	}
+	return nil
+}
+
+// leaveOut tells the operator how to exclude table t from the pipeline.
+func leaveOut(t change.TableID) string {
+	return fmt.Sprintf("leave the table out: list the tables to capture in tables: (--tables), or, for a publication you manage, ALTER PUBLICATION ... DROP TABLE %s", showTable(t))
+}
+
+// showTable is quoteTable for messages: a name with a control character
+// (a newline would split a log line) is shown Go-quoted instead.
+func showTable(t change.TableID) string {
+	if strings.IndexFunc(t.Schema+t.Name, unicode.IsControl) >= 0 {
+		return fmt.Sprintf("%q.%q", t.Schema, t.Name)
+	}
+	return quoteTable(t)
+}
+
+// checkTableName refuses a schema or table name the lake cannot hold
+// exactly (config.LakeNameProblem), before anything is created for it.
+func checkTableName(t change.TableID) error {
+	for _, part := range [][2]string{{"schema", t.Schema}, {"table", t.Name}} {
+		if why := config.LakeNameProblem(part[0], part[1]); why != "" {
+			return fault.With(fault.ErrUnsupportedName, fmt.Sprintf("table %s: the %s name %q %s; rename it at the source or %s",
+				showTable(t), part[0], part[1], why, leaveOut(t)), nil)
+		}
+	}
+	return nil
+}
 
 // Dialer opens connections to the source with tidemark's session settings.
 type Dialer struct {
@@ -208,6 +263,9 @@ func quoteTable(t change.TableID) string { return pgx.Identifier{t.Schema, t.Nam
 
 // describeTable reads a table's columns and key from the catalog.
 func describeTable(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup typemap.Lookup) (*TableInfo, error) {
+	if err := checkTableName(t); err != nil {
+		return nil, err
+	}
 	var (
 		oid      uint32
 		replid   string
@@ -244,10 +302,19 @@ func describeTable(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 	}
 	for _, c := range rel.Columns {
 		if IsReservedColumn(c.Name) {
-			return nil, fault.With(fault.ErrColumnCollision, fmt.Sprintf("table %s: column %q has the name of a tidemark metadata column; rename it at the source or leave the table out of the publication", t, c.Name), nil)
+			return nil, columnCollision(t, c.Name)
 		}
 	}
 	if err := mapColumns(t, rel.Columns, lookup); err != nil {
+		return nil, err
+	}
+	names := make([]string, len(rel.Columns))
+	lists := map[string]bool{}
+	for i, c := range rel.Columns {
+		names[i] = c.Name
+		_, lists[c.Name] = c.Map.IcebergType().(*iceberg.ListType)
+	}
+	if err := elementCollision(t, names, func(c string) bool { return lists[c] }); err != nil {
 		return nil, err
 	}
 	keys, err := tableKey(ctx, conn, oid, replid)
@@ -365,7 +432,16 @@ func createPublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 		}
 		sql += " FOR TABLE " + strings.Join(parts, ", ")
 	}
-	if _, err := conn.Exec(ctx, sql); err != nil {
+	// Created in a transaction that is rolled back if a table it would
+	// publish is refused: a pipeline refused at its first start leaves no
+	// FOR ALL TABLES publication behind, so rerunning it with a tables
+	// list that leaves the table out works.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return classify(fmt.Errorf("create publication %q: %w", pub, err))
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, sql); err != nil {
 		if isPermissionDenied(err) {
 			need := "FOR ALL TABLES needs a superuser"
 			if len(tables) > 0 {
@@ -377,12 +453,69 @@ func createPublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 		}
 		return classify(fmt.Errorf("create publication %q: %w", pub, err))
 	}
+	if err := checkPublished(ctx, tx, pub); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return classify(fmt.Errorf("create publication %q: %w", pub, err))
+	}
 	return nil
 }
 
 func isPermissionDenied(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "42501"
+}
+
+// checkPublished checks the names of every table pub publishes and of
+// their columns (checkTableName, IsReservedColumn), reporting every
+// refused table at once.
+func checkPublished(ctx context.Context, tx pgx.Tx, pub string) error {
+	// pg_attribute, not pg_publication_tables.attnames (PostgreSQL 15+):
+	// tidemark supports 14, and creates publications without column lists.
+	rows, err := tx.Query(ctx, `SELECT p.schemaname::text, p.tablename::text,
+			ARRAY(SELECT a.attname::text FROM pg_attribute a
+			      WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
+			ARRAY(SELECT a.attname::text FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
+			      WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND ty.typcategory = 'A')
+		FROM pg_publication_tables p
+		JOIN pg_namespace n ON n.nspname = p.schemaname
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+		WHERE p.pubname = $1 ORDER BY 1, 2`, pub)
+	if err != nil {
+		return classify(fmt.Errorf("list the tables of publication %q: %w", pub, err))
+	}
+	defer rows.Close()
+	var problems []error
+	for rows.Next() {
+		var (
+			t           change.TableID
+			cols, lists []string
+		)
+		if err := rows.Scan(&t.Schema, &t.Name, &cols, &lists); err != nil {
+			return classify(fmt.Errorf("list the tables of publication %q: %w", pub, err))
+		}
+		if err := checkTableName(t); err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		bad := false
+		for _, c := range cols {
+			if IsReservedColumn(c) {
+				problems, bad = append(problems, columnCollision(t, c)), true
+				break
+			}
+		}
+		if !bad {
+			if err := elementCollision(t, cols, func(c string) bool { return slices.Contains(lists, c) }); err != nil {
+				problems = append(problems, err)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return classify(fmt.Errorf("list the tables of publication %q: %w", pub, err))
+	}
+	return errors.Join(problems...)
 }
 
 // addToPublication adds tables missing from a table-list publication.

@@ -335,7 +335,7 @@ func (s *stream) relation(ctx context.Context, m *pglogrepl.RelationMessage) err
 	rel := &Relation{ID: m.RelationID, Table: id}
 	for _, col := range m.Columns {
 		if IsReservedColumn(col.Name) {
-			return fault.With(fault.ErrColumnCollision, fmt.Sprintf("table %s: column %q has the name of a tidemark metadata column; rename it at the source", id, col.Name), nil)
+			return columnCollision(id, col.Name)
 		}
 		rel.Columns = append(rel.Columns, Column{Name: col.Name, TypeOID: col.DataType, TypeMod: col.TypeModifier})
 	}

@@ -1,0 +1,434 @@
+package app_test
+
+// Bad input at the pipeline level (RELIABILITY.md rows 22-24): odd
+// identifiers and special values go through the real binary, from a real
+// PostgreSQL table to bronze and silver, and come back exactly, read by our
+// reader and by PyIceberg, with `tidemark verify` equal; what the lake cannot
+// hold is refused at start with a named error or dead-lettered with a reason.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/silver"
+	"github.com/tidemark/tidemark/internal/testenv"
+)
+
+// oddTable is a source table with an odd name, its key, and the rows the
+// test expects in silver (column -> value as bronzetest reads it).
+type oddTable struct {
+	id  change.TableID
+	key []string
+}
+
+// TestBadInputIdentifiers: schemas, tables and columns named with quotes,
+// spaces, unicode, reserved words and mixed case round-trip exactly through
+// bronze and silver, are addressable by every command that takes a table
+// name, and verify equal.
+func TestBadInputIdentifiers(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "bad_ident")
+	source := sourceName(t, srcURL)
+	pg.Exec(t, srcURL, `
+		CREATE SCHEMA "Mixed Case";
+		CREATE SCHEMA "Ünïcødé 表";
+		CREATE SCHEMA "sch""q";
+		CREATE TABLE "Mixed Case"."select" (
+			"Id" int PRIMARY KEY, "order" text, "Order" text, "user" int, "from" bool,
+			"col.with.dots" text, "spaced col" text, "quo""te" text, "Ünïcødé 表" text, "🎉" text,
+			"a/b" text, "tab	col" text, "cdcop" text);
+		CREATE TABLE "Ünïcødé 表"."user" ("ключ" text PRIMARY KEY, "表" int);
+		CREATE TABLE "sch""q"."ta""ble" ("k ey" int, "Order" int, v text, PRIMARY KEY ("k ey", "Order"));
+		CREATE TABLE public."CamelCase" (id bigint PRIMARY KEY, "ÄÖÜ" text);
+		CREATE TABLE public."order" (id int PRIMARY KEY, v text);`)
+	insert := func(tag string, base int) {
+		pg.Exec(t, srcURL, fmt.Sprintf(`
+			INSERT INTO "Mixed Case"."select" SELECT g + %[2]d, 'lower %[1]s ' || g, 'Upper %[1]s ' || g, g, g %% 2 = 0,
+				'dots', 'spaces', 'quote"d', 'ü表', '🎉🎉', 'slash', 'tab', 'x' FROM generate_series(1, 5) g;
+			INSERT INTO "Ünïcødé 表"."user" SELECT 'ключ-%[1]s-' || g || '-表', g FROM generate_series(1, 5) g;
+			INSERT INTO "sch""q"."ta""ble" SELECT g + %[2]d, -g, 'v "%[1]s"' FROM generate_series(1, 5) g;
+			INSERT INTO public."CamelCase" SELECT g + %[2]d, 'äöü %[1]s' FROM generate_series(1, 5) g;
+			INSERT INTO public."order" SELECT g + %[2]d, '%[1]s' FROM generate_series(1, 5) g;`, tag, base))
+	}
+	insert("snap", 0) // read by the initial snapshot
+	tables := []oddTable{
+		{change.TableID{Schema: "Mixed Case", Name: "select"}, []string{"Id"}},
+		{change.TableID{Schema: "Ünïcødé 表", Name: "user"}, []string{"ключ"}},
+		{change.TableID{Schema: `sch"q`, Name: `ta"ble`}, []string{"k ey", "Order"}},
+		{change.TableID{Schema: "public", Name: "CamelCase"}, []string{"id"}},
+		{change.TableID{Schema: "public", Name: "order"}, []string{"id"}},
+	}
+
+	r, wh := newRunner(t, bin, srcURL, "--silver-every", "300ms")
+	lk := openLake(t, wh, source)
+	s := r.start()
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, tables)
+	insert("stream", 100) // streamed
+	pg.Exec(t, srcURL, `
+		UPDATE "Mixed Case"."select" SET "Order" = 'updated', "quo""te" = NULL WHERE "Id" = 2;
+		DELETE FROM "Mixed Case"."select" WHERE "Id" = 3;
+		UPDATE "Ünïcødé 表"."user" SET "ключ" = "ключ" || '🎉' WHERE "表" = 1;
+		UPDATE "sch""q"."ta""ble" SET v = 'changed' WHERE "k ey" = 101;
+		DELETE FROM public."order" WHERE id = 1;`)
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, tables)
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	lk.close()
+
+	// Bronze, replayed by key, equals the source: every name and value kept.
+	for _, tb := range tables {
+		rows := bronzetest.Read(t, wh, bronze.Ident(source, tb.id)...)
+		if d := bronzetest.Duplicates(rows); len(d) > 0 {
+			t.Errorf("bronze %s: duplicates %v", tb.id, d)
+		}
+		compareRows(t, "bronze "+tb.id.String(), readSourceID(t, srcURL, tb.id, tb.key), bronzetest.Replay(t, rows, tb.key))
+	}
+
+	// merge addresses each table by its quoted name (and all tables at once).
+	for _, tb := range tables {
+		arg := pgx.Identifier{tb.id.Schema, tb.id.Name}.Sanitize()
+		if out, err := exec.Command(bin, "merge", "--warehouse", wh, "--name", source, arg).CombinedOutput(); err != nil {
+			t.Fatalf("tidemark merge %s: %v\n%s", arg, err, out)
+		}
+	}
+	// Silver equals the source, by our reader, by verify and by PyIceberg.
+	for _, tb := range tables {
+		rows := bronzetest.Read(t, wh, silver.Ident(source, tb.id.Schema, tb.id.Name)...)
+		got := map[string]bronzetest.Row{}
+		for _, row := range rows {
+			got[bronzetest.KeyOf(row, tb.key)] = row
+		}
+		compareRows(t, "silver "+tb.id.String(), readSourceID(t, srcURL, tb.id, tb.key), got)
+	}
+	runVerify(t, r, bin, srcURL, wh, source)
+	for _, tb := range tables {
+		checkPyIceberg(t, wh, silver.Ident(source, tb.id.Schema, tb.id.Name), readSourceID(t, srcURL, tb.id, tb.key), tb.key)
+	}
+
+	// show and status address and list them.
+	for _, tb := range tables {
+		for _, name := range []string{
+			strings.Join(silver.Ident(source, tb.id.Schema, tb.id.Name), "."),
+			"silver." + source + "." + pgx.Identifier{tb.id.Schema, tb.id.Name}.Sanitize(),
+		} {
+			out, err := exec.Command(bin, "show", "--warehouse", wh, "--format", "json", name).CombinedOutput()
+			if err != nil {
+				t.Errorf("tidemark show %s: %v\n%s", name, err, out)
+				continue
+			}
+			if n := strings.Count(strings.TrimSpace(string(out)), "\n") + 1; n != len(readSourceID(t, srcURL, tb.id, tb.key)) {
+				t.Errorf("tidemark show %s printed %d rows, the source has %d:\n%s", name, n, len(readSourceID(t, srcURL, tb.id, tb.key)), out)
+			}
+		}
+	}
+	out, err := exec.Command(bin, "status", "--warehouse", wh, "--format", "json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tidemark status: %v\n%s", err, out)
+	}
+	for _, tb := range tables {
+		if !bytes.Contains(out, []byte(jsonString(tb.id.Name))) || !bytes.Contains(out, []byte(jsonString(tb.id.Schema))) {
+			t.Errorf("tidemark status does not list %s:\n%s", tb.id, out)
+		}
+	}
+}
+
+// TestBadInputRefusedIdentifiers: names the lake cannot hold exactly are
+// refused at start with a named configuration error that says what to
+// rename and how to leave the table out; listing the other tables works.
+func TestBadInputRefusedIdentifiers(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	cases := []struct {
+		name, ddl string
+		code      string
+		want      []string // in the message
+	}{
+		{"column named cdc_op", `CREATE TABLE public.bad (id int PRIMARY KEY, cdc_op text)`, "column_collision",
+			[]string{`"cdc_op"`, "rename", `"public"."bad"`}},
+		{"column with the cdc_ prefix", `CREATE TABLE public.bad (id int PRIMARY KEY, cdc_flag bool)`, "column_collision",
+			[]string{`"cdc_flag"`, "rename", `"public"."bad"`}},
+		{"column named CDC_TS", `CREATE TABLE public.bad (id int PRIMARY KEY, "CDC_TS" text)`, "column_collision",
+			[]string{`"CDC_TS"`, "rename"}},
+		{"column named like a list's elements", `CREATE TABLE public.bad (id int PRIMARY KEY, tags text[], "tags.element" text)`, "column_collision",
+			[]string{`"tags.element"`, `"tags"`, "rename"}},
+		{"schema with a dot", `CREATE SCHEMA "a.b"; CREATE TABLE "a.b".bad (id int PRIMARY KEY)`, "unsupported_name",
+			[]string{`"a.b"."bad"`, "'.'", "rename"}},
+		{"table with a dot", `CREATE TABLE public."t.x" (id int PRIMARY KEY)`, "unsupported_name",
+			[]string{`"public"."t.x"`, "'.'", "rename"}},
+		{"table with a slash", `CREATE TABLE public."t/x" (id int PRIMARY KEY)`, "unsupported_name",
+			[]string{`"public"."t/x"`, "'/'"}},
+		{"table with a newline", "CREATE TABLE public.\"t\nx\" (id int PRIMARY KEY)", "unsupported_name",
+			[]string{"control character"}},
+		{"schema named _building", `CREATE SCHEMA _building; CREATE TABLE _building.bad (id int PRIMARY KEY)`, "unsupported_name",
+			[]string{`"_building"."bad"`, "reserved"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srcURL := pg.CreateDB(t, "bad_refuse")
+			pg.Exec(t, srcURL, tc.ddl+`; CREATE TABLE public.good (id int PRIMARY KEY, v text); INSERT INTO public.good VALUES (1, 'ok')`)
+			wh := t.TempDir()
+			out, err := exec.Command(bin, "run", "--source", srcURL, "--warehouse", wh, "--name", "src").CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != fault.ExitConfig {
+				t.Fatalf("tidemark run: %v, want exit %d; output:\n%s", err, fault.ExitConfig, out)
+			}
+			for _, w := range append([]string{"[" + tc.code + "]", "ALTER PUBLICATION", "tables"}, tc.want...) {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("the error does not say %q:\n%s", w, out)
+				}
+			}
+			// Nothing was captured.
+			if rows := tryRead(wh, "bronze", "src", "public", "good"); len(rows) > 0 {
+				t.Errorf("bronze.src.public.good was written before the refusal: %d rows", len(rows))
+			}
+			// Leaving the table out (the tables list) lets the rest run.
+			r, wh2 := newRunner(t, bin, srcURL, "--name", "src", "--tables", "public.good")
+			lk := openLake(t, wh2, "src")
+			s := r.start()
+			lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "good"}}})
+			if code := s.stop(t, time.Minute); code != 0 {
+				t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+			}
+		})
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return strings.Trim(string(b), `"`)
+}
+
+// waitCaughtUpIDs is waitCaughtUp for tables in any schema.
+func (l *lakeView) waitCaughtUpIDs(s *session, target uint64, timeout time.Duration, tables []oddTable) {
+	l.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if s.exited() {
+			l.t.Fatalf("tidemark session %d exited by itself while catching up: %v", s.n, s.err)
+		}
+		cp, ok := l.checkpoint()
+		done := ok && cp.AckedLSN >= target
+		var states []string
+		for _, tb := range tables {
+			st := l.snapshotStatusID(tb.id)
+			done = done && st == "done"
+			states = append(states, tb.id.String()+"="+st)
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("tidemark did not catch up within %s: checkpoint %+v, snapshots %v", timeout, cp, states)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (l *lakeView) snapshotStatusID(id change.TableID) string {
+	tbl, err := l.cat.LoadTable(context.Background(), bronze.Ident(l.source, id))
+	if err != nil {
+		return ""
+	}
+	var st struct {
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal([]byte(tbl.Summary()["tidemark.snapshot"]), &st)
+	return st.Status
+}
+
+// readSourceID reads a source table in any schema the way readSource does.
+func readSourceID(t *testing.T, srcURL string, id change.TableID, key []string) map[string]bronzetest.Row {
+	t.Helper()
+	ctx := context.Background()
+	c := connect(t, srcURL)
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, "SELECT * FROM "+pgx.Identifier{id.Schema, id.Name}.Sanitize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]bronzetest.Row{}
+	fds := rows.FieldDescriptions()
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := bronzetest.Row{}
+		for i, v := range vals {
+			r[fds[i].Name] = normalize(v)
+		}
+		out[bronzetest.KeyOf(r, key)] = r
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// compareRows requires got (lake rows by key) to hold exactly want's keys
+// with want's values in every source column.
+func compareRows(t *testing.T, what string, want, got map[string]bronzetest.Row) {
+	t.Helper()
+	for k, w := range want {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("%s: key %s is missing", what, k)
+			continue
+		}
+		for col, wv := range w {
+			gv, ok := g[col]
+			if !ok {
+				t.Errorf("%s: key %s: column %q is missing (columns: %v)", what, k, col, sortedKeys(g))
+				continue
+			}
+			if !sameValue(wv, gv) {
+				t.Errorf("%s: key %s: column %q = %s, source %s", what, k, col, showValue(gv), showValue(wv))
+			}
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: key %s is not in the source", what, k)
+		}
+	}
+}
+
+// runVerify runs `tidemark verify` while a session carries silver to the
+// source position it compares at, and requires every table equal.
+func runVerify(t *testing.T, r *runner, bin, srcURL, wh, source string) []byte {
+	t.Helper()
+	s := r.start()
+	out, err := exec.Command(bin, "verify", "--source", srcURL, "--warehouse", wh, "--name", source, "--wait", "2m").CombinedOutput()
+	code := s.stop(t, time.Minute)
+	if err != nil {
+		t.Fatalf("tidemark verify: %v\n%s", err, out)
+	}
+	if code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	t.Logf("tidemark verify:\n%s", bytes.TrimSpace(out))
+	return out
+}
+
+// pyRead reads a lake table with PyIceberg (scripts/pyiceberg_read.py),
+// addressing it by its identifier levels. It returns nil when
+// TIDEMARK_PYTHON is not set.
+func pyRead(t *testing.T, wh string, ident []string) []map[string]any {
+	t.Helper()
+	py := os.Getenv("TIDEMARK_PYTHON")
+	if py == "" {
+		return nil
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	levels, _ := json.Marshal(ident)
+	cmd := exec.Command(py, filepath.Join(root, "scripts", "pyiceberg_read.py"), "--warehouse", wh, "--ident-json", string(levels))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("PyIceberg reading %q: %v\n%s", ident, err, stderr.String())
+	}
+	var res struct {
+		Rows []map[string]any `json:"rows"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.UseNumber()
+	if err := dec.Decode(&res); err != nil {
+		t.Fatalf("PyIceberg output: %v\n%s", err, out)
+	}
+	return res.Rows
+}
+
+// checkPyIceberg requires PyIceberg to read the source's keys and column
+// names from a silver table (values are compared per type elsewhere).
+func checkPyIceberg(t *testing.T, wh string, ident []string, want map[string]bronzetest.Row, key []string) {
+	t.Helper()
+	rows := pyRead(t, wh, ident)
+	if rows == nil && os.Getenv("TIDEMARK_PYTHON") == "" {
+		return
+	}
+	if len(rows) != len(want) {
+		t.Errorf("PyIceberg reads %d rows in %q, the source has %d", len(rows), ident, len(want))
+	}
+	var cols []string
+	for _, w := range want {
+		cols = sortedKeys(w)
+		break
+	}
+	for _, row := range rows {
+		for _, c := range cols {
+			if _, ok := row[c]; !ok {
+				have := make([]string, 0, len(row))
+				for k := range row {
+					have = append(have, k)
+				}
+				sort.Strings(have)
+				t.Errorf("PyIceberg row of %q lacks column %q: has %q", ident, c, have)
+				return
+			}
+		}
+	}
+}
+
+// TestBadInputRefusedAfterStart: a refused name that appears while the
+// pipeline runs (a column added, a table created under FOR ALL TABLES)
+// stops it with the same named error, before any of its rows is written.
+func TestBadInputRefusedAfterStart(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	for _, tc := range []struct {
+		name, ddl, code, want string
+	}{
+		{"column added", `ALTER TABLE public.good ADD COLUMN "Cdc_Extra" int; INSERT INTO public.good VALUES (2, 'two', 2)`, "column_collision", `"Cdc_Extra"`},
+		{"table created", `CREATE TABLE public."late.table" (id int PRIMARY KEY); INSERT INTO public."late.table" VALUES (1)`, "unsupported_name", `"late.table"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srcURL := pg.CreateDB(t, "bad_late")
+			pg.Exec(t, srcURL, `CREATE TABLE public.good (id int PRIMARY KEY, v text); INSERT INTO public.good VALUES (1, 'ok')`)
+			r, wh := newRunner(t, bin, srcURL, "--name", "src", "--publication-poll", "200ms")
+			lk := openLake(t, wh, "src")
+			s := r.start()
+			lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "good"}}})
+			pg.Exec(t, srcURL, tc.ddl)
+			select {
+			case <-s.done:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("tidemark did not stop after the refused name appeared")
+			}
+			if code := s.cmd.ProcessState.ExitCode(); code != fault.ExitConfig {
+				t.Errorf("exit code %d, want %d", code, fault.ExitConfig)
+			}
+			log, _ := os.ReadFile(r.logPath)
+			if !strings.Contains(string(log), "["+tc.code+"]") || !strings.Contains(string(log), tc.want) {
+				t.Errorf("the log does not name [%s] and %s:\n%s", tc.code, tc.want, log)
+			}
+			lk.close()
+			// Only the one row from before is in bronze.
+			if rows := bronzetest.Read(t, wh, "bronze", "src", "public", "good"); len(rows) != 1 {
+				t.Errorf("bronze.src.public.good has %d rows, want 1", len(rows))
+			}
+		})
+	}
+}
