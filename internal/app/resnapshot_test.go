@@ -153,6 +153,39 @@ func silverCountMatches(t *testing.T, srcURL, wh, source, table string) {
 	}
 }
 
+// advanceSlot moves slot past every change committed so far, as a foreign
+// consumer would. pg_replication_slot_advance stops at the flushed WAL and
+// the test server commits asynchronously, so it first waits for the WAL
+// writer (once seen: the slot did not move and the run streamed the gap).
+func advanceSlot(t *testing.T, srcURL, slot string) {
+	t.Helper()
+	target := walLSN(t, srcURL)
+	conn := connect(t, srcURL)
+	defer conn.Close(context.Background())
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var flushed, confirmed string
+		if err := conn.QueryRow(context.Background(), `SELECT pg_current_wal_flush_lsn()::text,
+				(SELECT coalesce(confirmed_flush_lsn, '0/0')::text FROM pg_replication_slots WHERE slot_name = $1)`, slot).Scan(&flushed, &confirmed); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := postgres.ParseLSN(confirmed); err == nil && c >= target {
+			return
+		}
+		if f, err := postgres.ParseLSN(flushed); err == nil && f >= target {
+			// Only once a just-stopped run's walsender has gone.
+			if _, err := conn.Exec(context.Background(), `SELECT pg_replication_slot_advance(slot_name, $2::text::pg_lsn) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active`,
+				slot, postgres.FormatLSN(target)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot %s did not advance to %s (flushed %s, confirmed %s)", slot, postgres.FormatLSN(target), flushed, confirmed)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func dropSlot(t *testing.T, srcURL, slot string) {
 	t.Helper()
 	conn := connect(t, srcURL)
@@ -206,7 +239,7 @@ func TestResnapshotRecoversBrokenSlot(t *testing.T) {
 		}},
 		{"slot_moved", func(t *testing.T, pg *testenv.PG, src, source string) {
 			// Someone consumes the slot past the gap's changes behind our back.
-			pg.Exec(t, src, `SELECT pg_replication_slot_advance('tidemark_`+source+`', pg_current_wal_insert_lsn())`)
+			advanceSlot(t, src, "tidemark_"+source)
 		}},
 		{"publication_missing", func(t *testing.T, pg *testenv.PG, src, source string) {
 			pg.Exec(t, src, `DROP PUBLICATION tidemark_`+source)
