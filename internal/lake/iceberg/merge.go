@@ -280,7 +280,7 @@ func (t *Table) ScanAppended(ctx context.Context, after, to int64, fn func(arrow
 	if len(tasks) == 0 {
 		return nil
 	}
-	reader := tbl.Scan()
+	reader := tbl.Scan(scanBatch)
 	defer reader.Close()
 	_, itr, err := reader.ReadTasks(ctx, tasks)
 	if err != nil {
@@ -288,6 +288,11 @@ func (t *Table) ScanAppended(ctx context.Context, after, to int64, fn func(arrow
 	}
 	return drain(itr, t.name, fn)
 }
+
+// scanBatch reads Parquet in batches of 8192 rows rather than iceberg-go's
+// 131072: a batch of wide rows is built by doubling buffers, and 128k rows
+// of 1 KB made every read allocate (and hold) hundreds of MiB at once.
+var scanBatch = table.WithOptions(iceberggo.Properties{table.ParquetBatchSizeKey: "8192"})
 
 func drain(itr func(func(arrow.RecordBatch, error) bool), name string, fn func(arrow.RecordBatch) error) error {
 	for rec, err := range itr {
@@ -307,7 +312,7 @@ func drain(itr func(func(arrow.RecordBatch, error) bool), name string, fn func(a
 // Data files whose partition or column statistics rule f out are not read.
 func (t *Table) ScanWhere(ctx context.Context, f *Filter, fn func(arrow.RecordBatch) error) error {
 	tbl := t.current()
-	var opts []table.ScanOption
+	opts := []table.ScanOption{scanBatch}
 	if f != nil {
 		expr, err := f.expr(tbl.Schema())
 		if err != nil {
@@ -510,7 +515,7 @@ func (t *Table) AppendedRowBytes(ctx context.Context, after, to int64) (float64,
 	if best < 0 {
 		return 0, nil
 	}
-	reader := tbl.Scan()
+	reader := tbl.Scan(scanBatch)
 	defer reader.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
