@@ -27,6 +27,9 @@ import (
 // maxBatchRows caps one Arrow record; a flush may commit several.
 const maxBatchRows = 64 * 1024
 
+// checkpointAttempts bounds the tries to record a flush's checkpoint.
+const checkpointAttempts = 5
+
 // Special table names inside bronze.<source>.
 const (
 	DeadLetterTable = "_dead_letter"
@@ -714,7 +717,23 @@ func (w *Writer) runFlush(ctx context.Context, job *flushJob) error {
 	if !cp.Watermark.IsZero() {
 		props[PropWatermark] = cp.Watermark.UTC().Format(time.RFC3339Nano)
 	}
-	if err := w.cat.SetNamespaceProperties(ctx, SourceNamespace(w.source), props); err != nil {
+	// Setting the properties is idempotent: retry a few times before the
+	// session fails (SQLite answers SQLITE_BUSY at once, without its busy
+	// timeout, when a silver commit raced this one).
+	var err error
+	for attempt := 1; ; attempt++ {
+		if err = w.cat.SetNamespaceProperties(ctx, SourceNamespace(w.source), props); err == nil || attempt == checkpointAttempts {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
 		return fault.MarkTransient(fmt.Errorf("bronze: record checkpoint of source %s: %w", w.source, err))
 	}
 	failpoint.Inject("bronze-after-checkpoint")
