@@ -288,16 +288,8 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 	// otherwise send itself whole for every chunk of two rows).
 	limit := min(chunkRows, firstChunkRows)
 	sn.c.log.Info("snapshot starting", "table", t.id.String(), "resume_after_rows", rows, "estimate", est)
-	// next is the window a chunk's high watermark opened for the chunk
-	// after it.
-	var next *window
-	defer func() {
-		if next != nil {
-			sn.windows.remove(next.id)
-		}
-	}()
 	for {
-		w, err := sn.chunk(ctx, conn, t, keyCols, keyTypes, lastKey, limit, &next)
+		w, err := sn.chunk(ctx, conn, t, keyCols, keyTypes, lastKey, limit)
 		if errors.Is(err, errTruncatedInWindow) {
 			sn.c.log.Info("table truncated while a snapshot chunk was read: reading the chunk again", "table", t.id.String())
 			continue
@@ -400,29 +392,15 @@ func newWindowID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func newWindow(t change.TableID) *window {
-	return &window{id: newWindowID(), table: t, done: make(chan error, 1), opened: make(chan struct{})}
-}
-
 // chunk reads one chunk between watermarks and waits until the stream has
-// reconciled it. Its window is *next when the previous chunk's high
-// watermark opened it, else it emits its own low watermark. Unless the
-// chunk is the table's last, its high watermark also opens the next
-// chunk's window (one message, one round trip to the stream per chunk),
-// left in *next: a window opened right after the previous one closed is
-// what two separate watermarks with no transaction between them give.
-func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyCols, keyTypes []string, after []string, limit int, next **window) (*window, error) {
-	w := *next
-	*next = nil
-	if w == nil {
-		w = newWindow(t.id)
-		sn.windows.add(w)
-		if err := sn.c.emitWatermark(ctx, conn, "low:"+w.id); err != nil {
-			sn.windows.remove(w.id)
-			return nil, err
-		}
-	}
+// reconciled it.
+func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyCols, keyTypes []string, after []string, limit int) (*window, error) {
+	w := &window{id: newWindowID(), table: t.id, done: make(chan error, 1), opened: make(chan struct{})}
+	sn.windows.add(w)
 	defer sn.windows.remove(w.id)
+	if err := sn.c.emitWatermark(ctx, conn, "low:"+w.id); err != nil {
+		return nil, err
+	}
 	tx, err := sn.visibleSnapshot(ctx, conn, w)
 	if err != nil {
 		return nil, err
@@ -510,14 +488,7 @@ func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyC
 		w.lastKey = after
 	}
 	w.last = !full
-	high := "high:" + w.id
-	if !w.last {
-		n := newWindow(t.id)
-		sn.windows.add(n)
-		*next = n
-		high += ";low:" + n.id
-	}
-	if err := sn.c.emitWatermark(ctx, conn, high); err != nil {
+	if err := sn.c.emitWatermark(ctx, conn, "high:"+w.id); err != nil {
 		return nil, err
 	}
 	select {

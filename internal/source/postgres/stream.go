@@ -591,7 +591,7 @@ func (s *stream) message(ctx context.Context, m *pglogrepl.LogicalDecodingMessag
 	return s.c.w.Message(ctx, msg)
 }
 
-// watermark handles "low:<id>" and "high:<id>".
+// watermark handles "low:<id>", "high:<id>" and "high:<id>;low:<id>".
 func (s *stream) watermark(ctx context.Context, content string) error {
 	// One message may close a window and open the next ("high:a;low:b"):
 	// in that order, at the same position.
