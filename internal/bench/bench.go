@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tidemark/tidemark/internal/config"
 )
 
 // Options size and select a run. The zero value of a size means its
@@ -208,9 +210,25 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 // flags PipelineArgs added.
 func (b *bench) settings() string {
 	if len(b.opts.PipelineArgs) == 0 {
-		return "default settings (commit_interval 1s)"
+		return "default settings (commit_interval " + b.commitInterval().String() + ")"
 	}
 	return "pipeline flags " + strings.Join(b.opts.PipelineArgs, " ")
+}
+
+// commitInterval is the pipelines' commit_interval: --commit-interval of
+// PipelineArgs, else the default.
+func (b *bench) commitInterval() time.Duration {
+	args := b.opts.PipelineArgs
+	for i, a := range args {
+		v, ok := strings.CutPrefix(a, "--commit-interval=")
+		if !ok && a == "--commit-interval" && i+1 < len(args) {
+			v, ok = args[i+1], true
+		}
+		if d, err := time.ParseDuration(v); ok && err == nil && d > 0 {
+			return d
+		}
+	}
+	return time.Duration(config.DefaultCommitInterval)
 }
 
 // machine describes where the run happened.

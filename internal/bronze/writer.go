@@ -27,6 +27,9 @@ import (
 // maxBatchRows caps one Arrow record; a flush may commit several.
 const maxBatchRows = 64 * 1024
 
+// checkpointAttempts bounds the tries to record a flush's checkpoint.
+const checkpointAttempts = 5
+
 // Special table names inside bronze.<source>.
 const (
 	DeadLetterTable = "_dead_letter"
@@ -63,6 +66,11 @@ type Writer struct {
 	committed int64
 	inBatch   bool // writing snapshot rows: they do not move the cursor
 	now       func() time.Time
+
+	// flushing is the flush running in the background, or finished and not
+	// yet collected by FinishFlush (nil: none); inflight the bytes it holds.
+	flushing *flushJob
+	inflight int64
 }
 
 // Committed is the number of rows committed by this Writer.
@@ -299,7 +307,11 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 	if len(add) == 0 && len(widens) == 0 {
 		return nil
 	}
-	// Rows already buffered were built for the old schema: commit them first.
+	// Rows already buffered were built for the old schema: commit them
+	// first, after any flush in flight (which may hold older rows of tb).
+	if err := w.waitFlush(); err != nil {
+		return err
+	}
 	if err := w.commitTable(ctx, tb, nil); err != nil {
 		return err
 	}
@@ -532,10 +544,21 @@ func (w *Writer) Message(ctx context.Context, m change.Message) error {
 // Buffered implements postgres.Writer.
 func (w *Writer) Buffered() int64 { return w.buffered }
 
-// commitTable commits tb's buffered rows (and its dirty props) with cp's
-// position, if there is anything to commit. cp == nil commits without moving
-// the table's position (a commit forced by schema evolution).
-func (w *Writer) commitTable(ctx context.Context, tb *tableBuf, cp *postgres.Checkpoint) error {
+// pendingCommit is one table's share of a flush: the rows and props taken
+// from its buffer, committed by whichever goroutine runs the flush.
+type pendingCommit struct {
+	tb     *tableBuf
+	recs   []arrow.RecordBatch
+	props  map[string]string
+	cursor change.Position // tb.pending when detached: the cursor once committed
+	rows   int
+}
+
+// detach takes tb's buffered rows and props out of its buffer, for a
+// commit with cp's position (cp == nil: a commit forced by schema evolution
+// that does not move the position). nil when there is nothing to commit.
+// Stream goroutine only.
+func (w *Writer) detach(tb *tableBuf, cp *postgres.Checkpoint) *pendingCommit {
 	if tb.b.Field(0).Len() > 0 {
 		tb.recs = append(tb.recs, tb.b.NewRecordBatch())
 	}
@@ -552,43 +575,138 @@ func (w *Writer) commitTable(ctx context.Context, tb *tableBuf, cp *postgres.Che
 		props[PropPosition] = strconv.FormatUint(cp.CommitLSN, 10)
 		props[PropWatermark] = cp.Watermark.UTC().Format(time.RFC3339Nano)
 	}
+	pc := &pendingCommit{tb: tb, recs: tb.recs, props: props, cursor: tb.pending, rows: tb.rows}
+	w.buffered -= tb.bytes
+	w.inflight += tb.bytes
+	tb.recs, tb.rows, tb.bytes, tb.dirty = nil, 0, 0, false
+	// The next commit's props start from these (the writer is discarded if
+	// this commit fails).
+	tb.props = props
+	return pc
+}
+
+// commit appends pc's rows with its props. Safe on any goroutine: it
+// touches only pc and the lake table.
+func (w *Writer) commit(ctx context.Context, pc *pendingCommit) error {
 	start := time.Now()
-	rows := tb.rows
-	err := tb.tbl.Append(ctx, tb.recs, props)
-	for _, r := range tb.recs {
+	err := pc.tb.tbl.Append(ctx, pc.recs, pc.props)
+	for _, r := range pc.recs {
 		r.Release()
 	}
-	tb.recs = nil
+	pc.recs = nil
 	if err != nil {
-		return fault.MarkTransient(fmt.Errorf("bronze: commit %d rows to %s: %w", rows, tb.name(), err))
+		return fault.MarkTransient(fmt.Errorf("bronze: commit %d rows to %s: %w", pc.rows, pc.tb.name(), err))
 	}
-	w.buffered -= tb.bytes
-	w.committed += int64(rows)
-	tb.bytes, tb.rows, tb.dirty = 0, 0, false
-	tb.cursor = tb.pending
-	tb.props = props
-	w.log.Debug("bronze commit", "table", tb.name(), "rows", rows, "cursor", props[PropCursor], "took", time.Since(start))
+	w.log.Debug("bronze commit", "table", pc.tb.name(), "rows", pc.rows, "cursor", pc.props[PropCursor], "took", time.Since(start))
 	return nil
 }
 
-// Flush implements postgres.Writer.
+// applied applies a successful commit to the writer's state. Stream
+// goroutine only.
+func (w *Writer) applied(pcs []*pendingCommit) {
+	for _, pc := range pcs {
+		w.committed += int64(pc.rows)
+		pc.tb.cursor = pc.cursor
+	}
+	w.inflight = 0
+	if w.buffered < 0 {
+		w.buffered = 0
+	}
+}
+
+// commitTable commits tb's buffered rows (and its dirty props) with cp's
+// position, now, on the calling goroutine; nothing may be in flight.
+func (w *Writer) commitTable(ctx context.Context, tb *tableBuf, cp *postgres.Checkpoint) error {
+	pc := w.detach(tb, cp)
+	if pc == nil {
+		return nil
+	}
+	if err := w.commit(ctx, pc); err != nil {
+		return err
+	}
+	w.applied([]*pendingCommit{pc})
+	return nil
+}
+
+// flushJob is a flush running in the background (StartFlush).
+type flushJob struct {
+	cp     postgres.Checkpoint
+	pcs    []*pendingCommit
+	done   chan struct{}
+	err    error
+	cancel context.CancelFunc
+	// applied: its outcome is in the writer's state (waitFlush).
+	applied bool
+}
+
+// Flush implements postgres.Writer: StartFlush, then FinishFlush.
 func (w *Writer) Flush(ctx context.Context, cp postgres.Checkpoint) error {
+	if err := w.StartFlush(ctx, cp); err != nil {
+		return err
+	}
+	_, err := w.FinishFlush()
+	return err
+}
+
+// StartFlush detaches everything buffered and commits it in the background,
+// one commit per table, then records cp, exactly as Flush does; the caller
+// goes on buffering changes meanwhile, into fresh buffers. FinishFlush waits
+// for it; FlushDone says when. Only one flush runs at a time: StartFlush
+// first waits for the previous one, and returns its error. The commit is
+// not cancelled with ctx (a clean stop waits for it); Close cancels it.
+// Stream goroutine only, like every method but the background commit.
+func (w *Writer) StartFlush(ctx context.Context, cp postgres.Checkpoint) error {
+	// A later checkpoint covers an earlier one not collected.
+	if _, err := w.FinishFlush(); err != nil {
+		return err
+	}
+	var pcs []*pendingCommit
 	for _, id := range w.order {
-		if err := w.commitTable(ctx, w.tables[id], &cp); err != nil {
-			return err
+		if pc := w.detach(w.tables[id], &cp); pc != nil {
+			pcs = append(pcs, pc)
 		}
 	}
 	for _, tb := range []*tableBuf{w.dead, w.msgs} {
-		if err := w.commitTable(ctx, tb, &cp); err != nil {
-			return err
+		if pc := w.detach(tb, &cp); pc != nil {
+			pcs = append(pcs, pc)
 		}
 	}
-	if w.buffered < 0 {
-		w.buffered = 0
+	// Not cancelled with ctx (a clean stop waits for it), but bounded by its
+	// deadline, if any (the final flush has one).
+	var fctx context.Context
+	var cancel context.CancelFunc
+	if d, ok := ctx.Deadline(); ok {
+		fctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
+	} else {
+		fctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+	}
+	job := &flushJob{cp: cp, pcs: pcs, done: make(chan struct{}), cancel: cancel}
+	w.flushing = job
+	go func() {
+		defer close(job.done)
+		defer cancel()
+		job.err = w.runFlush(fctx, job)
+	}()
+	return nil
+}
+
+// runFlush commits a flush's tables in order, then its checkpoint.
+func (w *Writer) runFlush(ctx context.Context, job *flushJob) error {
+	for i, pc := range job.pcs {
+		if err := w.commit(ctx, pc); err != nil {
+			for _, rest := range job.pcs[i+1:] {
+				for _, r := range rest.recs {
+					r.Release()
+				}
+				rest.recs = nil
+			}
+			return err
+		}
 	}
 	// Every bronze table holding the changes is committed; the checkpoint
 	// that lets the source be acknowledged is not written yet.
 	failpoint.Inject("bronze-before-checkpoint")
+	cp := job.cp
 	props := map[string]string{
 		PropAckedLSN:  strconv.FormatUint(cp.AckedLSN, 10),
 		PropCommitLSN: strconv.FormatUint(cp.CommitLSN, 10),
@@ -599,15 +717,73 @@ func (w *Writer) Flush(ctx context.Context, cp postgres.Checkpoint) error {
 	if !cp.Watermark.IsZero() {
 		props[PropWatermark] = cp.Watermark.UTC().Format(time.RFC3339Nano)
 	}
-	if err := w.cat.SetNamespaceProperties(ctx, SourceNamespace(w.source), props); err != nil {
+	// Setting the properties is idempotent: retry a few times before the
+	// session fails (SQLite answers SQLITE_BUSY at once, without its busy
+	// timeout, when a silver commit raced this one).
+	var err error
+	for attempt := 1; ; attempt++ {
+		if err = w.cat.SetNamespaceProperties(ctx, SourceNamespace(w.source), props); err == nil || attempt == checkpointAttempts {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
 		return fault.MarkTransient(fmt.Errorf("bronze: record checkpoint of source %s: %w", w.source, err))
 	}
 	failpoint.Inject("bronze-after-checkpoint")
 	return nil
 }
 
+// FlushDone returns a channel closed when the flush StartFlush began has
+// finished (nil when none is in flight): then FinishFlush does not block.
+func (w *Writer) FlushDone() <-chan struct{} {
+	if w.flushing == nil {
+		return nil
+	}
+	return w.flushing.done
+}
+
+// FinishFlush waits for the flush StartFlush began, and returns its
+// checkpoint: when err is nil, everything written before that StartFlush is
+// durable and the checkpoint may be acknowledged. With no flush in flight it
+// returns the zero Checkpoint and nil. After an error the Writer must be
+// discarded.
+func (w *Writer) FinishFlush() (postgres.Checkpoint, error) {
+	j := w.flushing
+	if j == nil {
+		return postgres.Checkpoint{}, nil
+	}
+	err := w.waitFlush()
+	w.flushing = nil
+	return j.cp, err
+}
+
+// waitFlush waits for the flush in flight, if any, and applies its outcome
+// to the writer's state, leaving its checkpoint for FinishFlush.
+func (w *Writer) waitFlush() error {
+	j := w.flushing
+	if j == nil {
+		return nil
+	}
+	<-j.done
+	if j.err == nil && !j.applied {
+		w.applied(j.pcs)
+		j.applied = true
+	}
+	return j.err
+}
+
 // LoadCheckpoint implements postgres.Writer.
 func (w *Writer) LoadCheckpoint(ctx context.Context) (postgres.Checkpoint, bool, error) {
+	if err := w.waitFlush(); err != nil {
+		return postgres.Checkpoint{}, false, err
+	}
 	return LoadCheckpoint(ctx, w.cat, w.source)
 }
 
@@ -650,8 +826,14 @@ func LoadCheckpoint(ctx context.Context, cat *lake.Catalog, source string) (post
 	return cp, true, nil
 }
 
-// Close releases buffers.
+// Close stops a flush still in flight (its outcome is what the lake
+// says: the next session reads it back) and releases buffers.
 func (w *Writer) Close() {
+	if j := w.flushing; j != nil {
+		j.cancel()
+		<-j.done
+		w.flushing = nil
+	}
 	for _, tb := range w.tables {
 		tb.b.Release()
 	}

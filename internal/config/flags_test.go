@@ -98,7 +98,7 @@ func TestFlagsWithoutFile(t *testing.T) {
 	}
 	eq(t, "parallelism", c.Snapshot.Parallelism, 4)
 	eq(t, "max_elapsed", c.Retry.MaxElapsed.Std(), time.Hour)
-	eq(t, "commit_interval (default)", c.CommitInterval.Std(), time.Second)
+	eq(t, "commit_interval (default)", c.CommitInterval.Std(), 500*time.Millisecond)
 	eq(t, "warehouse (default)", c.Warehouse, "./lake")
 }
 

@@ -42,7 +42,7 @@ func TestGoodFiles(t *testing.T) {
 			eq(t, "publication", c.Publication, "tidemark_shop")
 			eq(t, "slot", c.Slot, "tidemark_shop")
 			eq(t, "spool_dir", c.SpoolDir, filepath.Join("lake", "_tidemark", "spool"))
-			eq(t, "commit_interval", c.CommitInterval.Std(), time.Second)
+			eq(t, "commit_interval", c.CommitInterval.Std(), 500*time.Millisecond)
 			eq(t, "commit_bytes", c.CommitBytes, 64*config.MiB)
 			eq(t, "memory_budget", c.MemoryBudget, 256*config.MiB)
 			eq(t, "heartbeat_interval", c.HeartbeatInterval.Std(), time.Second)

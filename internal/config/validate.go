@@ -15,7 +15,7 @@ import (
 // memory_budget when commit_bytes is large) are computed in Validate.
 const (
 	DefaultWarehouse         = "./lake"
-	DefaultCommitInterval    = Duration(time.Second)
+	DefaultCommitInterval    = Duration(500 * time.Millisecond)
 	DefaultCommitBytes       = 64 * MiB
 	DefaultMemoryBudget      = 256 * MiB
 	DefaultHeartbeatInterval = Duration(time.Second)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -22,6 +23,7 @@ import (
 const (
 	DefaultBuckets    = 16
 	DefaultMaxChanges = 500_000
+	DefaultMaxBytes   = 48 << 20
 	DefaultEvery      = 5 * time.Second
 )
 
@@ -44,6 +46,12 @@ type Options struct {
 	// the cursor. 0: DefaultMaxChanges. A single bronze commit is never
 	// split, so one larger than this is merged alone.
 	MaxChanges int64
+	// MaxBytes bounds the Arrow memory of the bronze rows one commit (or
+	// one pass of a build) reads, estimated from a sample of the range's
+	// rows: a merge holds about three times this (the rows read, the rows
+	// written, the writer's buffers). 0: DefaultMaxBytes. As with
+	// MaxChanges, a single bronze commit is never split.
+	MaxBytes int64
 	// IdleCommit > 0 skips a commit that would only move the cursor (the
 	// bronze range holds no rows) when silver committed less than this long
 	// ago; the next merge with rows, or the next after IdleCommit, records it.
@@ -65,6 +73,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxChanges <= 0 {
 		o.MaxChanges = DefaultMaxChanges
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
 	}
 	return o
 }
@@ -107,6 +118,9 @@ type Merger struct {
 	log  *slog.Logger
 	mem  memory.Allocator
 	now  func() time.Time
+	// rowBytes: per silver table name, the last sampled Arrow size of a
+	// bronze row (float64), so small merges need no sample.
+	rowBytes sync.Map
 }
 
 // NewMerger returns a Merger over the catalog's bronze and silver tables.
@@ -276,6 +290,34 @@ type job struct {
 	// replace: the commit deletes every silver row first (a re-snapshot,
 	// resnapshot.go).
 	replace bool
+	// rowBytes is the Arrow size of one bronze row, sampled once per job
+	// (0: not yet).
+	rowBytes float64
+}
+
+// maxRows is how many bronze rows one commit (or build pass) may read:
+// MaxChanges, or fewer when rows of the range (after, to] are large enough
+// that MaxChanges of them would exceed MaxBytes. rows is the range's size.
+// The row size is sampled from the range, unless the last sample of the
+// table says the range is far below the budget.
+func (j *job) maxRows(ctx context.Context, after, to int64, rows int64) (int64, error) {
+	lim := j.m.opts.MaxChanges
+	if rows <= 1 {
+		return lim, nil
+	}
+	if j.rowBytes == 0 {
+		if rb, ok := j.m.rowBytes.Load(j.res.Table); ok && float64(rows)*rb.(float64) <= float64(j.m.opts.MaxBytes)/4 {
+			return lim, nil
+		}
+		rb, err := j.b.AppendedRowBytes(ctx, after, to)
+		if err != nil {
+			return 0, err
+		}
+		j.rowBytes = max(rb, 1)
+		j.m.rowBytes.Store(j.res.Table, j.rowBytes)
+		j.m.log.Debug("silver sampled bronze row size", "table", j.res.Table, "bytes_per_row", int64(rb))
+	}
+	return max(1, min(lim, int64(float64(j.m.opts.MaxBytes)/j.rowBytes))), nil
 }
 
 // cursorProps are the summary keys of a commit that merged through to.
@@ -323,6 +365,16 @@ func (j *job) complete(ctx context.Context, after int64, to lake.SnapshotInfo) (
 // on a transaction boundary, later ones first. ok is false when no
 // snapshot in hist does (a large transaction is still being written).
 func (j *job) step(ctx context.Context, cur int64, hist []lake.SnapshotInfo) (to lake.SnapshotInfo, rows int64, ok bool, err error) {
+	var total int64
+	for _, h := range hist {
+		if h.Operation == "append" {
+			total += h.AddedRecords
+		}
+	}
+	limit, err := j.maxRows(ctx, cur, hist[len(hist)-1].ID, total)
+	if err != nil {
+		return to, 0, false, err
+	}
 	var sum int64
 	budget := 0
 	for i, h := range hist {
@@ -330,7 +382,7 @@ func (j *job) step(ctx context.Context, cur int64, hist []lake.SnapshotInfo) (to
 		if h.Operation == "append" {
 			add = h.AddedRecords
 		}
-		if i > 0 && sum+add > j.m.opts.MaxChanges {
+		if i > 0 && sum+add > limit {
 			break
 		}
 		sum += add
@@ -418,10 +470,15 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 		if !found {
 			return false, nil
 		}
-		passes = int((rows + j.m.opts.MaxChanges - 1) / j.m.opts.MaxChanges)
+		limit, err := j.maxRows(ctx, lake.NoSnapshot, target.ID, rows)
+		if err != nil {
+			return false, err
+		}
+		passes = int((rows + limit - 1) / limit)
 		passes = max(passes, 1)
 		if passes > 1 {
-			j.m.log.Info("silver table build in passes", "table", j.res.Table, "bronze_rows", rows, "passes", passes)
+			j.m.log.Info("silver table build in passes", "table", j.res.Table, "bronze_rows", rows, "passes", passes,
+				"bytes_per_row", int64(j.rowBytes))
 		}
 	}
 	for p := next; p < passes; p++ {

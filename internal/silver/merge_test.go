@@ -71,8 +71,19 @@ func (e *lakeEnv) noSilverTable() {
 // the stream changes committed while it was read: bronze's order is not
 // the source's until the snapshot is done. The build folds it by position.
 func TestBuildFoldsSnapshotChunksByPosition(t *testing.T) {
-	for _, maxChanges := range []int64{0, 1, 2} {
-		t.Run(fmt.Sprintf("max_changes=%d", maxChanges), func(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   silver.Options
+		passes bool
+	}{
+		{"defaults", silver.Options{}, false},
+		{"max_changes=1", silver.Options{MaxChanges: 1}, true},
+		{"max_changes=2", silver.Options{MaxChanges: 2}, true},
+		// Rows are bounded in bytes too: a budget of about two rows of Arrow
+		// memory builds in passes, whatever MaxChanges says.
+		{"max_bytes=2 rows", silver.Options{MaxBytes: 300}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			e := newLakeEnv(t)
 			s := ordersSchema()
 			e.open(ordersID, s)
@@ -80,13 +91,13 @@ func TestBuildFoldsSnapshotChunksByPosition(t *testing.T) {
 			e.flushAt(1200)
 			e.write(ordersID, s, 1100, snapDone, "r 1 old BIG", "r 2 b B", "r 3 c C")
 			e.flushAt(1200)
-			m := e.merger(silver.Options{MaxChanges: maxChanges})
+			m := e.merger(tc.opts)
 			res := e.merge(m, ordersID)
 			if !res.Published || res.DeadLetters != 0 {
 				t.Errorf("build: %+v", res)
 			}
-			if maxChanges > 0 && res.Commits < 2 {
-				t.Errorf("build with max %d changes per commit made %d commits, want passes", maxChanges, res.Commits)
+			if tc.passes && res.Commits < 2 {
+				t.Errorf("build with %+v made %d commits, want passes", tc.opts, res.Commits)
 			}
 			equalLines(t, "silver", e.rows(silverIdent(ordersID), "id", "v", "big"), []string{
 				"id=1 v=new big=BIG", "id=3 v=c big=C", "id=4 v=d big=D"})

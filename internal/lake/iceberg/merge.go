@@ -283,7 +283,7 @@ func (t *Table) ScanAppended(ctx context.Context, after, to int64, fn func(arrow
 	if len(tasks) == 0 {
 		return nil
 	}
-	reader := tbl.Scan()
+	reader := tbl.Scan(scanBatch)
 	defer reader.Close()
 	_, itr, err := reader.ReadTasks(ctx, tasks)
 	if err != nil {
@@ -291,6 +291,11 @@ func (t *Table) ScanAppended(ctx context.Context, after, to int64, fn func(arrow
 	}
 	return t.drain(itr, fn)
 }
+
+// scanBatch reads Parquet in batches of 8192 rows rather than iceberg-go's
+// 131072: a batch of wide rows is built by doubling buffers, and 128k rows
+// of 1 KB made every read allocate (and hold) hundreds of MiB at once.
+var scanBatch = table.WithOptions(iceberggo.Properties{table.ParquetBatchSizeKey: "8192"})
 
 func (t *Table) drain(itr func(func(arrow.RecordBatch, error) bool), fn func(arrow.RecordBatch) error) error {
 	for rec, err := range itr {
@@ -310,7 +315,7 @@ func (t *Table) drain(itr func(func(arrow.RecordBatch, error) bool), fn func(arr
 // Data files whose partition or column statistics rule f out are not read.
 func (t *Table) ScanWhere(ctx context.Context, f *Filter, fn func(arrow.RecordBatch) error) error {
 	tbl := t.current()
-	var opts []table.ScanOption
+	opts := []table.ScanOption{scanBatch}
 	if f != nil {
 		expr, err := f.expr(tbl.Schema())
 		if err != nil {
@@ -483,4 +488,83 @@ func (t *Table) AppendedBounds(ctx context.Context, after, to int64, col string)
 		}
 	}
 	return rows, maxVal, ok && seen, nil
+}
+
+// errSampled stops a scan once its first batch has been measured.
+var errSampled = errors.New("sampled")
+
+// AppendedRowBytes estimates how many bytes of Arrow memory one row of the
+// append snapshots after `after` up to to takes once read: it reads the
+// first batch of the largest data file in the range and measures it. 0 when
+// the range holds no rows. Callers size their reads with it (memory is a
+// budget: a row count says nothing about 16 MiB values).
+func (t *Table) AppendedRowBytes(ctx context.Context, after, to int64) (float64, error) {
+	tbl := t.current()
+	if after == to {
+		return 0, nil
+	}
+	scan := tbl.NewIncrementalAppendScan().ToSnapshot(to)
+	if after != NoSnapshot {
+		scan = scan.FromSnapshotExclusive(after)
+	}
+	tasks, err := scan.PlanFiles(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("iceberg: table %s: plan the files appended after snapshot %d up to %d: %w", t.name, after, to, err)
+	}
+	best := -1
+	for i, task := range tasks {
+		if task.File.Count() > 0 && (best < 0 || task.File.FileSizeBytes() > tasks[best].File.FileSizeBytes()) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return 0, nil
+	}
+	reader := tbl.Scan(scanBatch)
+	defer reader.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, itr, err := reader.ReadTasks(ctx, tasks[best:best+1])
+	if err != nil {
+		return 0, t.classify(fmt.Errorf("iceberg: table %s: read an appended file: %w", t.name, err))
+	}
+	var perRow float64
+	err = t.drain(itr, func(rec arrow.RecordBatch) error {
+		if rec.NumRows() == 0 {
+			return nil
+		}
+		perRow = float64(RecordBytes(rec)) / float64(rec.NumRows())
+		return errSampled
+	})
+	if err != nil && !errors.Is(err, errSampled) {
+		return 0, err
+	}
+	return perRow, nil
+}
+
+// RecordBytes is the size of the buffers behind rec's columns (shared
+// buffers counted once per column that refers to them).
+func RecordBytes(rec arrow.RecordBatch) int64 {
+	var n int64
+	for _, c := range rec.Columns() {
+		n += arrayBytes(c.Data())
+	}
+	return n
+}
+
+func arrayBytes(d arrow.ArrayData) int64 {
+	var n int64
+	for _, b := range d.Buffers() {
+		if b != nil {
+			n += int64(b.Len())
+		}
+	}
+	for _, c := range d.Children() {
+		n += arrayBytes(c)
+	}
+	// Dictionary returns a typed nil when there is none.
+	if dict, ok := d.Dictionary().(*array.Data); ok && dict != nil {
+		n += arrayBytes(dict)
+	}
+	return n
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -49,7 +50,16 @@ type Table struct {
 	ident []string
 	name  string // dotted identifier, for errors
 
-	mu          sync.Mutex
+	mu          sync.Mutex // serializes commits and refreshes
+	tbl         *table.Table
+	arrowSchema *arrow.Schema
+	// view is tbl and arrowSchema for readers, which must not wait behind
+	// a commit holding mu (the capture reads a table's schema while that
+	// table's previous flush commits in the background).
+	view atomic.Pointer[tableView]
+}
+
+type tableView struct {
 	tbl         *table.Table
 	arrowSchema *arrow.Schema
 }
@@ -61,14 +71,12 @@ func (t *Table) set(tbl *table.Table) error {
 		return fmt.Errorf("arrow schema of table schema %d: %w", tbl.Schema().ID, err)
 	}
 	t.tbl, t.arrowSchema = tbl, sc
+	t.view.Store(&tableView{tbl: tbl, arrowSchema: sc})
 	return nil
 }
 
-func (t *Table) current() *table.Table {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.tbl
-}
+// current is the table's metadata as of its last load, commit or refresh.
+func (t *Table) current() *table.Table { return t.view.Load().tbl }
 
 // Ident returns the table's identifier (namespace levels, then name).
 func (t *Table) Ident() []string { return slices.Clone(t.ident) }
@@ -82,11 +90,7 @@ func (t *Table) Schema() *iceberggo.Schema { return t.current().Schema() }
 // list are the regular (not large) Arrow types; timestamps are µs, with
 // time zone "UTC" for timestamptz. Build records for Append from it, e.g.
 // array.NewRecordBuilder(mem, t.ArrowSchema()).
-func (t *Table) ArrowSchema() *arrow.Schema {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.arrowSchema
-}
+func (t *Table) ArrowSchema() *arrow.Schema { return t.view.Load().arrowSchema }
 
 // Summary returns the properties of the current snapshot's summary plus
 // its "operation", or nil if the table has no snapshot. It includes the
