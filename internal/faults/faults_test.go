@@ -222,6 +222,10 @@ func sigterm(t *testing.T, midRun int) {
 	behind := 0
 	for i := 0; i < midRun; i++ {
 		s = e.start()
+		// Mid-run: after main has installed its signal handler (a loaded
+		// machine can take over a second to get there; before it, SIGTERM
+		// kills, which the first injection above already covers).
+		s.waitLog(t, "tidemark starting", time.Minute)
 		time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond)
 		if s.exited() {
 			t.Fatalf("session %d exited by itself: %v", s.n, s.err)

@@ -518,11 +518,15 @@ func (e *env) checkAck(when string, afterKill bool) {
 	}
 }
 
-// waitCaughtUp waits until the checkpoint reaches target and the snapshot
-// of the work table is done, with s running.
+// waitCaughtUp waits until s is streaming, the checkpoint reaches target
+// and the snapshot of the work table is done.
 func (e *env) waitCaughtUp(s *session, target uint64, timeout time.Duration) {
 	e.t.Helper()
 	deadline := time.Now().Add(timeout)
+	// The lake may already be caught up from an earlier session: wait for
+	// this one to be streaming too, so that a SIGTERM that follows reaches
+	// a running main (before main, SIGTERM's default action kills).
+	s.waitLog(e.t, "capture starting", timeout)
 	for {
 		if s.exited() {
 			e.t.Fatalf("tidemark session %d exited by itself while catching up: %v", s.n, s.err)
