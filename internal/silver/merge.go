@@ -470,10 +470,12 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 		if !found {
 			return false, nil
 		}
-		limit, err := j.maxRows(ctx, lake.NoSnapshot, target.ID, rows)
-		if err != nil {
-			return false, err
-		}
+		// Passes are bounded by MaxChanges only, not by MaxBytes: a pass
+		// holds the keys of one hash class, and a key-changing UPDATE whose
+		// new row takes its unchanged TOAST columns from the old key's row
+		// needs both keys in one fold. Split at 48 MiB, the crash e2e test
+		// dead-lettered such rows (their old key was in another pass).
+		limit := max(j.m.opts.MaxChanges, 1)
 		passes = int((rows + limit - 1) / limit)
 		passes = max(passes, 1)
 		if passes > 1 {
