@@ -639,13 +639,35 @@ type flushJob struct {
 	applied bool
 }
 
-// Flush implements postgres.Writer: StartFlush, then FinishFlush.
+// Flush implements postgres.Writer: it commits everything buffered, then
+// the checkpoint, on the calling goroutine (after any flush StartFlush left
+// in flight).
 func (w *Writer) Flush(ctx context.Context, cp postgres.Checkpoint) error {
-	if err := w.StartFlush(ctx, cp); err != nil {
+	if _, err := w.FinishFlush(); err != nil {
 		return err
 	}
-	_, err := w.FinishFlush()
-	return err
+	job := &flushJob{cp: cp, pcs: w.detachAll(&cp)}
+	if err := w.runFlush(ctx, job); err != nil {
+		return err
+	}
+	w.applied(job.pcs)
+	return nil
+}
+
+// detachAll detaches every table's buffered rows for a flush at cp.
+func (w *Writer) detachAll(cp *postgres.Checkpoint) []*pendingCommit {
+	var pcs []*pendingCommit
+	for _, id := range w.order {
+		if pc := w.detach(w.tables[id], cp); pc != nil {
+			pcs = append(pcs, pc)
+		}
+	}
+	for _, tb := range []*tableBuf{w.dead, w.msgs} {
+		if pc := w.detach(tb, cp); pc != nil {
+			pcs = append(pcs, pc)
+		}
+	}
+	return pcs
 }
 
 // StartFlush detaches everything buffered and commits it in the background,
@@ -660,17 +682,7 @@ func (w *Writer) StartFlush(ctx context.Context, cp postgres.Checkpoint) error {
 	if _, err := w.FinishFlush(); err != nil {
 		return err
 	}
-	var pcs []*pendingCommit
-	for _, id := range w.order {
-		if pc := w.detach(w.tables[id], &cp); pc != nil {
-			pcs = append(pcs, pc)
-		}
-	}
-	for _, tb := range []*tableBuf{w.dead, w.msgs} {
-		if pc := w.detach(tb, &cp); pc != nil {
-			pcs = append(pcs, pc)
-		}
-	}
+	pcs := w.detachAll(&cp)
 	// Not cancelled with ctx (a clean stop waits for it), but bounded by its
 	// deadline, if any (the final flush has one).
 	var fctx context.Context
@@ -685,6 +697,7 @@ func (w *Writer) StartFlush(ctx context.Context, cp postgres.Checkpoint) error {
 	go func() {
 		defer close(job.done)
 		defer cancel()
+		defer fault.Recover("bronze flush", &job.err)
 		job.err = w.runFlush(fctx, job)
 	}()
 	return nil
