@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 )
@@ -552,7 +553,16 @@ func (m *Merger) publish(ctx context.Context, b, s *lake.Table, cur int64, sourc
 	if open, _ := gate(snap.Props); !open {
 		return s, true, nil
 	}
-	p, err := m.cat.RenameTable(ctx, s.Ident(), Ident(source, schema, table))
+	failpoint.Inject("silver-before-publish")
+	to := Ident(source, schema, table)
+	p, err := m.cat.RenameTable(ctx, s.Ident(), to)
+	if errors.Is(err, lake.ErrNoSuchTable) || errors.Is(err, lake.ErrTableExists) {
+		// Another writer (`tidemark merge` beside a running pipeline)
+		// published the table first: a lost race, redone on the published
+		// table by the caller's retry.
+		return s, true, fault.With(fault.ErrCommitConflict, fmt.Sprintf(
+			"silver table %s was published by another writer while this one built it", strings.Join(to, ".")), err)
+	}
 	if err != nil {
 		return s, true, err
 	}

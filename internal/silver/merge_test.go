@@ -11,6 +11,7 @@ import (
 	"github.com/apache/iceberg-go"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/silver"
@@ -428,4 +429,39 @@ func TestConcurrentMergersDoNotDuplicate(t *testing.T) {
 		t.Error(err)
 	}
 	equalLines(t, "silver", e.rows(silverIdent(ordersID), "id", "v"), sorted(want))
+}
+
+// Two writers build the same silver table (`tidemark merge` beside a running
+// pipeline): the one that loses the race to publish gets a named, transient
+// commit_conflict, and its retry merges into the published table.
+func TestLostPublishRaceIsACommitConflict(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	e.write(ordersID, s, 1100, snapDone, "r 1 a A", "r 2 b B")
+	e.flushAt(1100)
+	first, second := e.merger(silver.Options{}), e.merger(silver.Options{})
+	raced := false
+	defer failpoint.OnHit("silver-before-publish", func() {
+		if raced {
+			return
+		}
+		raced = true
+		if res := e.merge(second, ordersID); !res.Published {
+			t.Errorf("the second writer did not publish: %+v", res)
+		}
+	})()
+	_, err := first.MergeTable(e.ctx, e.source, ordersID.Schema, ordersID.Name)
+	if !raced {
+		t.Fatal("the publish failpoint was not reached")
+	}
+	if !errors.Is(err, fault.ErrCommitConflict) || fault.ClassOf(err) != fault.Transient {
+		t.Fatalf("losing the publish race: err = %v, want a transient commit_conflict", err)
+	}
+	e.write(ordersID, s, 1200, nil, "u 2 b2 ~")
+	e.flushAt(1200)
+	if res := e.merge(first, ordersID); res.Changes != 1 {
+		t.Errorf("retry: %+v, want the one new change merged", res)
+	}
+	equalLines(t, "silver", e.rows(silverIdent(ordersID), "id", "v", "big"), []string{"id=1 v=a big=A", "id=2 v=b2 big=B"})
 }
