@@ -264,24 +264,7 @@ func readSourceID(t *testing.T, srcURL string, id change.TableID, key []string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	out := map[string]bronzetest.Row{}
-	fds := rows.FieldDescriptions()
-	for rows.Next() {
-		vals, err := rows.Values()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := bronzetest.Row{}
-		for i, v := range vals {
-			r[fds[i].Name] = normalize(v)
-		}
-		out[bronzetest.KeyOf(r, key)] = r
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return sourceRows(t, rows, key)
 }
 
 // compareRows requires got (lake rows by key) to hold exactly want's keys

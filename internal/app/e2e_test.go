@@ -859,24 +859,7 @@ func readSource(t *testing.T, srcURL, table string, key []string) map[string]bro
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	out := map[string]bronzetest.Row{}
-	fds := rows.FieldDescriptions()
-	for rows.Next() {
-		vals, err := rows.Values()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := bronzetest.Row{}
-		for i, v := range vals {
-			r[fds[i].Name] = normalize(v)
-		}
-		out[bronzetest.KeyOf(r, key)] = r
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return sourceRows(t, rows, key)
 }
 
 func normalize(v any) any {
@@ -1355,4 +1338,27 @@ func (w *workload) statement(rng *rand.Rand) (string, []any) {
 		nid := w.acctID.Add(1)
 		return `UPDATE accounts SET id = $3, tenant = $4 WHERE tenant = $1 AND id = $2`, []any{1 + id%5, id, nid, 1 + nid%5}
 	}
+}
+
+// sourceRows reads a source query's rows, normalized, by key.
+func sourceRows(t *testing.T, rows pgx.Rows, key []string) map[string]bronzetest.Row {
+	t.Helper()
+	defer rows.Close()
+	out := map[string]bronzetest.Row{}
+	fds := rows.FieldDescriptions()
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := bronzetest.Row{}
+		for i, v := range vals {
+			r[fds[i].Name] = normalize(v)
+		}
+		out[bronzetest.KeyOf(r, key)] = r
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

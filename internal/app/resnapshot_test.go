@@ -60,7 +60,7 @@ func mustVerify(t *testing.T, r *runner, srcURL, wh, source, when string, tables
 	s := r.start()
 	waitLake(t, s, wh)
 	lv := openLake(t, wh, source)
-	lv.waitCaughtUp(s, insertLSN(t, srcURL), 4*time.Minute, tables...)
+	lv.waitCaughtUp(s, walLSN(t, srcURL), 4*time.Minute, tables...)
 	lv.close()
 	// verify waits for silver to catch up, not for it to be published.
 	deadline := time.Now().Add(4 * time.Minute)
@@ -83,23 +83,6 @@ func mustVerify(t *testing.T, r *runner, srcURL, wh, source, when string, tables
 	if code != 0 {
 		t.Fatalf("%s: tidemark verify exited %d, want 0:\n%s", when, code, out)
 	}
-}
-
-// insertLSN is the source's WAL insert position (the test server runs
-// synchronous_commit = off).
-func insertLSN(t *testing.T, srcURL string) uint64 {
-	t.Helper()
-	c := connect(t, srcURL)
-	defer c.Close(context.Background())
-	var s string
-	if err := c.QueryRow(context.Background(), "SELECT pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
-		t.Fatal(err)
-	}
-	l, err := postgres.ParseLSN(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
 }
 
 // waitLake waits until the session has created the lake's catalog.
