@@ -258,18 +258,8 @@ func TestQuickCanary(t *testing.T) {
 	injections, lost, note := 0, -1, ""
 	record(t, "29 secret leakage (canary password)", &injections, &lost, &note)
 	e := newEnv(t, "canary", envOptions{preload: 500})
-	canary := fmt.Sprintf("Canary%xPw", rand.Uint64())
-	role := "tm_canary_" + e.source[len(e.source)-6:]
-	// SUPERUSER keeps this test about leakage; least privilege is row 31.
-	e.pg.Exec(t, e.srcURL, fmt.Sprintf(`CREATE ROLE %s LOGIN REPLICATION SUPERUSER PASSWORD '%s'`, role, canary))
-	t.Cleanup(func() {
-		c := e.conn()
-		defer c.Close(t.Context())
-		c.Exec(t.Context(), `DROP ROLE IF EXISTS `+role)
-	})
-	u, _ := url.Parse(e.srcURL)
-	u.User = url.UserPassword(role, canary)
-	e.runURL = u.String()
+	role, canary := e.canaryRole(t, "tm_canary_")
+	u, _ := url.Parse(e.runURL)
 	host := fmt.Sprintf("%s:%d", e.pg.Host, e.pg.Port)
 	db := strings.TrimPrefix(u.Path, "/")
 

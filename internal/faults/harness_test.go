@@ -842,3 +842,22 @@ func seed(t *testing.T) uint64 {
 	t.Logf("seed %d (TIDEMARK_FAULTS_SEED replays it)", s)
 	return s
 }
+
+// canaryRole creates a login role whose password is a random canary, and
+// makes the sessions of e connect as it. SUPERUSER keeps the tests that use
+// it about leakage; least privilege is row 31.
+func (e *env) canaryRole(t *testing.T, prefix string) (role, canary string) {
+	t.Helper()
+	canary = fmt.Sprintf("Canary%xPw", rand.Uint64())
+	role = prefix + e.source[len(e.source)-6:]
+	e.pg.Exec(t, e.srcURL, fmt.Sprintf(`CREATE ROLE %s LOGIN REPLICATION SUPERUSER PASSWORD '%s'`, role, canary))
+	t.Cleanup(func() {
+		c := e.conn()
+		defer c.Close(context.Background())
+		c.Exec(context.Background(), `DROP ROLE IF EXISTS `+role)
+	})
+	u, _ := url.Parse(e.srcURL)
+	u.User = url.UserPassword(role, canary)
+	e.runURL = u.String()
+	return role, canary
+}

@@ -418,17 +418,7 @@ func TestQuickPanicCanary(t *testing.T) {
 	injections, lost, note := 0, -1, ""
 	record(t, "29 secret leakage: panics in goroutines", &injections, &lost, &note)
 	e := newEnv(t, "panic", envOptions{preload: 500})
-	canary := fmt.Sprintf("Canary%xPw", rand.Uint64())
-	role := "tm_panic_" + e.source[len(e.source)-6:]
-	e.pg.Exec(t, e.srcURL, fmt.Sprintf(`CREATE ROLE %s LOGIN REPLICATION SUPERUSER PASSWORD '%s'`, role, canary))
-	t.Cleanup(func() {
-		c := e.conn()
-		defer c.Close(context.Background())
-		c.Exec(context.Background(), `DROP ROLE IF EXISTS `+role)
-	})
-	u, _ := url.Parse(e.srcURL)
-	u.User = url.UserPassword(role, canary)
-	e.runURL = u.String()
+	_, canary := e.canaryRole(t, "tm_panic_")
 
 	s := e.start()
 	e.waitCaughtUp(s, e.walLSN(), 2*time.Minute)
