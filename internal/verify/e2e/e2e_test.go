@@ -113,8 +113,7 @@ func workload(ctx context.Context, t *testing.T, url string, seed uint64) (stop 
 			if !added && n == 300 {
 				sql = `ALTER TABLE accounts ADD COLUMN flag boolean`
 				added = true
-			}
-			if added && r.IntN(10) == 0 {
+			} else if added && r.IntN(10) == 0 { // not in the ALTER's own iteration
 				sql = fmt.Sprintf(`UPDATE accounts SET flag = %v WHERE id = %d`, r.IntN(2) == 0, 1+r.IntN(2000))
 			}
 			if _, err := conn.Exec(ctx, sql); err != nil {
