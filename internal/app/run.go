@@ -60,14 +60,8 @@ func captureOptions(cfg *config.Config) (postgres.Options, error) {
 	if spool == "" {
 		spool = filepath.Join(cfg.Warehouse, "_tidemark", "spool")
 	}
-	// Memory is a budget: the commit buffer plus one chunk per snapshot
-	// worker must fit in memory_budget; shrink the chunks to fit.
-	chunk := int64(cfg.Snapshot.ChunkBytes)
-	if par := int64(cfg.Snapshot.Parallelism); par > 0 {
-		if room := (int64(cfg.MemoryBudget) - int64(cfg.CommitBytes)) / par; room < chunk {
-			chunk = max(room, 1<<20)
-		}
-	}
+	// commit_bytes and chunk_bytes were checked against (or derived from)
+	// memory_budget by config.Validate.
 	return postgres.Options{
 		Slot:              cfg.Slot,
 		Publication:       cfg.Publication,
@@ -81,7 +75,7 @@ func captureOptions(cfg *config.Config) (postgres.Options, error) {
 			Enabled:     cfg.Snapshot.IsEnabled(),
 			Parallelism: cfg.Snapshot.Parallelism,
 			ChunkRows:   cfg.Snapshot.ChunkRows,
-			ChunkBytes:  chunk,
+			ChunkBytes:  int64(cfg.Snapshot.ChunkBytes),
 		},
 	}, nil
 }
@@ -97,6 +91,7 @@ func SilverOptions(cfg *config.Config) silver.Options {
 		DeleteMode:  cfg.Silver.DeleteMode,
 		SoftDeletes: cfg.Silver.SoftDeletesOn(),
 		MaxChanges:  int64(cfg.Silver.MaxChanges),
+		MaxBytes:    int64(cfg.MemoryBudget / config.SilverShare),
 		IdleCommit:  time.Minute,
 	}
 }
@@ -110,6 +105,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	// error with exit code 1, never the runtime's raw print of its value.
 	defer func() { err = config.RedactError(err, cfg.Secrets()...) }()
 	defer fault.Recover("pipeline", &err)
+	defer applyMemoryLimit(cfg, log)()
 	cat, err := OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -293,6 +294,44 @@ func (p *pipeline) logTail() string {
 	return tail(string(b), 3000)
 }
 
+// peakHeapProfile writes the in-use heap profile to path every time the
+// heap's objects grow 10% past the largest seen (sampled every 100 ms), so
+// that path ends holding what was live near the peak: the allocation
+// profile written at exit tells where bytes were allocated, not which
+// were held at the peak RSS. The returned function stops it.
+func peakHeapProfile(path string, stderr io.Writer) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		var peak uint64
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			metrics.Read(sample)
+			if v := sample[0].Value.Uint64(); v > peak+peak/10 {
+				peak = v
+				f, err := os.Create(path)
+				if err != nil {
+					fmt.Fprintln(stderr, "tidemark: peak heap profile: "+err.Error())
+					return
+				}
+				if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+					fmt.Fprintln(stderr, "tidemark: peak heap profile: "+err.Error())
+				}
+				f.Close()
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
 // PipelineMain is `tidemark run` with two more flags, --cpuprofile FILE and
 // --memprofile FILE: it
 // parses the same flags, runs the pipeline until SIGTERM or SIGINT and
@@ -329,6 +368,8 @@ func PipelineMain(args []string, stderr io.Writer) int {
 		defer pprof.StopCPUProfile()
 	}
 	if *memProfile != "" {
+		stopPeak := peakHeapProfile(strings.TrimSuffix(*memProfile, ".heap.pprof")+".peak.heap.pprof", stderr)
+		defer stopPeak()
 		defer func() {
 			f, err := os.Create(*memProfile)
 			if err != nil {

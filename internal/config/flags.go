@@ -28,14 +28,14 @@ var fields = []field{
 	{"slot", "slot", "logical replication slot (default: tidemark_<name>)", func(c *Config) any { return &c.Slot }},
 	{"tables", "tables", "comma-separated schema.table list (default: all tables)", func(c *Config) any { return &c.Tables }},
 	{"commit_interval", "commit-interval", "longest time between lake commits", func(c *Config) any { return &c.CommitInterval }},
-	{"commit_bytes", "commit-bytes", "commit when this many bytes of rows are buffered", func(c *Config) any { return &c.CommitBytes }},
-	{"memory_budget", "memory-budget", "bound of in-memory queues (default: max(256MiB, 2*commit-bytes))", func(c *Config) any { return &c.MemoryBudget }},
+	{"commit_bytes", "commit-bytes", "commit when this many bytes of rows are buffered (default: memory-budget/8)", func(c *Config) any { return &c.CommitBytes }},
+	{"memory_budget", "memory-budget", "the process's memory budget: Go's soft memory limit (unless GOMEMLIMIT is set), and the bound of commit-bytes, snapshot chunks and silver's merge pass", func(c *Config) any { return &c.MemoryBudget }},
 	{"heartbeat_interval", "heartbeat-interval", "interval of the heartbeat message (pg_logical_emit_message) that moves the watermark and the slot on an idle source", func(c *Config) any { return &c.HeartbeatInterval }},
 	{"publication_poll", "publication-poll", "how often to look for tables added to the publication", func(c *Config) any { return &c.PublicationPoll }},
 	{"snapshot.enabled", "snapshot-enabled", "copy existing rows before streaming changes", func(c *Config) any { return &c.Snapshot.Enabled }},
 	{"snapshot.parallelism", "snapshot-parallelism", "snapshot chunks copied at once (1..64)", func(c *Config) any { return &c.Snapshot.Parallelism }},
 	{"snapshot.chunk_rows", "snapshot-chunk-rows", "most rows per snapshot chunk", func(c *Config) any { return &c.Snapshot.ChunkRows }},
-	{"snapshot.chunk_bytes", "snapshot-chunk-bytes", "most bytes per snapshot chunk", func(c *Config) any { return &c.Snapshot.ChunkBytes }},
+	{"snapshot.chunk_bytes", "snapshot-chunk-bytes", "most bytes per snapshot chunk (default: memory-budget/16, less if snapshot-parallelism chunks would not fit)", func(c *Config) any { return &c.Snapshot.ChunkBytes }},
 	{"silver.enabled", "silver-enabled", "keep silver (replica) tables current while running", func(c *Config) any { return &c.Silver.Enabled }},
 	{"silver.every", "silver-every", "silver merge cadence (e.g. 5s, 4h)", func(c *Config) any { return &c.Silver.Every }},
 	{"silver.buckets", "silver-buckets", "silver partitioning bucket(N, first key column); 0: unpartitioned", func(c *Config) any { return &c.Silver.Buckets }},
@@ -87,6 +87,9 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 		if _, ok := v.(*optBool); ok {
 			fl.NoOptDefVal = "true"
 		}
+		if fl.DefValue == "0B" {
+			fl.DefValue = "" // derived in Validate; the usage says from what
+		}
 	}
 }
 
@@ -101,8 +104,8 @@ func (c *Config) setFixedDefaults() {
 		c.Warehouse = DefaultWarehouse
 	}
 	set(&c.CommitInterval, DefaultCommitInterval)
-	if c.CommitBytes == 0 {
-		c.CommitBytes = DefaultCommitBytes
+	if c.MemoryBudget == 0 {
+		c.MemoryBudget = DefaultMemoryBudget
 	}
 	set(&c.HeartbeatInterval, DefaultHeartbeatInterval)
 	set(&c.PublicationPoll, DefaultPublicationPoll)
@@ -115,9 +118,6 @@ func (c *Config) setFixedDefaults() {
 	}
 	if c.Snapshot.ChunkRows == 0 {
 		c.Snapshot.ChunkRows = DefaultChunkRows
-	}
-	if c.Snapshot.ChunkBytes == 0 {
-		c.Snapshot.ChunkBytes = DefaultChunkBytes
 	}
 	set(&c.Retry.InitialBackoff, DefaultInitialBackoff)
 	set(&c.Retry.MaxBackoff, DefaultMaxBackoff)

@@ -61,14 +61,17 @@ log:
 		{"flags override file", []string{
 			"--commit-interval=2s", "--warehouse", "/from/flag", "--snapshot-enabled",
 			"--tables", `public.c,"x,y"."Z"`, "--tables", "public.d",
-			"--commit-bytes", "1GiB", "--source", "postgres://other@db2/orders",
+			"--commit-bytes", "1GiB", "--memory-budget", "4GiB", "--source", "postgres://other@db2/orders",
 		}, func(t *testing.T, c *config.Config) {
 			eq(t, "warehouse", c.Warehouse, "/from/flag")
 			eq(t, "commit_interval", c.CommitInterval.Std(), 2*time.Second)
 			eq(t, "enabled", c.Snapshot.IsEnabled(), true)
 			eq(t, "tables", strings.Join(c.Tables, "|"), `public.c|"x,y"."Z"|public.d`)
 			eq(t, "commit_bytes", c.CommitBytes, config.GiB)
-			eq(t, "memory_budget (derived)", c.MemoryBudget, 2*config.GiB)
+			eq(t, "memory_budget", c.MemoryBudget, 4*config.GiB)
+			// chunk_bytes not set: its default, a sixteenth of the budget,
+			// but no more than what is left of half the budget for 8 workers.
+			eq(t, "snapshot.chunk_bytes (derived)", c.Snapshot.ChunkBytes, 128*config.MiB)
 			eq(t, "source", c.Source.Reveal(), "postgres://other@db2/orders")
 			eq(t, "name (from flag source)", c.Name, "orders")
 			// Not given as flags: the file's values stand, not the defaults.
@@ -135,7 +138,8 @@ func TestFlagHelpShowsDefaults(t *testing.T) {
 	usage := fs.FlagUsages()
 	for _, want := range []string{
 		"--commit-interval duration", "(default 1s)",
-		"--commit-bytes bytes", "(default 64MiB)",
+		"--memory-budget bytes", "(default 256MiB)",
+		"--commit-bytes bytes", "(default: memory-budget/8)",
 		"--snapshot-enabled", "(default true)",
 		"--snapshot-parallelism int", "(default 2)",
 		"--retry-max-elapsed duration", "(default 10m0s)",

@@ -43,14 +43,14 @@ func TestGoodFiles(t *testing.T) {
 			eq(t, "slot", c.Slot, "tidemark_shop")
 			eq(t, "spool_dir", c.SpoolDir, filepath.Join("lake", "_tidemark", "spool"))
 			eq(t, "commit_interval", c.CommitInterval.Std(), 500*time.Millisecond)
-			eq(t, "commit_bytes", c.CommitBytes, 64*config.MiB)
+			eq(t, "commit_bytes (memory_budget/8)", c.CommitBytes, 32*config.MiB)
 			eq(t, "memory_budget", c.MemoryBudget, 256*config.MiB)
 			eq(t, "heartbeat_interval", c.HeartbeatInterval.Std(), time.Second)
 			eq(t, "publication_poll", c.PublicationPoll.Std(), 10*time.Second)
 			eq(t, "snapshot.enabled", c.Snapshot.IsEnabled(), true)
 			eq(t, "snapshot.parallelism", c.Snapshot.Parallelism, 2)
 			eq(t, "snapshot.chunk_rows", c.Snapshot.ChunkRows, 10000)
-			eq(t, "snapshot.chunk_bytes", c.Snapshot.ChunkBytes, 32*config.MiB)
+			eq(t, "snapshot.chunk_bytes (memory_budget/16)", c.Snapshot.ChunkBytes, 16*config.MiB)
 			eq(t, "retry.initial_backoff", c.Retry.InitialBackoff.Std(), 500*time.Millisecond)
 			eq(t, "retry.max_backoff", c.Retry.MaxBackoff.Std(), 30*time.Second)
 			eq(t, "retry.max_elapsed", c.Retry.MaxElapsed.Std(), 10*time.Minute)
@@ -177,7 +177,7 @@ func TestBadFiles(t *testing.T) {
 			`:7: heartbeat_interval: must be at least 10ms, got 1ms`,
 			`:8: publication_poll: must be at least 100ms, got 10ms`,
 			`:10: snapshot.chunk_rows: must be at least 1, got 0`,
-			`:11: snapshot.chunk_bytes: must not exceed memory_budget (256MiB), got 1GiB`,
+			`:11: snapshot.chunk_bytes: the buffers do not fit in memory_budget: commit_bytes (32MiB) + snapshot.parallelism (2) × snapshot.chunk_bytes (1GiB) = 2080MiB, more than half of memory_budget (256MiB)`,
 			`:13: retry.initial_backoff: must be at least 1ms, got 0s`,
 			`:14: metrics_addr: port must be a number between 0 and 65535`,
 		},
@@ -194,7 +194,7 @@ func TestBadFiles(t *testing.T) {
 			`:1: name: not set, and the source database name "My-Shop" cannot be used as one (lowercased, it must match ^[a-z_][a-z0-9_]*$); set name: in the config file or pass --name`,
 			`:2: warehouse: must not be empty`,
 			`:3: commit_interval: must be at least 10ms, got 1ms`,
-			`:5: memory_budget: must be at least commit_bytes (512MiB), got 256MiB`,
+			`:4: commit_bytes: the buffers do not fit in memory_budget: commit_bytes (512MiB) + snapshot.parallelism (2) × snapshot.chunk_bytes (1MiB) = 514MiB, more than half of memory_budget (256MiB); `,
 			`:6: publication: must match`,
 			`:7: slot: must match [a-z0-9_]{1,63}`,
 			`:10: retry.max_backoff: must be at least retry.initial_backoff (2s), got 1s`,

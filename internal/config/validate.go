@@ -12,17 +12,19 @@ import (
 )
 
 // Defaults. Derived ones (name, publication, slot, spool_dir, and
-// memory_budget when commit_bytes is large) are computed in Validate.
+// commit_bytes and snapshot.chunk_bytes from memory_budget) are computed
+// in Validate; DefaultCommitBytes and DefaultChunkBytes are their values
+// for DefaultMemoryBudget.
 const (
 	DefaultWarehouse         = "./lake"
 	DefaultCommitInterval    = Duration(500 * time.Millisecond)
-	DefaultCommitBytes       = 64 * MiB
 	DefaultMemoryBudget      = 256 * MiB
+	DefaultCommitBytes       = DefaultMemoryBudget / CommitShare
 	DefaultHeartbeatInterval = Duration(time.Second)
 	DefaultPublicationPoll   = Duration(10 * time.Second)
 	DefaultParallelism       = 2
 	DefaultChunkRows         = 10000
-	DefaultChunkBytes        = 32 * MiB
+	DefaultChunkBytes        = DefaultMemoryBudget / ChunkShare
 	DefaultInitialBackoff    = Duration(500 * time.Millisecond)
 	DefaultMaxBackoff        = Duration(30 * time.Second)
 	DefaultMaxElapsed        = Duration(10 * time.Minute)
@@ -35,6 +37,29 @@ const (
 
 	// namePrefix prefixes the default publication and slot names.
 	namePrefix = "tidemark_"
+)
+
+// How memory_budget is shared (docs/configuration.md, Commits and memory).
+// The buffers a setting bounds, commit_bytes of rows waiting for a commit
+// and one snapshot.chunk_bytes chunk per snapshot worker, may take at most
+// half of it: the other half is for what those bytes cost on top of their
+// count (Arrow builders grow by doubling, a commit encodes and compresses
+// Parquet pages and copies statistics), silver's merge pass (SilverShare),
+// and the runtime itself.
+const (
+	// MinMemoryBudget is the smallest memory_budget accepted: the process
+	// itself (runtime, catalog, connections) needs a few tens of MiB.
+	MinMemoryBudget = 64 * MiB
+	// CommitShare: commit_bytes defaults to memory_budget / CommitShare.
+	CommitShare = 8
+	// ChunkShare: snapshot.chunk_bytes defaults to memory_budget /
+	// ChunkShare, less when snapshot.parallelism chunks would not fit.
+	ChunkShare = 16
+	// SilverShare: a silver merge pass reads at most memory_budget /
+	// SilverShare bytes of bronze rows (it holds about three times that).
+	SilverShare = 8
+	// minChunkBytes is the smallest derived snapshot.chunk_bytes.
+	minChunkBytes = MiB
 )
 
 var (
@@ -165,21 +190,20 @@ func (c *Config) validate(requireSource bool) error {
 	// sizes and intervals
 	c.durationDefault("commit_interval", &c.CommitInterval, DefaultCommitInterval)
 	k.atLeast("commit_interval", c.CommitInterval, Duration(10*time.Millisecond))
-	if c.CommitBytes == 0 && !c.isSet("commit_bytes") {
-		c.CommitBytes = DefaultCommitBytes
-	}
-	commitBytesOK := c.CommitBytes > 0
-	if !commitBytesOK {
-		k.bad("commit_bytes", "must be positive, got %s", c.CommitBytes)
-	}
+	// memory_budget first: commit_bytes and snapshot.chunk_bytes default
+	// to shares of it.
 	if c.MemoryBudget == 0 && !c.isSet("memory_budget") {
-		c.MemoryBudget = max(DefaultMemoryBudget, 2*c.CommitBytes)
+		c.MemoryBudget = DefaultMemoryBudget
 	}
-	switch {
-	case c.MemoryBudget <= 0:
-		k.bad("memory_budget", "must be positive, got %s", c.MemoryBudget)
-	case commitBytesOK && c.MemoryBudget < c.CommitBytes:
-		k.bad("memory_budget", "must be at least commit_bytes (%s), got %s", c.CommitBytes, c.MemoryBudget)
+	budgetOK := c.MemoryBudget >= MinMemoryBudget
+	if !budgetOK {
+		k.bad("memory_budget", "must be at least %s, got %s", ByteSize(MinMemoryBudget), c.MemoryBudget)
+	}
+	if c.CommitBytes == 0 && !c.isSet("commit_bytes") && budgetOK {
+		c.CommitBytes = c.MemoryBudget / CommitShare
+	}
+	if c.CommitBytes <= 0 && c.isSet("commit_bytes") {
+		k.bad("commit_bytes", "must be positive, got %s", c.CommitBytes)
 	}
 	c.durationDefault("heartbeat_interval", &c.HeartbeatInterval, DefaultHeartbeatInterval)
 	k.atLeast("heartbeat_interval", c.HeartbeatInterval, Duration(10*time.Millisecond))
@@ -203,15 +227,10 @@ func (c *Config) validate(requireSource bool) error {
 	if c.Snapshot.ChunkRows < 1 {
 		k.bad("snapshot.chunk_rows", "must be at least 1, got %d", c.Snapshot.ChunkRows)
 	}
-	if c.Snapshot.ChunkBytes == 0 && !c.isSet("snapshot.chunk_bytes") {
-		c.Snapshot.ChunkBytes = DefaultChunkBytes
-	}
-	switch {
-	case c.Snapshot.ChunkBytes <= 0:
+	if c.Snapshot.ChunkBytes <= 0 && c.isSet("snapshot.chunk_bytes") {
 		k.bad("snapshot.chunk_bytes", "must be positive, got %s", c.Snapshot.ChunkBytes)
-	case c.MemoryBudget > 0 && c.Snapshot.ChunkBytes > c.MemoryBudget:
-		k.bad("snapshot.chunk_bytes", "must not exceed memory_budget (%s), got %s", c.MemoryBudget, c.Snapshot.ChunkBytes)
 	}
+	c.checkBudget(k, budgetOK)
 
 	// silver
 	if c.Silver.Enabled == nil {
@@ -291,6 +310,43 @@ func (c *Config) validate(requireSource bool) error {
 		return nil
 	}
 	return errors.Join(k.errs...)
+}
+
+// checkBudget defaults snapshot.chunk_bytes from memory_budget and checks
+// that the buffers fit in it: commit_bytes plus snapshot.parallelism chunks
+// of snapshot.chunk_bytes may take at most half of memory_budget.
+func (c *Config) checkBudget(k *checker, budgetOK bool) {
+	par := ByteSize(c.Snapshot.Parallelism)
+	if !budgetOK || c.CommitBytes <= 0 || par < 1 || par > 64 || c.Snapshot.ChunkBytes < 0 {
+		return // reported already
+	}
+	half := c.MemoryBudget / 2
+	if c.Snapshot.ChunkBytes == 0 && !c.isSet("snapshot.chunk_bytes") {
+		chunk := c.MemoryBudget / ChunkShare
+		if room := (half - c.CommitBytes) / par; room < chunk {
+			chunk = room
+		}
+		c.Snapshot.ChunkBytes = max(chunk, minChunkBytes)
+	}
+	if c.Snapshot.ChunkBytes == 0 {
+		return // reported already
+	}
+	need := c.CommitBytes + par*c.Snapshot.ChunkBytes
+	if need <= half {
+		return
+	}
+	// Blame the most specific setting the user gave.
+	path := "memory_budget"
+	for _, p := range []string{"snapshot.chunk_bytes", "commit_bytes", "snapshot.parallelism", "memory_budget"} {
+		if c.isSet(p) {
+			path = p
+			break
+		}
+	}
+	k.bad(path, "the buffers do not fit in memory_budget: commit_bytes (%s) + snapshot.parallelism (%d) × snapshot.chunk_bytes (%s) = %s, "+
+		"more than half of memory_budget (%s); the other half is for encoding commits, silver's merge and the runtime. "+
+		"Lower commit_bytes, snapshot.chunk_bytes or snapshot.parallelism, or raise memory_budget to at least %s",
+		c.CommitBytes, par, c.Snapshot.ChunkBytes, need, c.MemoryBudget, 2*need)
 }
 
 // durationDefault sets *d to def when it is zero and was not set explicitly.
