@@ -487,7 +487,16 @@ func (s *stream) backPressure(ctx context.Context) error {
 	if s.c.w.Buffered() < s.c.opts.CommitBytes {
 		return nil
 	}
-	return s.flush(ctx)
+	if err := s.flush(ctx); err != nil {
+		return err
+	}
+	// A long replay reads nothing from the connection: answer the
+	// walsender (with the last complete transaction, as ever) so that
+	// wal_sender_timeout does not end the session mid-replay.
+	if time.Since(s.lastStatus) >= statusInterval {
+		return s.sendStatus(ctx)
+	}
+	return nil
 }
 
 func (s *stream) insert(ctx context.Context, relID uint32, tup *pglogrepl.TupleData) error {
