@@ -20,10 +20,10 @@ func TestMemoryBudget(t *testing.T) {
 		args                  []string
 		budget, commit, chunk config.ByteSize
 	}{
-		{"defaults", nil, 256 * config.MiB, 32 * config.MiB, 16 * config.MiB},
-		{"a larger budget scales the buffers", []string{"--memory-budget", "1GiB"}, config.GiB, 128 * config.MiB, 64 * config.MiB},
-		{"the smallest budget", []string{"--memory-budget", "64MiB"}, 64 * config.MiB, 8 * config.MiB, 4 * config.MiB},
-		{"many workers share the chunk room", []string{"--snapshot-parallelism", "32"}, 256 * config.MiB, 32 * config.MiB, 3 * config.MiB},
+		{"defaults", nil, 256 * config.MiB, 16 * config.MiB, 16 * config.MiB},
+		{"a larger budget scales the buffers", []string{"--memory-budget", "1GiB"}, config.GiB, 64 * config.MiB, 64 * config.MiB},
+		{"the smallest budget", []string{"--memory-budget", "64MiB"}, 64 * config.MiB, 4 * config.MiB, 4 * config.MiB},
+		{"many workers share the chunk room", []string{"--snapshot-parallelism", "32"}, 256 * config.MiB, 16 * config.MiB, 3584 * config.KiB},
 		{"explicit values that fit exactly", []string{"--commit-bytes", "64MiB", "--snapshot-chunk-bytes", "32MiB"}, 256 * config.MiB, 64 * config.MiB, 32 * config.MiB},
 	}
 	for _, tc := range good {
@@ -54,10 +54,10 @@ func TestMemoryBudget(t *testing.T) {
 			[]string{"config: commit_bytes: the buffers do not fit in memory_budget: commit_bytes (200MiB) + snapshot.parallelism (2) × snapshot.chunk_bytes (1MiB) = 202MiB, more than half of memory_budget (256MiB)",
 				"raise memory_budget to at least 404MiB", "(set by --commit-bytes)"}},
 		{"chunks too big for a small budget", []string{"--memory-budget", "100MiB", "--snapshot-chunk-bytes", "32MiB"},
-			[]string{"snapshot.chunk_bytes: the buffers do not fit in memory_budget: commit_bytes (12800KiB) + snapshot.parallelism (2) × snapshot.chunk_bytes (32MiB)",
+			[]string{"snapshot.chunk_bytes: the buffers do not fit in memory_budget: commit_bytes (6400KiB) + snapshot.parallelism (2) × snapshot.chunk_bytes (32MiB)",
 				"(set by --snapshot-chunk-bytes)"}},
 		{"too many workers for the smallest chunks", []string{"--memory-budget", "64MiB", "--snapshot-parallelism", "64"},
-			[]string{"snapshot.parallelism: the buffers do not fit in memory_budget: commit_bytes (8MiB) + snapshot.parallelism (64) × snapshot.chunk_bytes (1MiB) = 72MiB"}},
+			[]string{"snapshot.parallelism: the buffers do not fit in memory_budget: commit_bytes (4MiB) + snapshot.parallelism (64) × snapshot.chunk_bytes (1MiB) = 68MiB", "raise memory_budget to at least 136MiB"}},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {

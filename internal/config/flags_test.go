@@ -139,7 +139,7 @@ func TestFlagHelpShowsDefaults(t *testing.T) {
 	for _, want := range []string{
 		"--commit-interval duration", "(default 1s)",
 		"--memory-budget bytes", "(default 256MiB)",
-		"--commit-bytes bytes", "(default: memory-budget/8)",
+		"--commit-bytes bytes", "(default: memory-budget/16)",
 		"--snapshot-enabled", "(default true)",
 		"--snapshot-parallelism int", "(default 2)",
 		"--retry-max-elapsed duration", "(default 10m0s)",

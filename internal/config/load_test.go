@@ -43,7 +43,7 @@ func TestGoodFiles(t *testing.T) {
 			eq(t, "slot", c.Slot, "tidemark_shop")
 			eq(t, "spool_dir", c.SpoolDir, filepath.Join("lake", "_tidemark", "spool"))
 			eq(t, "commit_interval", c.CommitInterval.Std(), 500*time.Millisecond)
-			eq(t, "commit_bytes (memory_budget/8)", c.CommitBytes, 32*config.MiB)
+			eq(t, "commit_bytes (memory_budget/16)", c.CommitBytes, 16*config.MiB)
 			eq(t, "memory_budget", c.MemoryBudget, 256*config.MiB)
 			eq(t, "heartbeat_interval", c.HeartbeatInterval.Std(), time.Second)
 			eq(t, "publication_poll", c.PublicationPoll.Std(), 10*time.Second)
@@ -177,7 +177,7 @@ func TestBadFiles(t *testing.T) {
 			`:7: heartbeat_interval: must be at least 10ms, got 1ms`,
 			`:8: publication_poll: must be at least 100ms, got 10ms`,
 			`:10: snapshot.chunk_rows: must be at least 1, got 0`,
-			`:11: snapshot.chunk_bytes: the buffers do not fit in memory_budget: commit_bytes (32MiB) + snapshot.parallelism (2) × snapshot.chunk_bytes (1GiB) = 2080MiB, more than half of memory_budget (256MiB)`,
+			`:11: snapshot.chunk_bytes: the buffers do not fit in memory_budget: commit_bytes (16MiB) + snapshot.parallelism (2) × snapshot.chunk_bytes (1GiB) = 2064MiB, more than half of memory_budget (256MiB)`,
 			`:13: retry.initial_backoff: must be at least 1ms, got 0s`,
 			`:14: metrics_addr: port must be a number between 0 and 65535`,
 		},

@@ -51,13 +51,13 @@ const (
 	// itself (runtime, catalog, connections) needs a few tens of MiB.
 	MinMemoryBudget = 64 * MiB
 	// CommitShare: commit_bytes defaults to memory_budget / CommitShare.
-	CommitShare = 8
+	CommitShare = 16
 	// ChunkShare: snapshot.chunk_bytes defaults to memory_budget /
 	// ChunkShare, less when snapshot.parallelism chunks would not fit.
 	ChunkShare = 16
 	// SilverShare: a silver merge pass reads at most memory_budget /
 	// SilverShare bytes of bronze rows (it holds about three times that).
-	SilverShare = 8
+	SilverShare = 16
 	// minChunkBytes is the smallest derived snapshot.chunk_bytes.
 	minChunkBytes = MiB
 )
