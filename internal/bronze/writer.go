@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -580,8 +581,11 @@ func (w *Writer) detach(tb *tableBuf, cp *postgres.Checkpoint) *pendingCommit {
 	w.inflight += tb.bytes
 	tb.recs, tb.rows, tb.bytes, tb.dirty = nil, 0, 0, false
 	// The next commit's props start from these (the writer is discarded if
-	// this commit fails).
-	tb.props = props
+	// this commit fails), in a map of their own: the commit may still run
+	// when the stream writes the next chunk's progress (WriteBatch), which
+	// must not reach a commit that does not hold that chunk's rows (a
+	// restart would resume the snapshot after rows never committed).
+	tb.props = maps.Clone(props)
 	return pc
 }
 
