@@ -127,11 +127,19 @@ func (s *stream) run(ctx context.Context) error {
 		}
 		now := time.Now()
 		due := now.Sub(s.lastFlush) >= s.c.opts.CommitInterval
-		if s.c.w.Buffered() >= s.c.opts.CommitBytes || (due && (s.c.w.Buffered() > 0 || s.completed.AckedLSN > s.flushedTo)) {
+		want := due && (s.c.w.Buffered() > 0 || s.completed.AckedLSN > s.flushedTo)
+		switch {
+		case s.c.w.Buffered() >= s.c.opts.CommitBytes || (want && !s.flushing):
+			// At commit_bytes with a flush in flight, this waits for it:
+			// at most the flush in flight and one full buffer are held.
 			if err := s.flush(ctx); err != nil {
 				return err
 			}
-		} else if due {
+		case want:
+			// Due while the previous flush still commits: go on decoding,
+			// and start the next flush as soon as that one is durable (it
+			// then takes everything received meanwhile).
+		case due:
 			s.lastFlush = now
 		}
 		if now.Sub(s.lastStatus) >= statusInterval {
@@ -139,19 +147,21 @@ func (s *stream) run(ctx context.Context) error {
 				return err
 			}
 		}
-		deadline := s.lastFlush.Add(s.c.opts.CommitInterval)
-		if d := s.lastStatus.Add(statusInterval); d.Before(deadline) {
-			deadline = d
-		}
+		var deadline time.Time
 		if s.flushing {
-			// Look again soon: the flush's checkpoint is acknowledged as
-			// soon as it is durable, even when no message arrives. The
-			// deadline moves at most once per flushPoll (setting it is not
-			// free, and this runs once per message).
+			// Look again soon: the flush's checkpoint is acknowledged, and
+			// the next flush started, as soon as it is durable, even when no
+			// message arrives. The deadline moves at most once per flushPoll
+			// (setting it is not free, and this runs once per message).
 			now := time.Now()
 			if s.readDeadline.After(now) && !s.readDeadline.After(now.Add(flushPoll)) {
 				deadline = s.readDeadline
-			} else if d := now.Add(flushPoll); d.Before(deadline) {
+			} else {
+				deadline = now.Add(flushPoll)
+			}
+		} else {
+			deadline = s.lastFlush.Add(s.c.opts.CommitInterval)
+			if d := s.lastStatus.Add(statusInterval); d.Before(deadline) {
 				deadline = d
 			}
 		}
