@@ -701,7 +701,7 @@ func (w *Writer) StartFlush(ctx context.Context, cp postgres.Checkpoint) error {
 	go func() {
 		defer close(job.done)
 		defer cancel()
-		defer fault.Recover("bronze flush", &job.err)
+		defer fault.Recover("capture stream's bronze flush", &job.err)
 		job.err = w.runFlush(fctx, job)
 	}()
 	return nil
