@@ -709,7 +709,10 @@ func (w *Writer) StartFlush(ctx context.Context, cp postgres.Checkpoint) error {
 
 // runFlush commits a flush's tables in order, then its checkpoint.
 func (w *Writer) runFlush(ctx context.Context, job *flushJob) error {
+	start := time.Now()
+	rows := 0
 	for i, pc := range job.pcs {
+		rows += pc.rows
 		if err := w.commit(ctx, pc); err != nil {
 			for _, rest := range job.pcs[i+1:] {
 				for _, r := range rest.recs {
@@ -754,6 +757,7 @@ func (w *Writer) runFlush(ctx context.Context, job *flushJob) error {
 		return fault.MarkTransient(fmt.Errorf("bronze: record checkpoint of source %s: %w", w.source, err))
 	}
 	failpoint.Inject("bronze-after-checkpoint")
+	w.log.Debug("bronze flush", "tables", len(job.pcs), "rows", rows, "acked_lsn", cp.AckedLSN, "took", time.Since(start))
 	return nil
 }
 
