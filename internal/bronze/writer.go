@@ -69,9 +69,8 @@ type Writer struct {
 	now       func() time.Time
 
 	// flushing is the flush running in the background, or finished and not
-	// yet collected by FinishFlush (nil: none); inflight the bytes it holds.
+	// yet collected by FinishFlush (nil: none).
 	flushing *flushJob
-	inflight int64
 }
 
 // Committed is the number of rows committed by this Writer.
@@ -578,7 +577,6 @@ func (w *Writer) detach(tb *tableBuf, cp *postgres.Checkpoint) *pendingCommit {
 	}
 	pc := &pendingCommit{tb: tb, recs: tb.recs, props: props, cursor: tb.pending, rows: tb.rows}
 	w.buffered -= tb.bytes
-	w.inflight += tb.bytes
 	tb.recs, tb.rows, tb.bytes, tb.dirty = nil, 0, 0, false
 	// The next commit's props start from these (the writer is discarded if
 	// this commit fails), in a map of their own: the commit may still run
@@ -612,7 +610,6 @@ func (w *Writer) applied(pcs []*pendingCommit) {
 		w.committed += int64(pc.rows)
 		pc.tb.cursor = pc.cursor
 	}
-	w.inflight = 0
 	if w.buffered < 0 {
 		w.buffered = 0
 	}
