@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,10 @@ type Writer struct {
 	committed int64
 	inBatch   bool // writing snapshot rows: they do not move the cursor
 	now       func() time.Time
+
+	// flushing is the flush running in the background, or finished and not
+	// yet collected by FinishFlush (nil: none).
+	flushing *flushJob
 }
 
 // Committed is the number of rows committed by this Writer.
@@ -302,7 +307,11 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 	if len(add) == 0 && len(widens) == 0 {
 		return nil
 	}
-	// Rows already buffered were built for the old schema: commit them first.
+	// Rows already buffered were built for the old schema: commit them
+	// first, after any flush in flight (which may hold older rows of tb).
+	if err := w.waitFlush(); err != nil {
+		return err
+	}
 	if err := w.commitTable(ctx, tb, nil); err != nil {
 		return err
 	}
@@ -536,7 +545,7 @@ func (w *Writer) Message(ctx context.Context, m change.Message) error {
 func (w *Writer) Buffered() int64 { return w.buffered }
 
 // pendingCommit is one table's share of a flush: the rows and props taken
-// from its buffer, committed by runFlush.
+// from its buffer, committed by whichever goroutine runs the flush.
 type pendingCommit struct {
 	tb     *tableBuf
 	recs   []arrow.RecordBatch
@@ -570,12 +579,16 @@ func (w *Writer) detach(tb *tableBuf, cp *postgres.Checkpoint) *pendingCommit {
 	w.buffered -= tb.bytes
 	tb.recs, tb.rows, tb.bytes, tb.dirty = nil, 0, 0, false
 	// The next commit's props start from these (the writer is discarded if
-	// this commit fails).
-	tb.props = props
+	// this commit fails), in a map of their own: the commit may still run
+	// when the stream writes the next chunk's progress (WriteBatch), which
+	// must not reach a commit that does not hold that chunk's rows (a
+	// restart would resume the snapshot after rows never committed).
+	tb.props = maps.Clone(props)
 	return pc
 }
 
-// commit appends pc's rows with its props.
+// commit appends pc's rows with its props. Safe on any goroutine: it
+// touches only pc and the lake table.
 func (w *Writer) commit(ctx context.Context, pc *pendingCommit) error {
 	start := time.Now()
 	err := pc.tb.tbl.Append(ctx, pc.recs, pc.props)
@@ -603,7 +616,7 @@ func (w *Writer) applied(pcs []*pendingCommit) {
 }
 
 // commitTable commits tb's buffered rows (and its dirty props) with cp's
-// position.
+// position, now, on the calling goroutine; nothing may be in flight.
 func (w *Writer) commitTable(ctx context.Context, tb *tableBuf, cp *postgres.Checkpoint) error {
 	pc := w.detach(tb, cp)
 	if pc == nil {
@@ -616,14 +629,29 @@ func (w *Writer) commitTable(ctx context.Context, tb *tableBuf, cp *postgres.Che
 	return nil
 }
 
-// Flush implements postgres.Writer: it commits everything buffered, one
-// commit per table, then the checkpoint.
+// flushJob is a flush running in the background (StartFlush).
+type flushJob struct {
+	cp     postgres.Checkpoint
+	pcs    []*pendingCommit
+	done   chan struct{}
+	err    error
+	cancel context.CancelFunc
+	// applied: its outcome is in the writer's state (waitFlush).
+	applied bool
+}
+
+// Flush implements postgres.Writer: it commits everything buffered, then
+// the checkpoint, on the calling goroutine (after any flush StartFlush left
+// in flight).
 func (w *Writer) Flush(ctx context.Context, cp postgres.Checkpoint) error {
-	pcs := w.detachAll(&cp)
-	if err := w.runFlush(ctx, cp, pcs); err != nil {
+	if _, err := w.FinishFlush(); err != nil {
 		return err
 	}
-	w.applied(pcs)
+	job := &flushJob{cp: cp, pcs: w.detachAll(&cp)}
+	if err := w.runFlush(ctx, job); err != nil {
+		return err
+	}
+	w.applied(job.pcs)
 	return nil
 }
 
@@ -643,11 +671,47 @@ func (w *Writer) detachAll(cp *postgres.Checkpoint) []*pendingCommit {
 	return pcs
 }
 
+// StartFlush detaches everything buffered and commits it in the background,
+// one commit per table, then records cp, exactly as Flush does; the caller
+// goes on buffering changes meanwhile, into fresh buffers. FinishFlush waits
+// for it; FlushDone says when. Only one flush runs at a time: StartFlush
+// first waits for the previous one, and returns its error. The commit is
+// not cancelled with ctx (a clean stop waits for it); Close cancels it.
+// Stream goroutine only, like every method but the background commit.
+func (w *Writer) StartFlush(ctx context.Context, cp postgres.Checkpoint) error {
+	// A later checkpoint covers an earlier one not collected.
+	if _, err := w.FinishFlush(); err != nil {
+		return err
+	}
+	pcs := w.detachAll(&cp)
+	// Not cancelled with ctx (a clean stop waits for it), but bounded by its
+	// deadline, if any (the final flush has one).
+	var fctx context.Context
+	var cancel context.CancelFunc
+	if d, ok := ctx.Deadline(); ok {
+		fctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
+	} else {
+		fctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+	}
+	job := &flushJob{cp: cp, pcs: pcs, done: make(chan struct{}), cancel: cancel}
+	w.flushing = job
+	go func() {
+		defer close(job.done)
+		defer cancel()
+		defer fault.Recover("capture stream's bronze flush", &job.err)
+		job.err = w.runFlush(fctx, job)
+	}()
+	return nil
+}
+
 // runFlush commits a flush's tables in order, then its checkpoint.
-func (w *Writer) runFlush(ctx context.Context, cp postgres.Checkpoint, pcs []*pendingCommit) error {
-	for i, pc := range pcs {
+func (w *Writer) runFlush(ctx context.Context, job *flushJob) error {
+	start := time.Now()
+	rows := 0
+	for i, pc := range job.pcs {
+		rows += pc.rows
 		if err := w.commit(ctx, pc); err != nil {
-			for _, rest := range pcs[i+1:] {
+			for _, rest := range job.pcs[i+1:] {
 				for _, r := range rest.recs {
 					r.Release()
 				}
@@ -659,6 +723,7 @@ func (w *Writer) runFlush(ctx context.Context, cp postgres.Checkpoint, pcs []*pe
 	// Every bronze table holding the changes is committed; the checkpoint
 	// that lets the source be acknowledged is not written yet.
 	failpoint.Inject("bronze-before-checkpoint")
+	cp := job.cp
 	props := map[string]string{
 		PropAckedLSN:  strconv.FormatUint(cp.AckedLSN, 10),
 		PropCommitLSN: strconv.FormatUint(cp.CommitLSN, 10),
@@ -689,11 +754,54 @@ func (w *Writer) runFlush(ctx context.Context, cp postgres.Checkpoint, pcs []*pe
 		return fault.MarkTransient(fmt.Errorf("bronze: record checkpoint of source %s: %w", w.source, err))
 	}
 	failpoint.Inject("bronze-after-checkpoint")
+	w.log.Debug("bronze flush", "tables", len(job.pcs), "rows", rows, "acked_lsn", cp.AckedLSN, "took", time.Since(start))
 	return nil
+}
+
+// FlushDone returns a channel closed when the flush StartFlush began has
+// finished (nil when none is in flight): then FinishFlush does not block.
+func (w *Writer) FlushDone() <-chan struct{} {
+	if w.flushing == nil {
+		return nil
+	}
+	return w.flushing.done
+}
+
+// FinishFlush waits for the flush StartFlush began, and returns its
+// checkpoint: when err is nil, everything written before that StartFlush is
+// durable and the checkpoint may be acknowledged. With no flush in flight it
+// returns the zero Checkpoint and nil. After an error the Writer must be
+// discarded.
+func (w *Writer) FinishFlush() (postgres.Checkpoint, error) {
+	j := w.flushing
+	if j == nil {
+		return postgres.Checkpoint{}, nil
+	}
+	err := w.waitFlush()
+	w.flushing = nil
+	return j.cp, err
+}
+
+// waitFlush waits for the flush in flight, if any, and applies its outcome
+// to the writer's state, leaving its checkpoint for FinishFlush.
+func (w *Writer) waitFlush() error {
+	j := w.flushing
+	if j == nil {
+		return nil
+	}
+	<-j.done
+	if j.err == nil && !j.applied {
+		w.applied(j.pcs)
+		j.applied = true
+	}
+	return j.err
 }
 
 // LoadCheckpoint implements postgres.Writer.
 func (w *Writer) LoadCheckpoint(ctx context.Context) (postgres.Checkpoint, bool, error) {
+	if err := w.waitFlush(); err != nil {
+		return postgres.Checkpoint{}, false, err
+	}
 	return LoadCheckpoint(ctx, w.cat, w.source)
 }
 
@@ -736,8 +844,14 @@ func LoadCheckpoint(ctx context.Context, cat *lake.Catalog, source string) (post
 	return cp, true, nil
 }
 
-// Close releases the buffers.
+// Close stops a flush still in flight (its outcome is what the lake
+// says: the next session reads it back) and releases buffers.
 func (w *Writer) Close() {
+	if j := w.flushing; j != nil {
+		j.cancel()
+		<-j.done
+		w.flushing = nil
+	}
 	for _, tb := range w.tables {
 		tb.b.Release()
 	}

@@ -58,7 +58,9 @@ type Writer interface {
 	Buffered() int64
 	// Flush commits everything buffered, one commit per table, then records
 	// cp. When it returns nil, everything written before is durable and cp
-	// may be acknowledged to the source.
+	// may be acknowledged to the source. A Writer that can commit in the
+	// background also implements flushStarter (stream.go): the stream then
+	// goes on decoding while a flush commits.
 	Flush(ctx context.Context, cp Checkpoint) error
 	// LoadCheckpoint returns the last recorded checkpoint (ok=false if none).
 	LoadCheckpoint(ctx context.Context) (Checkpoint, bool, error)

@@ -51,6 +51,11 @@ type stream struct {
 	walEnd     uint64
 	lastFlush  time.Time
 	lastStatus time.Time
+	// flushing: a flush runs in the background (flushStarter); its
+	// checkpoint is acknowledged once it is durable. flushedTo is the
+	// AckedLSN of the last flush started.
+	flushing  bool
+	flushedTo uint64
 	// readDeadline is the read deadline set on the replication connection.
 	readDeadline time.Time
 }
@@ -61,7 +66,7 @@ func newStream(c *Capture, repl *pgconn.PgConn, tables map[change.TableID]*table
 		windows: newWindows(), offered: make(chan []change.TableID, 1),
 		spools:    map[uint32]*spool{},
 		completed: Checkpoint{AckedLSN: start, Slot: c.opts.Slot},
-		acked:     start, lastFlush: time.Now(),
+		acked:     start, flushedTo: start, lastFlush: time.Now(),
 	}
 }
 
@@ -97,7 +102,9 @@ func (s *stream) run(ctx context.Context) error {
 			fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := s.flush(fctx)
 			if err == nil {
-				failpoint.Inject("stream-final-before-status")
+				err = s.finish(fctx, true, "stream-final-before-status", "")
+			}
+			if err == nil && !s.flushing {
 				err = s.sendStatus(fctx)
 			}
 			cancel()
@@ -114,19 +121,25 @@ func (s *stream) run(ctx context.Context) error {
 			}
 		default:
 		}
+		// A background flush that has finished: acknowledge it.
+		if err := s.finish(ctx, false, "stream-before-status", "stream-after-status"); err != nil {
+			return err
+		}
 		now := time.Now()
 		due := now.Sub(s.lastFlush) >= s.c.opts.CommitInterval
-		if s.c.w.Buffered() >= s.c.opts.CommitBytes || (due && (s.c.w.Buffered() > 0 || s.completed.AckedLSN > s.acked)) {
+		want := due && (s.c.w.Buffered() > 0 || s.completed.AckedLSN > s.flushedTo)
+		switch {
+		case s.c.w.Buffered() >= s.c.opts.CommitBytes || (want && !s.flushing):
+			// At commit_bytes with a flush in flight, this waits for it:
+			// at most the flush in flight and one full buffer are held.
 			if err := s.flush(ctx); err != nil {
 				return err
 			}
-			// Checkpoint durable, PostgreSQL not told yet.
-			failpoint.Inject("stream-before-status")
-			if err := s.sendStatus(ctx); err != nil {
-				return err
-			}
-			failpoint.Inject("stream-after-status")
-		} else if due {
+		case want:
+			// Due while the previous flush still commits: go on decoding,
+			// and start the next flush as soon as that one is durable (it
+			// then takes everything received meanwhile).
+		case due:
 			s.lastFlush = now
 		}
 		if now.Sub(s.lastStatus) >= statusInterval {
@@ -134,9 +147,23 @@ func (s *stream) run(ctx context.Context) error {
 				return err
 			}
 		}
-		deadline := s.lastFlush.Add(s.c.opts.CommitInterval)
-		if d := s.lastStatus.Add(statusInterval); d.Before(deadline) {
-			deadline = d
+		var deadline time.Time
+		if s.flushing {
+			// Look again soon: the flush's checkpoint is acknowledged, and
+			// the next flush started, as soon as it is durable, even when no
+			// message arrives. The deadline moves at most once per flushPoll
+			// (setting it is not free, and this runs once per message).
+			now := time.Now()
+			if s.readDeadline.After(now) && !s.readDeadline.After(now.Add(flushPoll)) {
+				deadline = s.readDeadline
+			} else {
+				deadline = now.Add(flushPoll)
+			}
+		} else {
+			deadline = s.lastFlush.Add(s.c.opts.CommitInterval)
+			if d := s.lastStatus.Add(statusInterval); d.Before(deadline) {
+				deadline = d
+			}
 		}
 		if min := time.Now().Add(5 * time.Millisecond); deadline.Before(min) {
 			deadline = min
@@ -733,25 +760,102 @@ func (s *stream) markSnapshotSkipped(ctx context.Context, t *table) error {
 	return s.c.w.WriteBatch(ctx, t.id, nil, map[string]string{PropSnapshot: t.snapshot.encode()})
 }
 
-// flush commits everything buffered and records the checkpoint.
+// flushStarter is a Writer that commits in the background (bronze.Writer):
+// the stream goes on decoding into fresh buffers while a commit runs, and
+// acknowledges the commit's checkpoint only once FinishFlush reports it
+// durable. One flush at a time, so checkpoints are recorded in order.
+type flushStarter interface {
+	// StartFlush detaches everything buffered and commits it as Flush does,
+	// in the background. It first waits for a previous flush.
+	StartFlush(ctx context.Context, cp Checkpoint) error
+	// FlushDone is closed when the flush in flight has finished.
+	FlushDone() <-chan struct{}
+	// FinishFlush waits for the flush in flight and returns its checkpoint;
+	// nil error: it is durable and may be acknowledged.
+	FinishFlush() (Checkpoint, error)
+}
+
+// flushPoll is how often the stream looks for the end of a background
+// flush when no message wakes it.
+const flushPoll = 10 * time.Millisecond
+
+// flush commits everything buffered with the checkpoint of the last
+// complete transaction: in the background when the writer can (after the
+// previous flush has finished and been acknowledged), else before it
+// returns, acknowledging it.
 func (s *stream) flush(ctx context.Context) error {
+	if err := s.finish(ctx, true, "stream-before-status", "stream-after-status"); err != nil {
+		return err
+	}
 	cp := s.completed
 	cp.WALEnd = s.walEnd
 	// The interval runs from the start of a flush, not its end: a change that
 	// just missed a flush waits commit_interval plus one commit, not plus
 	// two.
 	start := time.Now()
-	if err := s.c.w.Flush(ctx, cp); err != nil {
-		return err
+	if fs, ok := s.c.w.(flushStarter); ok {
+		if err := fs.StartFlush(ctx, cp); err != nil {
+			return err
+		}
+		s.flushing = true
+	} else {
+		if err := s.c.w.Flush(ctx, cp); err != nil {
+			return err
+		}
+		s.durable(cp)
+		// Checkpoint durable, PostgreSQL not told yet.
+		failpoint.Inject("stream-before-status")
+		if err := s.sendStatus(ctx); err != nil {
+			return err
+		}
+		failpoint.Inject("stream-after-status")
 	}
 	s.lastFlush = start
+	s.flushedTo = max(s.flushedTo, cp.AckedLSN)
+	return nil
+}
+
+// finish acknowledges the background flush once it has finished (with
+// wait: waits for it). The failpoints named surround the status update.
+func (s *stream) finish(ctx context.Context, wait bool, before, after string) error {
+	if !s.flushing {
+		return nil
+	}
+	fs := s.c.w.(flushStarter)
+	if !wait {
+		select {
+		case <-fs.FlushDone():
+		default:
+			return nil
+		}
+	}
+	cp, err := fs.FinishFlush()
+	s.flushing = false
+	if err != nil {
+		return err
+	}
+	s.durable(cp)
+	// Checkpoint durable, PostgreSQL not told yet.
+	if before != "" {
+		failpoint.Inject(before)
+	}
+	if err := s.sendStatus(ctx); err != nil {
+		return err
+	}
+	if after != "" {
+		failpoint.Inject(after)
+	}
+	return nil
+}
+
+// durable records that cp's checkpoint is in the lake.
+func (s *stream) durable(cp Checkpoint) {
 	if cp.AckedLSN > s.acked {
 		s.acked = cp.AckedLSN
 	}
 	if s.c.opts.OnProgress != nil {
 		s.c.opts.OnProgress(cp)
 	}
-	return nil
 }
 
 // sendStatus confirms s.acked to PostgreSQL.
