@@ -68,8 +68,11 @@ type keyed struct {
 	prior   *prior
 	// rows locate the key's silver rows when in.live is set (more than one
 	// only if silver holds duplicates); prior.ref is then -1 unless the
-	// fold needs the row's values (see needsPrior).
+	// row was read whole.
 	rows []lake.RowID
+	// whole: the fold may take values from the key's silver row, which is
+	// then read whole (see markWhole).
+	whole bool
 	// changed: the fold replaces or drops the key's row.
 	changed bool
 }
@@ -316,7 +319,7 @@ func keyFilter(key []string, vals []map[any]any) *lake.Filter {
 
 // readSilver reads the silver rows of the touched keys. On a merge-on-read
 // table it reads only where each row is and its position columns, and the
-// values of the rows the fold takes values from (see needsPrior): a merge
+// values of the rows the fold takes values from (see markWhole): a merge
 // then costs what it changes, not what silver holds. A copy-on-write table
 // has its rows read whole (readSilverRows).
 func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error {
@@ -329,8 +332,7 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 	if !s.MergeOnRead() {
 		return in.readSilverRows(ctx, s, soft)
 	}
-	// The keys whose prior values the fold may take.
-	need := in.needsPrior(soft)
+	in.markWhole(soft)
 	cols := append(slices.Clone(in.key), ColLSN, ColSeq)
 	if soft {
 		cols = append(cols, ColDeleted)
@@ -340,8 +342,9 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 	for j := range vals {
 		vals[j] = map[any]any{}
 	}
+	byInt := in.byInt()
 	var buf []byte
-	live, err := s.ScanLive(ctx, in.filter(), cols, func(rec arrow.RecordBatch, file int, at []int64) error {
+	live, err := s.ScanLive(ctx, in.filter(), cols, func(rec arrow.RecordBatch, file int, at lake.Positions) error {
 		keyArrs := rec.Columns()[:nk]
 		lsns, _ := rec.Column(nk).(*array.Int64)
 		seqs, _ := rec.Column(nk + 1).(*array.Int64)
@@ -352,21 +355,35 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 		if soft {
 			dels, _ = rec.Column(nk + 2).(*array.Boolean)
 		}
+		i64, _ := keyArrs[0].(*array.Int64)
+		i32, _ := keyArrs[0].(*array.Int32)
+		if byInt == nil || keyArrs[0].NullN() > 0 {
+			i64, i32 = nil, nil
+		}
 		for i := 0; i < int(rec.NumRows()); i++ {
-			var err error
-			if buf, err = encodeKey(buf[:0], keyArrs, i); err != nil {
-				return fmt.Errorf("silver row: %w", err)
+			// Most rows are not touched: look them up as cheaply as possible.
+			var k *keyed
+			switch {
+			case i64 != nil:
+				k = byInt[i64.Value(i)]
+			case i32 != nil:
+				k = byInt[int64(i32.Value(i))]
+			default:
+				var err error
+				if buf, err = encodeKey(buf[:0], keyArrs, i); err != nil {
+					return fmt.Errorf("silver row: %w", err)
+				}
+				k = in.keys[string(buf)]
 			}
-			k, ok := in.keys[string(buf)]
-			if !ok {
+			if k == nil {
 				continue
 			}
-			k.rows = append(k.rows, lake.RowID{File: file, Pos: at[i]})
+			k.rows = append(k.rows, lake.RowID{File: file, Pos: at.At(i)})
 			p := &prior{pos: pos{lsns.Value(i), seqs.Value(i)}, ref: -1}
 			if dels != nil && !dels.IsNull(i) {
 				p.deleted = dels.Value(i)
 			}
-			if need[string(buf)] || k.prior != nil {
+			if k.whole || k.prior != nil {
 				// Read whole below; a duplicate's survivor may be written back.
 				for j, a := range keyArrs {
 					v := goValue(a, i)
@@ -390,7 +407,7 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 	if len(vals[0]) == 0 {
 		return nil
 	}
-	if err := in.readPriors(ctx, s, keyFilter(in.key, vals), need); err != nil {
+	if err := in.readPriors(ctx, s, keyFilter(in.key, vals)); err != nil {
 		return fmt.Errorf("read silver %s: %w", strings.Join(s.Ident(), "."), err)
 	}
 	return nil
@@ -434,35 +451,50 @@ func (in *input) deletedRows(rows []outRow, rowKeys []string, kept []keyRef, sof
 	return del, rows, rowKeys, nil
 }
 
-// needsPrior returns the keys whose silver row's values the fold may take:
+// markWhole marks the keys whose silver row's values the fold may take:
 // those with a change that left columns unchanged (TOAST), and, with soft
 // deletes, those with a delete (a tombstone keeps the row's values). When
 // any change left columns unchanged, every key with a delete is included:
 // it may be the delete half of a key change (see keyChanges).
-func (in *input) needsPrior(soft bool) map[string]bool {
+func (in *input) markWhole(soft bool) {
 	anyUnchanged := false
 	for _, kd := range in.keys {
 		for _, c := range kd.changes {
 			anyUnchanged = anyUnchanged || len(c.unchanged) > 0
 		}
 	}
-	need := map[string]bool{}
-	for k, kd := range in.keys {
+	for _, kd := range in.keys {
 		for _, c := range kd.changes {
 			if len(c.unchanged) > 0 || (c.op == opDelete && (soft || anyUnchanged)) {
-				need[k] = true
+				kd.whole = true
 				break
 			}
 		}
 	}
-	return need
+}
+
+// byInt indexes the touched keys by value when the key is one integer
+// column (encodeKey: 8 bytes, the value with its sign bit flipped); nil
+// otherwise. Only integer key arrays are looked up in it.
+func (in *input) byInt() map[int64]*keyed {
+	if len(in.key) != 1 {
+		return nil
+	}
+	m := make(map[int64]*keyed, len(in.keys))
+	for k, kd := range in.keys {
+		if len(k) != 8 {
+			return nil
+		}
+		m[int64(binary.BigEndian.Uint64([]byte(k))^(1<<63))] = kd
+	}
+	return m
 }
 
 // readPriors reads whole the silver rows f selects and makes each the
-// prior of its key (need, or holding duplicates) when it is the row the
-// position scan chose (same position columns). A chosen row not found
+// prior of its key (marked whole, or holding duplicates) when it is the row
+// the position scan chose (same position columns). A chosen row not found
 // means silver changed between the two reads: a commit conflict.
-func (in *input) readPriors(ctx context.Context, s *lake.Table, f *lake.Filter, need map[string]bool) error {
+func (in *input) readPriors(ctx context.Context, s *lake.Table, f *lake.Filter) error {
 	var buf []byte
 	err := s.ScanWhere(ctx, f, func(rec arrow.RecordBatch) error {
 		lsns, _ := column(rec, ColLSN).(*array.Int64)
@@ -496,8 +528,8 @@ func (in *input) readPriors(ctx context.Context, s *lake.Table, f *lake.Filter, 
 	if err != nil {
 		return err
 	}
-	for k, kd := range in.keys {
-		if kd.prior != nil && kd.prior.ref < 0 && (need[k] || len(kd.rows) > 1) {
+	for _, kd := range in.keys {
+		if kd.prior != nil && kd.prior.ref < 0 && (kd.whole || len(kd.rows) > 1) {
 			return fmt.Errorf("%w: a silver row found by position was not found by key (the table changed meanwhile)", lake.ErrCommitConflict)
 		}
 	}

@@ -47,6 +47,21 @@ type RowID struct {
 	Pos  int64
 }
 
+// Positions are the positions in their data file of the rows of a batch
+// ScanLive reports.
+type Positions struct {
+	first int64   // when pos is nil, row i is at first + i
+	pos   []int64 // else row i is at pos[i]
+}
+
+// At returns the position of row i.
+func (p Positions) At(i int) int64 {
+	if p.pos == nil {
+		return p.first + int64(i)
+	}
+	return p.pos[i]
+}
+
 // scanLiveBatch is the number of rows per batch ScanLive reads: its
 // columns are few and narrow.
 const scanLiveBatch = 65536
@@ -65,12 +80,12 @@ func (t *Table) MergeOnRead() bool {
 // f's partition and column statistics do not rule out. f is not applied to
 // the rows: the caller picks the rows it wants. Each batch holds rows of one
 // data file, file (an index into the returned LiveRows), in file order;
-// pos[i] is the position of row i in that file. Batches hold the columns in
+// pos.At(i) is the position of row i in that file. Batches hold the columns in
 // the order of cols, typed as the table's current schema (columns added
 // after a file was written are null); they and pos are the caller's only
 // until fn returns. fn is called by one goroutine at a time; files are read
 // in parallel.
-func (t *Table) ScanLive(ctx context.Context, f *Filter, cols []string, fn func(rec arrow.RecordBatch, file int, pos []int64) error) (*LiveRows, error) {
+func (t *Table) ScanLive(ctx context.Context, f *Filter, cols []string, fn func(rec arrow.RecordBatch, file int, pos Positions) error) (*LiveRows, error) {
 	tbl := t.current()
 	live := &LiveRows{tbl: tbl}
 	if tbl.CurrentSnapshot() == nil {
@@ -84,7 +99,7 @@ func (t *Table) ScanLive(ctx context.Context, f *Filter, cols []string, fn func(
 }
 
 func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols []string, live *LiveRows,
-	fn func(arrow.RecordBatch, int, []int64) error) error {
+	fn func(arrow.RecordBatch, int, Positions) error) error {
 	sch := tbl.Schema()
 	want, err := sch.Select(true, cols...)
 	if err != nil {
@@ -141,7 +156,7 @@ func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols 
 	type batch struct {
 		rec  arrow.RecordBatch
 		file int
-		pos  []int64
+		pos  Positions
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -154,7 +169,7 @@ func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols 
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				err := readLiveFile(ctx, fs, mem, tbl, want, live.files[i], deleted[i], func(rec arrow.RecordBatch, pos []int64) error {
+				err := readLiveFile(ctx, fs, mem, tbl, want, live.files[i], deleted[i], func(rec arrow.RecordBatch, pos Positions) error {
 					rec.Retain()
 					select {
 					case out <- batch{rec, i, pos}:
@@ -326,7 +341,7 @@ func leafColumns(pf *file.Reader, ids []int) ([]int, error) {
 // at the sorted positions deleted, converts the rest to the table's types
 // and calls fn with them and their positions.
 func readLiveFile(ctx context.Context, fs icebergio.IO, mem memory.Allocator, tbl *table.Table, want *iceberggo.Schema,
-	df iceberggo.DataFile, deleted []int64, fn func(arrow.RecordBatch, []int64) error) error {
+	df iceberggo.DataFile, deleted []int64, fn func(arrow.RecordBatch, Positions) error) error {
 	f, err := fs.Open(df.FilePath())
 	if err != nil {
 		return err
@@ -372,24 +387,21 @@ func readLiveFile(ctx context.Context, fs icebergio.IO, mem memory.Allocator, tb
 		// The positions deleted within [start, start+n).
 		lo, _ := slices.BinarySearch(deleted, start)
 		hi, _ := slices.BinarySearch(deleted, start+n)
-		pos := make([]int64, 0, n-int64(hi-lo))
-		if lo == hi {
-			for p := start; p < start+n; p++ {
-				pos = append(pos, p)
-			}
-		} else {
+		pos := Positions{first: start}
+		if lo < hi {
+			pos.pos = make([]int64, 0, n-int64(hi-lo))
 			d := deleted[lo:hi]
 			for p := start; p < start+n; p++ {
 				if len(d) > 0 && d[0] == p {
 					d = d[1:]
 					continue
 				}
-				pos = append(pos, p)
+				pos.pos = append(pos.pos, p)
 			}
-			if len(pos) == 0 {
+			if len(pos.pos) == 0 {
 				return nil
 			}
-			sel, err := takeRows(ctx, mem, rec, pos, start)
+			sel, err := takeRows(ctx, mem, rec, pos.pos, start)
 			if err != nil {
 				return err
 			}

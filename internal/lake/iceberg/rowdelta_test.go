@@ -49,11 +49,11 @@ func locate(t *testing.T, tbl *iceberg.Table, ids ...int64) (*iceberg.LiveRows, 
 	at := map[int64][]iceberg.RowID{}
 	qty := map[int64]int64{}
 	live, err := tbl.ScanLive(context.Background(), iceberg.In("id", vals), []string{"id", "qty"},
-		func(rec arrow.RecordBatch, file int, pos []int64) error {
+		func(rec arrow.RecordBatch, file int, pos iceberg.Positions) error {
 			idc, qc := rec.Column(0).(*array.Int64), rec.Column(1).(*array.Int64)
 			for i := 0; i < int(rec.NumRows()); i++ {
 				if id := idc.Value(i); want[id] {
-					at[id] = append(at[id], iceberg.RowID{File: file, Pos: pos[i]})
+					at[id] = append(at[id], iceberg.RowID{File: file, Pos: pos.At(i)})
 					qty[id] = qc.Value(i)
 				}
 			}
