@@ -101,10 +101,16 @@ func (t *Table) ScanLive(ctx context.Context, f *Filter, cols []string, fn func(
 func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols []string, live *LiveRows,
 	fn func(arrow.RecordBatch, int, Positions) error) error {
 	sch := tbl.Schema()
-	want, err := sch.Select(true, cols...)
-	if err != nil {
-		return err
+	// In the order of cols (Schema.Select keeps the table's order).
+	fields := make([]iceberggo.NestedField, len(cols))
+	for i, c := range cols {
+		j := slices.IndexFunc(sch.Fields(), func(f iceberggo.NestedField) bool { return f.Name == c })
+		if j < 0 {
+			return fmt.Errorf("no column %s", c)
+		}
+		fields[i] = sch.Field(j)
 	}
+	want := iceberggo.NewSchema(sch.ID, fields...)
 	var opts []table.ScanOption
 	if f != nil {
 		expr, err := f.expr(sch)
@@ -371,11 +377,15 @@ func readLiveFile(ctx context.Context, fs icebergio.IO, mem memory.Allocator, tb
 		return err
 	}
 	var at int64 // position of the next row read
+	var fileSchema *iceberggo.Schema
 	convert := func(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
-		fileSchema, err := table.ArrowSchemaToIcebergWithOptions(rec.Schema(), table.ArrowToIcebergOptions{
-			NameMapping: tbl.NameMapping(), TableSchema: tbl.Schema()})
-		if err != nil {
-			return nil, err
+		if fileSchema == nil {
+			var err error
+			fileSchema, err = table.ArrowSchemaToIcebergWithOptions(rec.Schema(), table.ArrowToIcebergOptions{
+				NameMapping: tbl.NameMapping(), TableSchema: tbl.Schema()})
+			if err != nil {
+				return nil, err
+			}
 		}
 		return table.ToRequestedSchema(ctx, want, fileSchema, rec, table.SchemaOptions{
 			FormatVersion: tbl.Metadata().Version(), TableProperties: tbl.Properties()})

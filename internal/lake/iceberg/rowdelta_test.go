@@ -168,6 +168,34 @@ func TestMergeRowsDeletesByPosition(t *testing.T) {
 	}
 }
 
+// TestScanLiveColumnOrder: batches hold the columns in the order asked,
+// not the table's.
+func TestScanLiveColumnOrder(t *testing.T) {
+	cat := openCatalog(t, t.TempDir())
+	tbl := keyedTable(t, cat, []string{"silver", "shop", "public", "orders"}, iceberg.MergeOnRead, 30)
+	rows := 0
+	_, err := tbl.ScanLive(context.Background(), nil, []string{"name", "id"}, func(rec arrow.RecordBatch, _ int, _ iceberg.Positions) error {
+		names, ok1 := rec.Column(0).(*array.String)
+		ids, ok2 := rec.Column(1).(*array.Int64)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("columns %s, want name then id", rec.Schema())
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			if names.Value(i) != fmt.Sprint("v", ids.Value(i)) {
+				return fmt.Errorf("row %d: name %s, id %d", i, names.Value(i), ids.Value(i))
+			}
+		}
+		rows += int(rec.NumRows())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows != 30 {
+		t.Errorf("ScanLive with no filter read %d rows, want 30", rows)
+	}
+}
+
 // TestMergeRowsRefusesStalePositions: positions read before another
 // commit are not applied (they may point at replaced rows): the merge is a
 // commit conflict and writes nothing.
