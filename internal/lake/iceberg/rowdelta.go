@@ -69,8 +69,9 @@ const scanLiveBatch = 65536
 // MergeOnRead reports whether the table deletes rows with position delete
 // files (write.delete.mode merge-on-read on a format v2 table), which
 // MergeRows needs.
-func (t *Table) MergeOnRead() bool {
-	tbl := t.current()
+func (t *Table) MergeOnRead() bool { return mergeOnRead(t.current()) }
+
+func mergeOnRead(tbl *table.Table) bool {
 	return tbl.Metadata().Version() >= 2 &&
 		tbl.Properties().Get(table.WriteDeleteModeKey, table.WriteDeleteModeDefault) == MergeOnRead
 }
@@ -521,9 +522,14 @@ func (d *rowDeletes) check(t *Table) error {
 	if read == nil || cur == nil || read.SnapshotID != cur.SnapshotID {
 		return fmt.Errorf("%w: the table changed since its rows were read", ErrCommitConflict)
 	}
-	if !t.MergeOnRead() {
-		return fmt.Errorf("deleting rows by position needs write.delete.mode %s (the table is %s)",
+	if !mergeOnRead(t.tbl) {
+		err := fmt.Errorf("deleting rows by position needs write.delete.mode %s (the table is %s)",
 			MergeOnRead, t.tbl.Properties().Get(table.WriteDeleteModeKey, table.WriteDeleteModeDefault))
+		if mergeOnRead(d.live.tbl) {
+			// An operator changed the mode since the rows were read: redo.
+			return fmt.Errorf("%w: %w", ErrCommitConflict, err)
+		}
+		return err
 	}
 	for _, r := range d.rows {
 		if r.File < 0 || r.File >= len(d.live.files) || r.Pos < 0 || r.Pos >= d.live.files[r.File].Count() {
