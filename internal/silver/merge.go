@@ -645,6 +645,7 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 				strings.Join(cols, ", "))})
 		}
 		live := kd.prior != nil && (in.trunc == nil || in.trunc.less(kd.prior.pos))
+		kd.changed = o.act != keep
 		switch o.act {
 		case put:
 			rewrite = true
@@ -663,7 +664,13 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 		}
 	}
 	var del *lake.Filter
-	if rewrite && in.total > in.bronze {
+	var byPos []lake.RowID // merge-on-read: the silver rows deleted
+	if in.live != nil {
+		var err error
+		if byPos, rows, rowKeys, err = in.deletedRows(rows, rowKeys, kept, j.soft); err != nil {
+			return err
+		}
+	} else if rewrite && in.total > in.bronze {
 		// The rows read back are deleted; those that stay are written back.
 		del = in.filter()
 		for _, kr := range append(kept, in.extras...) {
@@ -714,7 +721,13 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 		defer rec.Release()
 		recs = append(recs, rec)
 	}
-	if err := s.Merge(ctx, del, recs, props); err != nil {
+	var err error
+	if in.live != nil {
+		err = s.MergeRows(ctx, in.live, byPos, del, recs, props)
+	} else {
+		err = s.Merge(ctx, del, recs, props)
+	}
+	if err != nil {
 		if errors.Is(err, lake.ErrCommitConflict) {
 			return fault.MarkTransient(err)
 		}

@@ -48,6 +48,12 @@ type input struct {
 	// key's row (never written by tidemark: dropped by the next merge).
 	extras []keyRef
 	dups   int
+
+	// live is the scan of silver that found the touched keys' rows when
+	// silver deletes rows by position (merge-on-read): the merge deletes
+	// exactly the rows it replaces. nil when silver is copy-on-write (the
+	// merge deletes by key, see filter).
+	live *lake.LiveRows
 }
 
 // keyRef is an input row and its encoded key.
@@ -60,6 +66,15 @@ type keyRef struct {
 type keyed struct {
 	changes []change
 	prior   *prior
+	// rows locate the key's silver rows when in.live is set (more than one
+	// only if silver holds duplicates); prior.ref is then -1 unless the
+	// row was read whole.
+	rows []lake.RowID
+	// whole: the fold may take values from the key's silver row, which is
+	// then read whole (see markWhole).
+	whole bool
+	// changed: the fold replaces or drops the key's row.
+	changed bool
 }
 
 // deadRow is a bronze row (ref) or a change that cannot be merged, and why.
@@ -283,14 +298,18 @@ func (in *input) addChanges(rec arrow.RecordBatch, first int) error {
 // filter selects the silver rows of every touched key: for each key column,
 // its value is one of the touched keys' values. For a one-column key that
 // is exactly the touched keys; for a composite key a superset.
-func (in *input) filter() *lake.Filter {
-	fs := make([]*lake.Filter, len(in.key))
-	for j, k := range in.key {
-		vals := make([]any, 0, len(in.keyVals[j]))
-		for _, v := range in.keyVals[j] {
-			vals = append(vals, v)
+func (in *input) filter() *lake.Filter { return keyFilter(in.key, in.keyVals) }
+
+// keyFilter selects the rows whose key column key[j] holds one of the
+// values of vals[j], for every j.
+func keyFilter(key []string, vals []map[any]any) *lake.Filter {
+	fs := make([]*lake.Filter, len(key))
+	for j, k := range key {
+		vs := make([]any, 0, len(vals[j]))
+		for _, v := range vals[j] {
+			vs = append(vs, v)
 		}
-		fs[j] = lake.In(k, vals)
+		fs[j] = lake.In(k, vs)
 	}
 	if len(fs) == 1 {
 		return fs[0]
@@ -298,7 +317,11 @@ func (in *input) filter() *lake.Filter {
 	return lake.And(fs...)
 }
 
-// readSilver reads the silver rows of the touched keys.
+// readSilver reads the silver rows of the touched keys. On a merge-on-read
+// table it reads only where each row is and its position columns, and the
+// values of the rows the fold takes values from (see markWhole): a merge
+// then costs what it changes, not what silver holds. A copy-on-write table
+// has its rows read whole (readSilverRows).
 func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error {
 	if len(in.keys) == 0 {
 		return nil
@@ -306,6 +329,215 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 	if _, ok := s.CurrentSnapshot(); !ok {
 		return nil
 	}
+	if !s.MergeOnRead() {
+		return in.readSilverRows(ctx, s, soft)
+	}
+	in.markWhole(soft)
+	cols := append(slices.Clone(in.key), ColLSN, ColSeq)
+	if soft {
+		cols = append(cols, ColDeleted)
+	}
+	nk := len(in.key)
+	vals := make([]map[any]any, nk) // key values of the rows to read whole
+	for j := range vals {
+		vals[j] = map[any]any{}
+	}
+	byInt := in.byInt()
+	var buf []byte
+	live, err := s.ScanLive(ctx, in.filter(), cols, func(rec arrow.RecordBatch, file int, at lake.Positions) error {
+		keyArrs := rec.Columns()[:nk]
+		lsns, _ := rec.Column(nk).(*array.Int64)
+		seqs, _ := rec.Column(nk + 1).(*array.Int64)
+		if lsns == nil || seqs == nil {
+			return fmt.Errorf("silver rows lack %s or %s", ColLSN, ColSeq)
+		}
+		var dels *array.Boolean
+		if soft {
+			dels, _ = rec.Column(nk + 2).(*array.Boolean)
+		}
+		i64, _ := keyArrs[0].(*array.Int64)
+		i32, _ := keyArrs[0].(*array.Int32)
+		if byInt == nil || keyArrs[0].NullN() > 0 {
+			i64, i32 = nil, nil
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			// Most rows are not touched: look them up as cheaply as possible.
+			var k *keyed
+			switch {
+			case i64 != nil:
+				k = byInt[i64.Value(i)]
+			case i32 != nil:
+				k = byInt[int64(i32.Value(i))]
+			default:
+				var err error
+				if buf, err = encodeKey(buf[:0], keyArrs, i); err != nil {
+					return fmt.Errorf("silver row: %w", err)
+				}
+				k = in.keys[string(buf)]
+			}
+			if k == nil {
+				continue
+			}
+			k.rows = append(k.rows, lake.RowID{File: file, Pos: at.At(i)})
+			p := &prior{pos: pos{lsns.Value(i), seqs.Value(i)}, ref: -1}
+			if dels != nil && !dels.IsNull(i) {
+				p.deleted = dels.Value(i)
+			}
+			if k.whole || k.prior != nil {
+				// Read whole below; a duplicate's survivor may be written back.
+				for j, a := range keyArrs {
+					v := goValue(a, i)
+					vals[j][hashable(v)] = v
+				}
+			}
+			if k.prior != nil {
+				in.dups++
+				if p.pos.less(k.prior.pos) {
+					continue
+				}
+			}
+			k.prior = p
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read silver %s: %w", strings.Join(s.Ident(), "."), err)
+	}
+	in.live = live
+	if len(vals[0]) == 0 {
+		return nil
+	}
+	if err := in.readPriors(ctx, s, keyFilter(in.key, vals)); err != nil {
+		return fmt.Errorf("read silver %s: %w", strings.Join(s.Ident(), "."), err)
+	}
+	return nil
+}
+
+// deletedRows returns the silver rows a merge-on-read merge deletes: the
+// rows of every key whose row the fold replaces or drops. A kept key's row
+// stays where it is, unless silver holds duplicates of it: then they are
+// all deleted and the newest written back (added to rows, which stay in key
+// order). It checks that no row to write takes values from a silver row
+// that was not read whole (a bug, never a half-empty row).
+func (in *input) deletedRows(rows []outRow, rowKeys []string, kept []keyRef, soft bool) ([]lake.RowID, []outRow, []string, error) {
+	var del []lake.RowID
+	for _, kd := range in.keys {
+		if kd.changed {
+			del = append(del, kd.rows...)
+		}
+	}
+	dup := false
+	for _, kr := range kept {
+		kd := in.keys[kr.key]
+		if len(kd.rows) > 1 {
+			del = append(del, kd.rows...)
+			rows = append(rows, in.copyRow(kr.ref, soft))
+			rowKeys = append(rowKeys, kr.key)
+			dup = true
+		}
+	}
+	if dup {
+		sortByKey(rows, rowKeys)
+	}
+	for _, r := range rows {
+		bad := r.base < 0 || r.meta < 0
+		for _, f := range r.fill {
+			bad = bad || f < 0
+		}
+		if bad {
+			return nil, nil, nil, errors.New("internal error: a row to write takes values from a silver row that was not read")
+		}
+	}
+	return del, rows, rowKeys, nil
+}
+
+// markWhole marks the keys whose silver row's values the fold may take:
+// those with a change that left columns unchanged (TOAST), and, with soft
+// deletes, those with a delete (a tombstone keeps the row's values). When
+// any change left columns unchanged, every key with a delete is included:
+// it may be the delete half of a key change (see keyChanges).
+func (in *input) markWhole(soft bool) {
+	anyUnchanged := false
+	for _, kd := range in.keys {
+		for _, c := range kd.changes {
+			anyUnchanged = anyUnchanged || len(c.unchanged) > 0
+		}
+	}
+	for _, kd := range in.keys {
+		for _, c := range kd.changes {
+			if len(c.unchanged) > 0 || (c.op == opDelete && (soft || anyUnchanged)) {
+				kd.whole = true
+				break
+			}
+		}
+	}
+}
+
+// byInt indexes the touched keys by value when the key is one integer
+// column (encodeKey: 8 bytes, the value with its sign bit flipped); nil
+// otherwise. Only integer key arrays are looked up in it.
+func (in *input) byInt() map[int64]*keyed {
+	if len(in.key) != 1 {
+		return nil
+	}
+	m := make(map[int64]*keyed, len(in.keys))
+	for k, kd := range in.keys {
+		if len(k) != 8 {
+			return nil
+		}
+		m[int64(binary.BigEndian.Uint64([]byte(k))^(1<<63))] = kd
+	}
+	return m
+}
+
+// readPriors reads whole the silver rows f selects and makes each the
+// prior of its key (marked whole, or holding duplicates) when it is the row
+// the position scan chose (same position columns). A chosen row not found
+// means silver changed between the two reads: a commit conflict.
+func (in *input) readPriors(ctx context.Context, s *lake.Table, f *lake.Filter) error {
+	var buf []byte
+	err := s.ScanWhere(ctx, f, func(rec arrow.RecordBatch) error {
+		lsns, _ := column(rec, ColLSN).(*array.Int64)
+		seqs, _ := column(rec, ColSeq).(*array.Int64)
+		if lsns == nil || seqs == nil {
+			return fmt.Errorf("silver rows lack %s or %s", ColLSN, ColSeq)
+		}
+		keyArrs := make([]arrow.Array, len(in.key))
+		for j, k := range in.key {
+			if keyArrs[j] = column(rec, k); keyArrs[j] == nil {
+				return fmt.Errorf("silver rows lack key column %s", k)
+			}
+		}
+		first := -1
+		for i := 0; i < int(rec.NumRows()); i++ {
+			var err error
+			if buf, err = encodeKey(buf[:0], keyArrs, i); err != nil {
+				return fmt.Errorf("silver row: %w", err)
+			}
+			k, ok := in.keys[string(buf)]
+			if !ok || k.prior == nil || k.prior.ref >= 0 || k.prior.pos != (pos{lsns.Value(i), seqs.Value(i)}) {
+				continue
+			}
+			if first < 0 {
+				first = in.add(rec)
+			}
+			k.prior.ref = first + i
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, kd := range in.keys {
+		if kd.prior != nil && kd.prior.ref < 0 && (kd.whole || len(kd.rows) > 1) {
+			return fmt.Errorf("%w: a silver row found by position was not found by key (the table changed meanwhile)", lake.ErrCommitConflict)
+		}
+	}
+	return nil
+}
+
+// readSilverRows reads the silver rows of the touched keys whole.
+func (in *input) readSilverRows(ctx context.Context, s *lake.Table, soft bool) error {
 	var buf []byte
 	err := s.ScanWhere(ctx, in.filter(), func(rec arrow.RecordBatch) error {
 		first := in.add(rec)

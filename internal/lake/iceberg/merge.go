@@ -348,14 +348,17 @@ func (t *Table) ScanWhere(ctx context.Context, f *Filter, fn func(arrow.RecordBa
 func (t *Table) Merge(ctx context.Context, del *Filter, recs []arrow.RecordBatch, props map[string]string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	err := t.mergeOnce(ctx, del, recs, props)
+	err := t.mergeOnce(ctx, nil, del, recs, props)
 	if err != nil {
 		return t.classify(fmt.Errorf("iceberg: merge into table %s (%d rows appended): %w", t.name, countRows(recs), err))
 	}
 	return nil
 }
 
-func (t *Table) mergeOnce(ctx context.Context, del *Filter, recs []arrow.RecordBatch, props map[string]string) error {
+func (t *Table) mergeOnce(ctx context.Context, byPos *rowDeletes, del *Filter, recs []arrow.RecordBatch, props map[string]string) error {
+	if err := byPos.check(t); err != nil {
+		return err
+	}
 	sc := t.arrowSchema
 	if len(recs) > 0 {
 		sc = recs[0].Schema()
@@ -384,7 +387,12 @@ func (t *Table) mergeOnce(ctx context.Context, del *Filter, recs []arrow.RecordB
 			return fmt.Errorf("delete: %w", err)
 		}
 	}
-	if len(recs) > 0 || del == nil || t.tbl.CurrentSnapshot() == nil {
+	if byPos != nil && len(byPos.rows) > 0 {
+		// The rows deleted by position and the rows appended: one snapshot.
+		if err := t.rowDelta(ctx, tx, byPos, sc, recs, props); err != nil {
+			return err
+		}
+	} else if len(recs) > 0 || del == nil || t.tbl.CurrentSnapshot() == nil {
 		rdr, err := array.NewRecordReader(sc, recs)
 		if err != nil {
 			return err
