@@ -414,6 +414,10 @@ const (
 	propBuildTarget = "tidemark.build-target" // the bronze snapshot the build merges through
 	propBuildPasses = "tidemark.build-passes"
 	propBuildPass   = "tidemark.build-pass" // the last pass committed, from 0
+	// propBuildRoute is buildRouteChains when the passes route the keys of
+	// a key-change chain together (scanChains).
+	propBuildRoute   = "tidemark.build-route"
+	buildRouteChains = "chains"
 )
 
 // build merges bronze from its first snapshot into the new table. Until
@@ -421,17 +425,19 @@ const (
 // a snapshot chunk's rows are positioned at its low watermark, but they
 // are written after the changes made while the chunk was read. So the
 // whole range up to a complete snapshot is folded at once, never split
-// across commits by snapshot. When it holds more than MaxChanges rows it
-// is split by key instead: pass i of n folds the keys whose hash is i
-// modulo n, reading the whole range each time, and commits them (to the
-// table being built, which no one reads). The last pass records the
-// cursor. Progress is in the summary, so a crash resumes with the next
+// across commits by snapshot. When it holds more than MaxChanges rows, or
+// more than MaxBytes of them, it is split by key instead: pass i of n folds
+// the keys whose hash is i modulo n (the keys of a chain of key-changing
+// UPDATEs by their chain's hash, scanChains), reading the whole range each
+// time, and commits them (to the table being built, which no one reads).
+// The last pass records the cursor. Progress is in the summary, so a crash resumes with the next
 // pass. done is false when there is nothing to build from yet.
 func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err error) {
 	sum := j.s.Summary()
 	var target lake.SnapshotInfo
 	var from int64 // the build reads bronze after it (buildFrom)
 	passes, next := 0, 0
+	chained := false
 	if sum != nil && sum[propBuildTarget] != "" {
 		id, err1 := strconv.ParseInt(sum[propBuildTarget], 10, 64)
 		n, err2 := strconv.Atoi(sum[propBuildPasses])
@@ -446,6 +452,7 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 			return false, err
 		}
 		passes, next = n, last+1
+		chained = sum[propBuildRoute] == buildRouteChains
 	} else {
 		if from, err = buildFrom(j.b, head); err != nil {
 			return false, err
@@ -471,17 +478,28 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 		if !found {
 			return false, nil
 		}
-		// Passes are bounded by MaxChanges only, not by MaxBytes: a pass
-		// holds the keys of one hash class, and a key-changing UPDATE whose
-		// new row takes its unchanged TOAST columns from the old key's row
-		// needs both keys in one fold. Split at 48 MiB, the crash e2e test
-		// dead-lettered such rows (their old key was in another pass).
-		limit := max(j.m.opts.MaxChanges, 1)
+		// Passes are bounded like merge steps, by MaxChanges and MaxBytes.
+		limit, err := j.maxRows(ctx, from, target.ID, rows)
+		if err != nil {
+			return false, err
+		}
 		passes = int((rows + limit - 1) / limit)
 		passes = max(passes, 1)
+		chained = true
 		if passes > 1 {
 			j.m.log.Info("silver table build in passes", "table", j.res.Table, "bronze_rows", rows, "passes", passes,
 				"bytes_per_row", int64(j.rowBytes))
+		}
+	}
+	// A pass holds the keys of one hash class, but a key-changing UPDATE
+	// whose new row takes its unchanged TOAST columns from the old key's row
+	// needs both keys in one fold: the keys of such chains go to one pass.
+	// (A build started by a version that did not route chains resumes
+	// without: its committed passes were routed by key hash alone.)
+	var chains map[uint64]uint64
+	if passes > 1 && chained {
+		if chains, err = scanChains(ctx, j.b, j.key, from, target.ID); err != nil {
+			return false, err
 		}
 	}
 	for p := next; p < passes; p++ {
@@ -490,6 +508,9 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 			propBuildPasses: strconv.Itoa(passes),
 			propBuildPass:   strconv.Itoa(p),
 		}
+		if chained {
+			props[propBuildRoute] = buildRouteChains
+		}
 		if p == passes-1 {
 			for k, v := range cursorProps(target) {
 				props[k] = v
@@ -497,7 +518,7 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 		}
 		// A pass's keys are in no other pass, and a crashed pass left nothing:
 		// there are no silver rows to read back.
-		if err := j.merge(ctx, from, target, part{i: p, n: passes}, false, props); err != nil {
+		if err := j.merge(ctx, from, target, part{i: p, n: passes, chains: chains}, false, props); err != nil {
 			return false, err
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"slices"
 	"strings"
@@ -107,10 +106,127 @@ func newInput(key, srcCols []string) *input {
 }
 
 // part selects the keys of one pass of a build: those whose key hashes
-// to i modulo n. The zero part (n = 0) selects every key.
-type part struct{ i, n int }
+// to i modulo n. The zero part (n = 0) selects every key. The keys of a
+// chain of key-changing UPDATEs go to one pass (chains maps their hashes
+// to the chain's: see scanChains).
+type part struct {
+	i, n   int
+	chains map[uint64]uint64
+}
 
 func (p part) all() bool { return p.n <= 1 }
+
+// has reports whether the key whose encoding hashes to h is in part p.
+func (p part) has(h uint64) bool {
+	if r, ok := p.chains[h]; ok {
+		h = r
+	}
+	return int(h%uint64(p.n)) == p.i
+}
+
+// keyHash is the FNV-1a hash of a key encoding (hash/fnv's, without its
+// allocation): it routes a key to a build pass, so it must never change
+// while a build in passes may be resumed.
+func keyHash(enc []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range enc {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}
+
+// scanChains reads the bronze range (after, to] and finds the key-changing
+// UPDATEs whose new row takes TOAST-unchanged values from the old key's row:
+// an insert listing unchanged columns, at the seq after a delete of the same
+// transaction (keyChanges). It returns, for every key of such a chain
+// (transitively: 1 -> 2 -> 3), the smallest key hash of its chain, so that a
+// build routes the whole chain to one pass. The result depends only on the
+// range, not on the order files are read in: a resumed build routes alike.
+func scanChains(ctx context.Context, b *lake.Table, key []string, after, to int64) (map[uint64]uint64, error) {
+	dels := map[pos]uint64{}
+	type link struct {
+		del pos // the delete half's position
+		h   uint64
+	}
+	var ins []link
+	var buf []byte
+	err := b.ScanAppended(ctx, after, to, func(rec arrow.RecordBatch) error {
+		ops, _ := column(rec, bronze.ColOp).(*array.String)
+		lsns, _ := column(rec, bronze.ColLSN).(*array.Int64)
+		seqs, _ := column(rec, bronze.ColSeq).(*array.Int64)
+		unch, _ := column(rec, bronze.ColUnchanged).(*array.List)
+		if ops == nil || lsns == nil || seqs == nil {
+			return nil // addChanges dead-letters such rows
+		}
+		keyArrs := make([]arrow.Array, len(key))
+		for i, k := range key {
+			if keyArrs[i] = column(rec, k); keyArrs[i] == nil {
+				return nil
+			}
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			if ops.IsNull(i) || lsns.IsNull(i) || seqs.IsNull(i) {
+				continue
+			}
+			op := ops.Value(i)
+			isDel := op == string(rune(opDelete))
+			isIns := false
+			if op == string(rune(opInsert)) && unch != nil && !unch.IsNull(i) {
+				start, end := unch.ValueOffsets(i)
+				isIns = end > start
+			}
+			if !isDel && !isIns {
+				continue
+			}
+			var err error
+			if buf, err = encodeKey(buf[:0], keyArrs, i); err != nil {
+				continue
+			}
+			p, h := pos{lsns.Value(i), seqs.Value(i)}, keyHash(buf)
+			if isDel {
+				dels[p] = h
+			} else {
+				ins = append(ins, link{pos{p.lsn, p.seq - 1}, h})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read bronze %s for key changes: %w", strings.Join(b.Ident(), "."), err)
+	}
+	parent := map[uint64]uint64{}
+	var find func(uint64) uint64
+	find = func(x uint64) uint64 {
+		p, ok := parent[x]
+		if !ok || p == x {
+			return x
+		}
+		r := find(p)
+		parent[x] = r
+		return r
+	}
+	for _, l := range ins {
+		d, ok := dels[l.del]
+		if !ok || d == l.h {
+			continue
+		}
+		ra, rb := find(d), find(l.h)
+		switch {
+		case ra < rb:
+			parent[rb], parent[ra] = ra, ra
+		case rb < ra:
+			parent[ra], parent[rb] = rb, rb
+		}
+	}
+	chains := make(map[uint64]uint64, len(parent))
+	for h := range parent {
+		if r := find(h); r != h {
+			chains[h] = r
+		}
+	}
+	return chains, nil
+}
 
 // readBronze reads the rows bronze appended after snapshot `after` up to
 // `to` and groups them by key. With a part, only the rows of its keys are
@@ -168,9 +284,7 @@ func (in *input) select_(ctx context.Context, mem memory.Allocator, rec arrow.Re
 			}
 			continue
 		}
-		h := fnv.New64a()
-		h.Write(buf)
-		if int(h.Sum64()%uint64(p.n)) == p.i {
+		if p.has(keyHash(buf)) {
 			ib.Append(int64(i))
 		}
 	}
