@@ -273,6 +273,7 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string) (
 				return res, nil
 			}
 		}
+		j.rows = rows
 		if err := j.merge(ctx, cur, to, part{}, true, cursorProps(to)); err != nil {
 			return res, err
 		}
@@ -294,6 +295,9 @@ type job struct {
 	// rowBytes is the Arrow size of one bronze row, sampled once per job
 	// (0: not yet).
 	rowBytes float64
+	// rows is about how many bronze rows the next merge reads (0: unknown),
+	// to size its key index once.
+	rows int64
 }
 
 // maxRows is how many bronze rows one commit (or build pass) may read:
@@ -486,7 +490,9 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 		passes = int((rows + limit - 1) / limit)
 		passes = max(passes, 1)
 		chained = true
+		j.rows = rows / int64(passes)
 		if passes > 1 {
+			j.rows += j.rows / 8 // keys do not hash evenly
 			j.m.log.Info("silver table build in passes", "table", j.res.Table, "bronze_rows", rows, "passes", passes,
 				"bytes_per_row", int64(j.rowBytes))
 		}
@@ -629,6 +635,8 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 		}
 	}
 	in := newInput(j.key, srcCols)
+	in.filterVals = priors
+	in.reserve(int(j.rows))
 	defer in.release()
 	if err := in.readBronze(ctx, m.mem, j.b, after, to.ID, p); err != nil {
 		return err
@@ -642,17 +650,14 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 	in.keyChanges(j.soft)
 
 	// Fold every touched key, in key order (the table's sort order).
-	keys := make([]string, 0, len(in.keys))
-	for k := range in.keys {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var rows []outRow
-	var rowKeys []string // rows[i]'s key, to write rows in key order
-	rewrite := false     // some key's row changes: delete the rows read, write back the others
+	order := in.sorted()
+	rows := make([]outRow, 0, len(order))
+	rowKeys := make([]string, 0, len(order)) // rows[i]'s key, to write rows in key order
+	rewrite := false                         // some key's row changes: delete the rows read, write back the others
 	var kept []keyRef
-	for _, k := range keys {
-		kd := in.keys[k]
+	for _, ki := range order {
+		kd := &in.keys.all[ki]
+		k := kd.enc
 		o := fold(kd.prior, kd.changes, in.trunc, j.soft)
 		st.Ignored += int64(o.ignored)
 		for _, h := range o.holes {
@@ -761,24 +766,26 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 // of the row the delete removed (docs/bronze.md, "Key changes"). Resolved
 // in position order, so a chain of key changes carries the values along.
 func (in *input) keyChanges(soft bool) {
-	type at struct {
-		key string
-		i   int
+	in.group()
+	if in.keyChangeInserts == 0 {
+		return
 	}
-	dels := map[pos]string{}
+	type at struct{ key, i int32 } // change i of key
+	dels := map[pos]int32{}
 	var ins []at
-	for k, kd := range in.keys {
-		for i, c := range kd.changes {
+	for k := range in.keys.all {
+		for i, c := range in.keys.all[k].changes {
 			switch {
 			case c.op == opDelete:
-				dels[c.pos] = k
+				dels[c.pos] = int32(k)
 			case c.op == opInsert && len(c.unchanged) > 0:
-				ins = append(ins, at{k, i})
+				ins = append(ins, at{int32(k), int32(i)})
 			}
 		}
 	}
+	chg := func(x at) *change { return &in.keys.all[x.key].changes[x.i] }
 	slices.SortFunc(ins, func(a, b at) int {
-		pa, pb := in.keys[a.key].changes[a.i].pos, in.keys[b.key].changes[b.i].pos
+		pa, pb := chg(a).pos, chg(b).pos
 		switch {
 		case pa.less(pb):
 			return -1
@@ -788,13 +795,13 @@ func (in *input) keyChanges(soft bool) {
 		return 0
 	})
 	for _, x := range ins {
-		c := &in.keys[x.key].changes[x.i]
+		c := chg(x)
 		dpos := pos{c.pos.lsn, c.pos.seq - 1}
 		old, ok := dels[dpos]
 		if !ok {
 			continue // no delete half in the range: the columns stay holes
 		}
-		od := in.keys[old]
+		od := &in.keys.all[old]
 		var before []change
 		for _, oc := range od.changes {
 			if oc.pos.less(dpos) {

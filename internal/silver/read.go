@@ -35,12 +35,23 @@ type input struct {
 	srcCols []string // silver source columns, in table order
 	colIdx  map[string]int
 
-	keys  map[string]*keyed // by encoded key
-	trunc *pos              // last truncate in the range
-	dead  []deadRow         // bronze rows that cannot be folded
+	keys  keyIndex  // the touched keys
+	trunc *pos      // last truncate in the range
+	dead  []deadRow // bronze rows that cannot be folded
 
-	// keyVals holds, per key column, the distinct values of the touched keys.
-	keyVals []map[any]any
+	// chs are the changes read, until group gives each key its own; order
+	// is the keys' indices in key order (group).
+	chs     []change
+	order   []int32
+	grouped bool
+	// keyChanges counts the inserts that left columns unchanged (the insert
+	// halves of key changes; keyChanges has nothing to do without one).
+	keyChangeInserts int
+
+	// keyVals holds, per key column, the distinct values of the touched
+	// keys, when filterVals is set (the merge reads silver rows back).
+	keyVals    []map[any]any
+	filterVals bool
 
 	// extras are silver rows read back that no change touches (a composite
 	// key's filter selects a superset); dups are silver rows that duplicate a
@@ -55,8 +66,11 @@ type keyRef struct {
 	ref int
 }
 
-// keyed is one touched key: its changes in the range and its silver row.
+// keyed is one touched key: its encoding, its changes in the range and its
+// silver row.
 type keyed struct {
+	enc     string
+	hash    uint64 // of enc, for keyIndex
 	changes []change
 	prior   *prior
 }
@@ -94,7 +108,7 @@ func (in *input) locate(ref int) (arrow.RecordBatch, int) {
 }
 
 func newInput(key, srcCols []string) *input {
-	in := &input{key: key, srcCols: srcCols, colIdx: map[string]int{}, keys: map[string]*keyed{},
+	in := &input{key: key, srcCols: srcCols, colIdx: map[string]int{},
 		keyVals: make([]map[any]any, len(key))}
 	for i, c := range srcCols {
 		in.colIdx[c] = i
@@ -379,17 +393,19 @@ func (in *input) addChanges(rec arrow.RecordBatch, first int) error {
 				}
 				c.unchanged = append(c.unchanged, col)
 			}
+			if c.op == opInsert && len(c.unchanged) > 0 {
+				in.keyChangeInserts++
+			}
 		}
-		k, ok := in.keys[string(buf)]
-		if !ok {
-			k = &keyed{}
-			in.keys[string(buf)] = k
+		k, added := in.keys.add(buf)
+		if added && in.filterVals {
 			for j, a := range keyArrs {
 				v := goValue(a, i)
 				in.keyVals[j][hashable(v)] = v
 			}
 		}
-		k.changes = append(k.changes, c)
+		c.key = k
+		in.chs = append(in.chs, c)
 	}
 	return nil
 }
@@ -414,7 +430,7 @@ func (in *input) filter() *lake.Filter {
 
 // readSilver reads the silver rows of the touched keys.
 func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error {
-	if len(in.keys) == 0 {
+	if in.keys.len() == 0 {
 		return nil
 	}
 	if _, ok := s.CurrentSnapshot(); !ok {
@@ -443,7 +459,7 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 			if buf, err = encodeKey(buf[:0], keyArrs, i); err != nil {
 				return fmt.Errorf("silver row: %w", err)
 			}
-			k, ok := in.keys[string(buf)]
+			k, ok := in.keys.get(buf)
 			if !ok {
 				in.extras = append(in.extras, keyRef{string(buf), first + i})
 				continue
