@@ -165,7 +165,10 @@ func scanChains(ctx context.Context, b *lake.Table, key []string, after, to int6
 	}
 	var ins []link
 	var buf []byte
-	err := b.ScanAppended(ctx, after, to, func(rec arrow.RecordBatch) error {
+	// Only deletes and inserts matter: files of snapshot chunks ('r' only,
+	// by their statistics) are not read.
+	ops := lake.In(bronze.ColOp, []any{string(rune(opDelete)), string(rune(opInsert))})
+	err := b.ScanAppendedWhere(ctx, after, to, ops, func(rec arrow.RecordBatch) error {
 		ops, _ := column(rec, bronze.ColOp).(*array.String)
 		lsns, _ := column(rec, bronze.ColLSN).(*array.Int64)
 		seqs, _ := column(rec, bronze.ColSeq).(*array.Int64)
