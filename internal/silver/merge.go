@@ -598,13 +598,18 @@ func (m *Merger) publish(ctx context.Context, b, s *lake.Table, cur int64, sourc
 }
 
 // cursorOf reads silver's cursor: the bronze snapshot its current snapshot
-// merged through (lake.NoSnapshot for a table with no commit yet).
+// merged through (lake.NoSnapshot for a table with no commit yet, or a
+// build's pass that was not its last).
 func cursorOf(s *lake.Table) (int64, error) {
 	sum := s.Summary()
 	if sum == nil {
 		return lake.NoSnapshot, nil
 	}
 	raw, ok := sum[PropBronzeSnapshot]
+	if !ok && sum[propBuildTarget] != "" {
+		// A build in passes, interrupted: no cursor yet (build resumes it).
+		return lake.NoSnapshot, nil
+	}
 	if !ok {
 		return 0, fault.With(fault.ErrCorruptState, fmt.Sprintf(
 			"silver table %s: its current snapshot has no %s (was it written by something other than tidemark?): "+

@@ -111,12 +111,14 @@ func TestBuildFoldsSnapshotChunksByPosition(t *testing.T) {
 // chain of such updates) in one pass, or the insert is dead-lettered.
 func TestBuildInPassesKeepsKeyChangeChainsTogether(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		opts silver.Options
+		name  string
+		opts  silver.Options
+		crash bool // the process dies before the third pass commits; a new merger resumes
 	}{
-		{"max_changes=1", silver.Options{MaxChanges: 1}},
-		{"max_bytes=1 row", silver.Options{MaxBytes: 1}},
-		{"max_changes=3", silver.Options{MaxChanges: 3}},
+		{"max_changes=1", silver.Options{MaxChanges: 1}, false},
+		{"max_bytes=1 row", silver.Options{MaxBytes: 1}, false},
+		{"max_changes=3", silver.Options{MaxChanges: 3}, false},
+		{"max_changes=2, resumed after a crash", silver.Options{MaxChanges: 2}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newLakeEnv(t)
@@ -130,7 +132,26 @@ func TestBuildInPassesKeepsKeyChangeChainsTogether(t *testing.T) {
 			e.tx(ordersID, s, nil, "d 11 - -", "c 21 a2 ~", "d 3 - -", "c 13 c1 ~", "u 5 e1 ~")
 			e.tx(ordersID, s, nil, "d 21 - -", "c 31 a3 ~", "d 13 - -", "c 23 c2 ~", "d 14 - -", "c 4 d2 ~")
 			e.tx(ordersID, s, snapDone, "r 7 g G")
+			commits := 0
+			if tc.crash {
+				if err := failpoint.Enable("lake-merge-before-commit=3*panic"); err != nil {
+					t.Fatal(err)
+				}
+				func() {
+					defer func() {
+						if recover() == nil {
+							t.Fatal("the build did not reach its third commit")
+						}
+					}()
+					e.merge(e.merger(tc.opts), ordersID)
+				}()
+				if err := failpoint.Enable(""); err != nil {
+					t.Fatal(err)
+				}
+				commits = 2
+			}
 			res := e.merge(e.merger(tc.opts), ordersID)
+			res.Commits += commits
 			if !res.Published || res.DeadLetters != 0 {
 				t.Errorf("build: %+v, want published with no dead letters", res)
 			}
