@@ -136,20 +136,29 @@ func NewMerger(cat *lake.Catalog, opts Options, log *slog.Logger) *Merger {
 // returns the errors of the tables that failed, joined; the others are
 // merged regardless. Gated tables are not errors.
 func (m *Merger) MergeAll(ctx context.Context, source string) error {
+	_, err := m.mergeAll(ctx, source)
+	return err
+}
+
+// mergeAll is MergeAll; gated reports whether a table waits for its
+// initial snapshot.
+func (m *Merger) mergeAll(ctx context.Context, source string) (gated bool, err error) {
 	tables, err := bronzeTables(ctx, m.cat, source)
 	if err != nil {
-		return fmt.Errorf("silver: list the bronze tables of source %s: %w", source, err)
+		return false, fmt.Errorf("silver: list the bronze tables of source %s: %w", source, err)
 	}
 	var errs []error
 	for _, t := range tables {
 		if err := ctx.Err(); err != nil {
-			return err
+			return gated, err
 		}
-		if _, err := m.MergeTable(ctx, source, t[0], t[1]); err != nil {
+		res, err := m.MergeTable(ctx, source, t[0], t[1])
+		if err != nil {
 			errs = append(errs, err)
 		}
+		gated = gated || res.Gated
 	}
-	return errors.Join(errs...)
+	return gated, errors.Join(errs...)
 }
 
 // MergeTable brings one silver table up to date with the bronze table as
