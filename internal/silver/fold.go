@@ -33,7 +33,8 @@ const (
 type change struct {
 	pos pos
 	op  byte
-	ref int // the bronze row
+	key int32 // the key's index in the merge's keyIndex
+	ref int   // the bronze row
 	// unchanged lists the source columns (indices into the silver table's
 	// source columns) the source did not send: TOAST values left as they were.
 	unchanged []int
@@ -164,17 +165,21 @@ func fold(p *prior, cs []change, trunc *pos, soft bool) outcome {
 
 // foldState runs the fold and returns the key's state after the last change.
 func foldState(p *prior, cs []change, trunc *pos, soft bool) state {
-	slices.SortStableFunc(cs, func(a, b change) int {
-		switch {
-		case a.pos.less(b.pos):
-			return -1
-		case b.pos.less(a.pos):
-			return 1
-		}
-		return 0
-	})
+	if len(cs) > 1 {
+		slices.SortStableFunc(cs, func(a, b change) int {
+			switch {
+			case a.pos.less(b.pos):
+				return -1
+			case b.pos.less(a.pos):
+				return 1
+			}
+			return 0
+		})
+	}
 	live := p != nil && (trunc == nil || trunc.less(p.pos))
-	st := state{base: -1, meta: -1, holes: map[int]int{}}
+	// holes and fill stay nil until a change needs them: most keys of a
+	// merge have one change with no unchanged column.
+	st := state{base: -1, meta: -1}
 	if live {
 		st.base = p.ref
 		st.present, st.tomb = !p.deleted, p.deleted
@@ -186,18 +191,23 @@ func foldState(p *prior, cs []change, trunc *pos, soft bool) state {
 		}
 		switch c.op {
 		case opRead, opInsert, opUpdate:
-			var nfill map[int]int
-			nholes := map[int]int{}
+			var nfill, nholes map[int]int
+			setHole := func(col, ch int) {
+				if nholes == nil {
+					nholes = map[int]int{}
+				}
+				nholes[col] = ch
+			}
 			for _, col := range c.unchanged {
 				from, ok := c.from[col]
 				switch {
 				case ok:
 				case !st.present:
-					nholes[col] = i
+					setHole(col, i)
 					continue
 				default:
 					if h, hole := st.holes[col]; hole {
-						nholes[col] = h
+						setHole(col, h)
 						continue
 					}
 					from = st.source(col)
@@ -212,9 +222,9 @@ func foldState(p *prior, cs []change, trunc *pos, soft bool) state {
 		case opDelete:
 			switch {
 			case !soft:
-				st.base, st.fill, st.holes = -1, nil, map[int]int{}
+				st.base, st.fill, st.holes = -1, nil, nil
 			case !st.present && !st.tomb:
-				st.base, st.fill, st.holes = c.ref, nil, map[int]int{}
+				st.base, st.fill, st.holes = c.ref, nil, nil
 			}
 			st.present, st.tomb = false, soft
 		default:

@@ -136,20 +136,29 @@ func NewMerger(cat *lake.Catalog, opts Options, log *slog.Logger) *Merger {
 // returns the errors of the tables that failed, joined; the others are
 // merged regardless. Gated tables are not errors.
 func (m *Merger) MergeAll(ctx context.Context, source string) error {
+	_, err := m.mergeAll(ctx, source)
+	return err
+}
+
+// mergeAll is MergeAll; gated reports whether a table waits for its
+// initial snapshot.
+func (m *Merger) mergeAll(ctx context.Context, source string) (gated bool, err error) {
 	tables, err := bronzeTables(ctx, m.cat, source)
 	if err != nil {
-		return fmt.Errorf("silver: list the bronze tables of source %s: %w", source, err)
+		return false, fmt.Errorf("silver: list the bronze tables of source %s: %w", source, err)
 	}
 	var errs []error
 	for _, t := range tables {
 		if err := ctx.Err(); err != nil {
-			return err
+			return gated, err
 		}
-		if _, err := m.MergeTable(ctx, source, t[0], t[1]); err != nil {
+		res, err := m.MergeTable(ctx, source, t[0], t[1])
+		if err != nil {
 			errs = append(errs, err)
 		}
+		gated = gated || res.Gated
 	}
-	return errors.Join(errs...)
+	return gated, errors.Join(errs...)
 }
 
 // MergeTable brings one silver table up to date with the bronze table as
@@ -273,6 +282,7 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string) (
 				return res, nil
 			}
 		}
+		j.rows = rows
 		if err := j.merge(ctx, cur, to, part{}, true, cursorProps(to)); err != nil {
 			return res, err
 		}
@@ -294,6 +304,9 @@ type job struct {
 	// rowBytes is the Arrow size of one bronze row, sampled once per job
 	// (0: not yet).
 	rowBytes float64
+	// rows is about how many bronze rows the next merge reads (0: unknown),
+	// to size its key index once.
+	rows int64
 }
 
 // maxRows is how many bronze rows one commit (or build pass) may read:
@@ -414,6 +427,10 @@ const (
 	propBuildTarget = "tidemark.build-target" // the bronze snapshot the build merges through
 	propBuildPasses = "tidemark.build-passes"
 	propBuildPass   = "tidemark.build-pass" // the last pass committed, from 0
+	// propBuildRoute is buildRouteChains when the passes route the keys of
+	// a key-change chain together (scanChains).
+	propBuildRoute   = "tidemark.build-route"
+	buildRouteChains = "chains"
 )
 
 // build merges bronze from its first snapshot into the new table. Until
@@ -421,17 +438,19 @@ const (
 // a snapshot chunk's rows are positioned at its low watermark, but they
 // are written after the changes made while the chunk was read. So the
 // whole range up to a complete snapshot is folded at once, never split
-// across commits by snapshot. When it holds more than MaxChanges rows it
-// is split by key instead: pass i of n folds the keys whose hash is i
-// modulo n, reading the whole range each time, and commits them (to the
-// table being built, which no one reads). The last pass records the
-// cursor. Progress is in the summary, so a crash resumes with the next
+// across commits by snapshot. When it holds more than MaxChanges rows, or
+// more than MaxBytes of them, it is split by key instead: pass i of n folds
+// the keys whose hash is i modulo n (the keys of a chain of key-changing
+// UPDATEs by their chain's hash, scanChains), reading the whole range each
+// time, and commits them (to the table being built, which no one reads).
+// The last pass records the cursor. Progress is in the summary, so a crash resumes with the next
 // pass. done is false when there is nothing to build from yet.
 func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err error) {
 	sum := j.s.Summary()
 	var target lake.SnapshotInfo
 	var from int64 // the build reads bronze after it (buildFrom)
 	passes, next := 0, 0
+	chained := false
 	if sum != nil && sum[propBuildTarget] != "" {
 		id, err1 := strconv.ParseInt(sum[propBuildTarget], 10, 64)
 		n, err2 := strconv.Atoi(sum[propBuildPasses])
@@ -446,6 +465,7 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 			return false, err
 		}
 		passes, next = n, last+1
+		chained = sum[propBuildRoute] == buildRouteChains
 	} else {
 		if from, err = buildFrom(j.b, head); err != nil {
 			return false, err
@@ -471,17 +491,30 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 		if !found {
 			return false, nil
 		}
-		// Passes are bounded by MaxChanges only, not by MaxBytes: a pass
-		// holds the keys of one hash class, and a key-changing UPDATE whose
-		// new row takes its unchanged TOAST columns from the old key's row
-		// needs both keys in one fold. Split at 48 MiB, the crash e2e test
-		// dead-lettered such rows (their old key was in another pass).
-		limit := max(j.m.opts.MaxChanges, 1)
+		// Passes are bounded like merge steps, by MaxChanges and MaxBytes.
+		limit, err := j.maxRows(ctx, from, target.ID, rows)
+		if err != nil {
+			return false, err
+		}
 		passes = int((rows + limit - 1) / limit)
 		passes = max(passes, 1)
+		chained = true
+		j.rows = rows / int64(passes)
 		if passes > 1 {
+			j.rows += j.rows / 8 // keys do not hash evenly
 			j.m.log.Info("silver table build in passes", "table", j.res.Table, "bronze_rows", rows, "passes", passes,
 				"bytes_per_row", int64(j.rowBytes))
+		}
+	}
+	// A pass holds the keys of one hash class, but a key-changing UPDATE
+	// whose new row takes its unchanged TOAST columns from the old key's row
+	// needs both keys in one fold: the keys of such chains go to one pass.
+	// (A build started by a version that did not route chains resumes
+	// without: its committed passes were routed by key hash alone.)
+	var chains map[uint64]uint64
+	if passes > 1 && chained {
+		if chains, err = scanChains(ctx, j.b, j.key, from, target.ID); err != nil {
+			return false, err
 		}
 	}
 	for p := next; p < passes; p++ {
@@ -490,6 +523,9 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 			propBuildPasses: strconv.Itoa(passes),
 			propBuildPass:   strconv.Itoa(p),
 		}
+		if chained {
+			props[propBuildRoute] = buildRouteChains
+		}
 		if p == passes-1 {
 			for k, v := range cursorProps(target) {
 				props[k] = v
@@ -497,7 +533,7 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 		}
 		// A pass's keys are in no other pass, and a crashed pass left nothing:
 		// there are no silver rows to read back.
-		if err := j.merge(ctx, from, target, part{i: p, n: passes}, false, props); err != nil {
+		if err := j.merge(ctx, from, target, part{i: p, n: passes, chains: chains}, false, props); err != nil {
 			return false, err
 		}
 	}
@@ -571,13 +607,18 @@ func (m *Merger) publish(ctx context.Context, b, s *lake.Table, cur int64, sourc
 }
 
 // cursorOf reads silver's cursor: the bronze snapshot its current snapshot
-// merged through (lake.NoSnapshot for a table with no commit yet).
+// merged through (lake.NoSnapshot for a table with no commit yet, or a
+// build's pass that was not its last).
 func cursorOf(s *lake.Table) (int64, error) {
 	sum := s.Summary()
 	if sum == nil {
 		return lake.NoSnapshot, nil
 	}
 	raw, ok := sum[PropBronzeSnapshot]
+	if !ok && sum[propBuildTarget] != "" {
+		// A build in passes, interrupted: no cursor yet (build resumes it).
+		return lake.NoSnapshot, nil
+	}
 	if !ok {
 		return 0, fault.With(fault.ErrCorruptState, fmt.Sprintf(
 			"silver table %s: its current snapshot has no %s (was it written by something other than tidemark?): "+
@@ -608,6 +649,8 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 		}
 	}
 	in := newInput(j.key, srcCols)
+	in.filterVals = priors
+	in.reserve(int(j.rows))
 	defer in.release()
 	if err := in.readBronze(ctx, m.mem, j.b, after, to.ID, p); err != nil {
 		return err
@@ -621,17 +664,14 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 	in.keyChanges(j.soft)
 
 	// Fold every touched key, in key order (the table's sort order).
-	keys := make([]string, 0, len(in.keys))
-	for k := range in.keys {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var rows []outRow
-	var rowKeys []string // rows[i]'s key, to write rows in key order
-	rewrite := false     // some key's row changes: delete the rows read, write back the others
+	order := in.sorted()
+	rows := make([]outRow, 0, len(order))
+	rowKeys := make([]string, 0, len(order)) // rows[i]'s key, to write rows in key order
+	rewrite := false                         // some key's row changes: delete the rows read, write back the others
 	var kept []keyRef
-	for _, k := range keys {
-		kd := in.keys[k]
+	for _, ki := range order {
+		kd := &in.keys.all[ki]
+		k := kd.enc
 		o := fold(kd.prior, kd.changes, in.trunc, j.soft)
 		st.Ignored += int64(o.ignored)
 		for _, h := range o.holes {
@@ -753,24 +793,26 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 // of the row the delete removed (docs/bronze.md, "Key changes"). Resolved
 // in position order, so a chain of key changes carries the values along.
 func (in *input) keyChanges(soft bool) {
-	type at struct {
-		key string
-		i   int
+	in.group()
+	if in.keyChangeInserts == 0 {
+		return
 	}
-	dels := map[pos]string{}
+	type at struct{ key, i int32 } // change i of key
+	dels := map[pos]int32{}
 	var ins []at
-	for k, kd := range in.keys {
-		for i, c := range kd.changes {
+	for k := range in.keys.all {
+		for i, c := range in.keys.all[k].changes {
 			switch {
 			case c.op == opDelete:
-				dels[c.pos] = k
+				dels[c.pos] = int32(k)
 			case c.op == opInsert && len(c.unchanged) > 0:
-				ins = append(ins, at{k, i})
+				ins = append(ins, at{int32(k), int32(i)})
 			}
 		}
 	}
+	chg := func(x at) *change { return &in.keys.all[x.key].changes[x.i] }
 	slices.SortFunc(ins, func(a, b at) int {
-		pa, pb := in.keys[a.key].changes[a.i].pos, in.keys[b.key].changes[b.i].pos
+		pa, pb := chg(a).pos, chg(b).pos
 		switch {
 		case pa.less(pb):
 			return -1
@@ -780,13 +822,13 @@ func (in *input) keyChanges(soft bool) {
 		return 0
 	})
 	for _, x := range ins {
-		c := &in.keys[x.key].changes[x.i]
+		c := chg(x)
 		dpos := pos{c.pos.lsn, c.pos.seq - 1}
 		old, ok := dels[dpos]
 		if !ok {
 			continue // no delete half in the range: the columns stay holes
 		}
-		od := in.keys[old]
+		od := &in.keys.all[old]
 		var before []change
 		for _, oc := range od.changes {
 			if oc.pos.less(dpos) {

@@ -80,10 +80,8 @@ func TestBuildFoldsSnapshotChunksByPosition(t *testing.T) {
 		{"defaults", silver.Options{}, false},
 		{"max_changes=1", silver.Options{MaxChanges: 1}, true},
 		{"max_changes=2", silver.Options{MaxChanges: 2}, true},
-		// The build is not split by bytes (a key-changing UPDATE needs both
-		// keys in one pass; merge.go, build): a budget of about two rows of
-		// Arrow memory still builds correctly, in one pass.
-		{"max_bytes=2 rows", silver.Options{MaxBytes: 300}, false},
+		// A budget of about two rows of Arrow memory builds in passes.
+		{"max_bytes=2 rows", silver.Options{MaxBytes: 300}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newLakeEnv(t)
@@ -103,6 +101,66 @@ func TestBuildFoldsSnapshotChunksByPosition(t *testing.T) {
 			}
 			equalLines(t, "silver", e.rows(silverIdent(ordersID), "id", "v", "big"), []string{
 				"id=1 v=new big=BIG", "id=3 v=c big=C", "id=4 v=d big=D"})
+		})
+	}
+}
+
+// A key-changing UPDATE is a delete of the old key and an insert of the
+// new one that takes the TOAST columns it did not send from the old key's
+// row. A build in hash passes must fold both keys (and every key of a
+// chain of such updates) in one pass, or the insert is dead-lettered.
+func TestBuildInPassesKeepsKeyChangeChainsTogether(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  silver.Options
+		crash bool // the process dies before the third pass commits; a new merger resumes
+	}{
+		{"max_changes=1", silver.Options{MaxChanges: 1}, false},
+		{"max_bytes=1 row", silver.Options{MaxBytes: 1}, false},
+		{"max_changes=3", silver.Options{MaxChanges: 3}, false},
+		{"max_changes=2, resumed after a crash", silver.Options{MaxChanges: 2}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newLakeEnv(t)
+			s := ordersSchema()
+			e.open(ordersID, s)
+			// Snapshot chunks, then (before the snapshot is done) chains of key
+			// changes leaving big unchanged: 1 -> 11 -> 21 -> 31, 2 -> 12,
+			// 3 -> 13 -> 23, and a key changed back: 4 -> 14 -> 4.
+			e.tx(ordersID, s, snapRunning, "r 1 a A", "r 2 b B", "r 3 c C", "r 4 d D", "r 5 e E", "r 6 f F")
+			e.tx(ordersID, s, nil, "d 1 - -", "c 11 a1 ~", "d 2 - -", "c 12 b1 ~", "d 4 - -", "c 14 d1 ~")
+			e.tx(ordersID, s, nil, "d 11 - -", "c 21 a2 ~", "d 3 - -", "c 13 c1 ~", "u 5 e1 ~")
+			e.tx(ordersID, s, nil, "d 21 - -", "c 31 a3 ~", "d 13 - -", "c 23 c2 ~", "d 14 - -", "c 4 d2 ~")
+			e.tx(ordersID, s, snapDone, "r 7 g G")
+			commits := 0
+			if tc.crash {
+				if err := failpoint.Enable("lake-merge-before-commit=3*panic"); err != nil {
+					t.Fatal(err)
+				}
+				func() {
+					defer func() {
+						if recover() == nil {
+							t.Fatal("the build did not reach its third commit")
+						}
+					}()
+					e.merge(e.merger(tc.opts), ordersID)
+				}()
+				if err := failpoint.Enable(""); err != nil {
+					t.Fatal(err)
+				}
+				commits = 2
+			}
+			res := e.merge(e.merger(tc.opts), ordersID)
+			res.Commits += commits
+			if !res.Published || res.DeadLetters != 0 {
+				t.Errorf("build: %+v, want published with no dead letters", res)
+			}
+			if res.Commits < 2 {
+				t.Errorf("build with %+v made %d commits, want passes", tc.opts, res.Commits)
+			}
+			equalLines(t, "silver", e.rows(silverIdent(ordersID), "id", "v", "big"), []string{
+				"id=12 v=b1 big=B", "id=23 v=c2 big=C", "id=31 v=a3 big=A", "id=4 v=d2 big=D",
+				"id=5 v=e1 big=E", "id=6 v=f big=F", "id=7 v=g big=G"})
 		})
 	}
 }

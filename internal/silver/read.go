@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"slices"
 	"strings"
@@ -36,12 +35,23 @@ type input struct {
 	srcCols []string // silver source columns, in table order
 	colIdx  map[string]int
 
-	keys  map[string]*keyed // by encoded key
-	trunc *pos              // last truncate in the range
-	dead  []deadRow         // bronze rows that cannot be folded
+	keys  keyIndex  // the touched keys
+	trunc *pos      // last truncate in the range
+	dead  []deadRow // bronze rows that cannot be folded
 
-	// keyVals holds, per key column, the distinct values of the touched keys.
-	keyVals []map[any]any
+	// chs are the changes read, until group gives each key its own; order
+	// is the keys' indices in key order (group).
+	chs     []change
+	order   []int32
+	grouped bool
+	// keyChanges counts the inserts that left columns unchanged (the insert
+	// halves of key changes; keyChanges has nothing to do without one).
+	keyChangeInserts int
+
+	// keyVals holds, per key column, the distinct values of the touched
+	// keys, when filterVals is set (the merge reads silver rows back).
+	keyVals    []map[any]any
+	filterVals bool
 
 	// extras are silver rows read back that no change touches (a composite
 	// key's filter selects a superset); dups are silver rows that duplicate a
@@ -62,8 +72,11 @@ type keyRef struct {
 	ref int
 }
 
-// keyed is one touched key: its changes in the range and its silver row.
+// keyed is one touched key: its encoding, its changes in the range and its
+// silver row.
 type keyed struct {
+	enc     string
+	hash    uint64 // of enc, for keyIndex
 	changes []change
 	prior   *prior
 	// rows locate the key's silver rows when in.live is set (more than one
@@ -110,7 +123,7 @@ func (in *input) locate(ref int) (arrow.RecordBatch, int) {
 }
 
 func newInput(key, srcCols []string) *input {
-	in := &input{key: key, srcCols: srcCols, colIdx: map[string]int{}, keys: map[string]*keyed{},
+	in := &input{key: key, srcCols: srcCols, colIdx: map[string]int{},
 		keyVals: make([]map[any]any, len(key))}
 	for i, c := range srcCols {
 		in.colIdx[c] = i
@@ -122,10 +135,130 @@ func newInput(key, srcCols []string) *input {
 }
 
 // part selects the keys of one pass of a build: those whose key hashes
-// to i modulo n. The zero part (n = 0) selects every key.
-type part struct{ i, n int }
+// to i modulo n. The zero part (n = 0) selects every key. The keys of a
+// chain of key-changing UPDATEs go to one pass (chains maps their hashes
+// to the chain's: see scanChains).
+type part struct {
+	i, n   int
+	chains map[uint64]uint64
+}
 
 func (p part) all() bool { return p.n <= 1 }
+
+// has reports whether the key whose encoding hashes to h is in part p.
+func (p part) has(h uint64) bool {
+	if r, ok := p.chains[h]; ok {
+		h = r
+	}
+	return int(h%uint64(p.n)) == p.i
+}
+
+// keyHash is the FNV-1a hash of a key encoding (hash/fnv's, without its
+// allocation): it routes a key to a build pass, so it must never change
+// while a build in passes may be resumed.
+func keyHash(enc []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range enc {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}
+
+// scanChains reads the bronze range (after, to] and finds the key-changing
+// UPDATEs whose new row takes TOAST-unchanged values from the old key's row:
+// an insert listing unchanged columns, at the seq after a delete of the same
+// transaction (keyChanges). It returns, for every key of such a chain
+// (transitively: 1 -> 2 -> 3), the smallest key hash of its chain, so that a
+// build routes the whole chain to one pass. The result depends only on the
+// range, not on the order files are read in: a resumed build routes alike.
+func scanChains(ctx context.Context, b *lake.Table, key []string, after, to int64) (map[uint64]uint64, error) {
+	dels := map[pos]uint64{}
+	type link struct {
+		del pos // the delete half's position
+		h   uint64
+	}
+	var ins []link
+	var buf []byte
+	// Only deletes and inserts matter: files of snapshot chunks ('r' only,
+	// by their statistics) are not read.
+	ops := lake.In(bronze.ColOp, []any{string(rune(opDelete)), string(rune(opInsert))})
+	err := b.ScanAppendedWhere(ctx, after, to, ops, func(rec arrow.RecordBatch) error {
+		ops, _ := column(rec, bronze.ColOp).(*array.String)
+		lsns, _ := column(rec, bronze.ColLSN).(*array.Int64)
+		seqs, _ := column(rec, bronze.ColSeq).(*array.Int64)
+		unch, _ := column(rec, bronze.ColUnchanged).(*array.List)
+		if ops == nil || lsns == nil || seqs == nil {
+			return nil // addChanges dead-letters such rows
+		}
+		keyArrs := make([]arrow.Array, len(key))
+		for i, k := range key {
+			if keyArrs[i] = column(rec, k); keyArrs[i] == nil {
+				return nil
+			}
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			if ops.IsNull(i) || lsns.IsNull(i) || seqs.IsNull(i) {
+				continue
+			}
+			op := ops.Value(i)
+			isDel := op == string(rune(opDelete))
+			isIns := false
+			if op == string(rune(opInsert)) && unch != nil && !unch.IsNull(i) {
+				start, end := unch.ValueOffsets(i)
+				isIns = end > start
+			}
+			if !isDel && !isIns {
+				continue
+			}
+			var err error
+			if buf, err = encodeKey(buf[:0], keyArrs, i); err != nil {
+				continue
+			}
+			p, h := pos{lsns.Value(i), seqs.Value(i)}, keyHash(buf)
+			if isDel {
+				dels[p] = h
+			} else {
+				ins = append(ins, link{pos{p.lsn, p.seq - 1}, h})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read bronze %s for key changes: %w", strings.Join(b.Ident(), "."), err)
+	}
+	parent := map[uint64]uint64{}
+	var find func(uint64) uint64
+	find = func(x uint64) uint64 {
+		p, ok := parent[x]
+		if !ok || p == x {
+			return x
+		}
+		r := find(p)
+		parent[x] = r
+		return r
+	}
+	for _, l := range ins {
+		d, ok := dels[l.del]
+		if !ok || d == l.h {
+			continue
+		}
+		ra, rb := find(d), find(l.h)
+		switch {
+		case ra < rb:
+			parent[rb], parent[ra] = ra, ra
+		case rb < ra:
+			parent[ra], parent[rb] = rb, rb
+		}
+	}
+	chains := make(map[uint64]uint64, len(parent))
+	for h := range parent {
+		if r := find(h); r != h {
+			chains[h] = r
+		}
+	}
+	return chains, nil
+}
 
 // readBronze reads the rows bronze appended after snapshot `after` up to
 // `to` and groups them by key. With a part, only the rows of its keys are
@@ -183,9 +316,7 @@ func (in *input) select_(ctx context.Context, mem memory.Allocator, rec arrow.Re
 			}
 			continue
 		}
-		h := fnv.New64a()
-		h.Write(buf)
-		if int(h.Sum64()%uint64(p.n)) == p.i {
+		if p.has(keyHash(buf)) {
 			ib.Append(int64(i))
 		}
 	}
@@ -280,17 +411,19 @@ func (in *input) addChanges(rec arrow.RecordBatch, first int) error {
 				}
 				c.unchanged = append(c.unchanged, col)
 			}
+			if c.op == opInsert && len(c.unchanged) > 0 {
+				in.keyChangeInserts++
+			}
 		}
-		k, ok := in.keys[string(buf)]
-		if !ok {
-			k = &keyed{}
-			in.keys[string(buf)] = k
+		k, added := in.keys.add(buf)
+		if added && in.filterVals {
 			for j, a := range keyArrs {
 				v := goValue(a, i)
 				in.keyVals[j][hashable(v)] = v
 			}
 		}
-		k.changes = append(k.changes, c)
+		c.key = k
+		in.chs = append(in.chs, c)
 	}
 	return nil
 }
@@ -323,7 +456,7 @@ func keyFilter(key []string, vals []map[any]any) *lake.Filter {
 // then costs what it changes, not what silver holds. A copy-on-write table
 // has its rows read whole (readSilverRows).
 func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error {
-	if len(in.keys) == 0 {
+	if in.keys.len() == 0 {
 		return nil
 	}
 	if _, ok := s.CurrentSnapshot(); !ok {
@@ -561,7 +694,7 @@ func (in *input) readSilverRows(ctx context.Context, s *lake.Table, soft bool) e
 			if buf, err = encodeKey(buf[:0], keyArrs, i); err != nil {
 				return fmt.Errorf("silver row: %w", err)
 			}
-			k, ok := in.keys[string(buf)]
+			k, ok := in.keys.get(buf)
 			if !ok {
 				in.extras = append(in.extras, keyRef{string(buf), first + i})
 				continue

@@ -12,6 +12,10 @@ import (
 // retryable errors before it stops with the last one.
 const DefaultGiveUp = 15 * time.Minute
 
+// gatedEvery is the longest Run waits between merges while a table is
+// gated (Run).
+const gatedEvery = time.Second
+
 // Run merges every bronze table of source into silver, then again every
 // `every` (DefaultEvery if <= 0), until ctx is done; it returns nil then.
 // It is the silver half of `tidemark run`, beside the capture.
@@ -35,7 +39,7 @@ func (m *Merger) Run(ctx context.Context, source string, every time.Duration) er
 		case <-timer.C:
 		}
 		start := m.now()
-		err := m.MergeAll(ctx, source)
+		gated, err := m.mergeAll(ctx, source)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -50,8 +54,15 @@ func (m *Merger) Run(ctx context.Context, source string, every time.Duration) er
 			m.log.Warn("silver merge failed, retrying at the next run", "error", err.Error(), "retry_in", every.String())
 		}
 		// The next run starts `every` after this one started, or at once
-		// when merging took longer.
-		timer.Reset(max(0, every-m.now().Sub(start)))
+		// when merging took longer. While a table waits for its initial
+		// snapshot, runs come at least every gatedEvery: its silver table is
+		// built as soon as the snapshot is done, not up to `every` later (a
+		// gated table costs a few catalog reads).
+		next := every
+		if gated {
+			next = min(every, gatedEvery)
+		}
+		timer.Reset(max(0, next-m.now().Sub(start)))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,6 +105,9 @@ func (in *input) gather(ctx context.Context, mem memory.Allocator, f arrow.Field
 		}
 		parts = append(parts, a)
 	}
+	if out, ok, err := in.gatherRuns(mem, f, parts, rows, pick); ok || err != nil {
+		return out, err
+	}
 	all, err := array.Concatenate(parts, mem)
 	if err != nil {
 		return nil, err
@@ -121,6 +125,65 @@ func (in *input) gather(ctx context.Context, mem memory.Allocator, f arrow.Field
 	idx := ib.NewArray()
 	defer idx.Release()
 	return compute.TakeArray(compute.WithAllocator(ctx, mem), all, idx)
+}
+
+// gatherRuns is gather when the rows picked come in long runs of
+// consecutive rows of one batch (a build's rows are the bronze rows in key
+// order, and bronze holds snapshot chunks in key order): it slices the runs
+// out of the batches' columns (parts) and copies them once, into the output
+// (not at all when there is one run). ok is false when the runs are too
+// short for that to pay.
+func (in *input) gatherRuns(mem memory.Allocator, f arrow.Field, parts []arrow.Array, rows []outRow, pick func(*outRow) int) (out arrow.Array, ok bool, err error) {
+	type run struct{ batch, row, n int } // batch -1: nulls
+	var runs []run
+	maxRuns := max(1, len(rows)/64)
+	end := -1 // the global index after the current run's batch
+	for i := range rows {
+		ref := pick(&rows[i])
+		if n := len(runs); n > 0 {
+			r := &runs[n-1]
+			switch {
+			case ref < 0 && r.batch < 0:
+				r.n++
+				continue
+			case ref >= 0 && r.batch >= 0 && ref == in.offsets[r.batch]+r.row+r.n && ref < end:
+				r.n++
+				continue
+			}
+		}
+		if len(runs) == maxRuns {
+			return nil, false, nil
+		}
+		if ref < 0 {
+			runs = append(runs, run{-1, 0, 1})
+			continue
+		}
+		b, found := slices.BinarySearch(in.offsets, ref)
+		if !found {
+			b--
+		}
+		end = in.offsets[b] + int(in.batches[b].NumRows())
+		runs = append(runs, run{b, ref - in.offsets[b], 1})
+	}
+	pieces := make([]arrow.Array, 0, len(runs))
+	defer func() {
+		for _, p := range pieces {
+			p.Release()
+		}
+	}()
+	for _, r := range runs {
+		if r.batch < 0 {
+			pieces = append(pieces, array.MakeArrayOfNull(mem, f.Type, r.n))
+		} else {
+			pieces = append(pieces, array.NewSlice(parts[r.batch], int64(r.row), int64(r.row+r.n)))
+		}
+	}
+	if len(pieces) == 1 {
+		pieces[0].Retain()
+		return pieces[0], true, nil
+	}
+	out, err = array.Concatenate(pieces, mem)
+	return out, true, err
 }
 
 // Dead-letter table columns.
