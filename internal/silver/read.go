@@ -506,7 +506,7 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 				if buf, err = encodeKey(buf[:0], keyArrs, i); err != nil {
 					return fmt.Errorf("silver row: %w", err)
 				}
-				k = in.keys[string(buf)]
+				k, _ = in.keys.get(buf)
 			}
 			if k == nil {
 				continue
@@ -554,15 +554,15 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 // that was not read whole (a bug, never a half-empty row).
 func (in *input) deletedRows(rows []outRow, rowKeys []string, kept []keyRef, soft bool) ([]lake.RowID, []outRow, []string, error) {
 	var del []lake.RowID
-	for _, kd := range in.keys {
-		if kd.changed {
+	for i := range in.keys.all {
+		if kd := &in.keys.all[i]; kd.changed {
 			del = append(del, kd.rows...)
 		}
 	}
 	dup := false
 	for _, kr := range kept {
-		kd := in.keys[kr.key]
-		if len(kd.rows) > 1 {
+		kd, ok := in.keys.get([]byte(kr.key))
+		if ok && len(kd.rows) > 1 {
 			del = append(del, kd.rows...)
 			rows = append(rows, in.copyRow(kr.ref, soft))
 			rowKeys = append(rowKeys, kr.key)
@@ -591,12 +591,13 @@ func (in *input) deletedRows(rows []outRow, rowKeys []string, kept []keyRef, sof
 // it may be the delete half of a key change (see keyChanges).
 func (in *input) markWhole(soft bool) {
 	anyUnchanged := false
-	for _, kd := range in.keys {
-		for _, c := range kd.changes {
+	for i := range in.keys.all {
+		for _, c := range in.keys.all[i].changes {
 			anyUnchanged = anyUnchanged || len(c.unchanged) > 0
 		}
 	}
-	for _, kd := range in.keys {
+	for i := range in.keys.all {
+		kd := &in.keys.all[i]
 		for _, c := range kd.changes {
 			if len(c.unchanged) > 0 || (c.op == opDelete && (soft || anyUnchanged)) {
 				kd.whole = true
@@ -613,8 +614,10 @@ func (in *input) byInt() map[int64]*keyed {
 	if len(in.key) != 1 {
 		return nil
 	}
-	m := make(map[int64]*keyed, len(in.keys))
-	for k, kd := range in.keys {
+	m := make(map[int64]*keyed, in.keys.len())
+	for i := range in.keys.all {
+		kd := &in.keys.all[i]
+		k := kd.enc
 		if len(k) != 8 {
 			return nil
 		}
@@ -647,7 +650,7 @@ func (in *input) readPriors(ctx context.Context, s *lake.Table, f *lake.Filter) 
 			if buf, err = encodeKey(buf[:0], keyArrs, i); err != nil {
 				return fmt.Errorf("silver row: %w", err)
 			}
-			k, ok := in.keys[string(buf)]
+			k, ok := in.keys.get(buf)
 			if !ok || k.prior == nil || k.prior.ref >= 0 || k.prior.pos != (pos{lsns.Value(i), seqs.Value(i)}) {
 				continue
 			}
@@ -661,8 +664,8 @@ func (in *input) readPriors(ctx context.Context, s *lake.Table, f *lake.Filter) 
 	if err != nil {
 		return err
 	}
-	for _, kd := range in.keys {
-		if kd.prior != nil && kd.prior.ref < 0 && (kd.whole || len(kd.rows) > 1) {
+	for i := range in.keys.all {
+		if kd := &in.keys.all[i]; kd.prior != nil && kd.prior.ref < 0 && (kd.whole || len(kd.rows) > 1) {
 			return fmt.Errorf("%w: a silver row found by position was not found by key (the table changed meanwhile)", lake.ErrCommitConflict)
 		}
 	}
