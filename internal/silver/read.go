@@ -590,6 +590,7 @@ func (in *input) deletedRows(rows []outRow, rowKeys []string, kept []keyRef, sof
 // any change left columns unchanged, every key with a delete is included:
 // it may be the delete half of a key change (see keyChanges).
 func (in *input) markWhole(soft bool) {
+	in.group() // each key's changes are in place only once grouped
 	anyUnchanged := false
 	for i := range in.keys.all {
 		for _, c := range in.keys.all[i].changes {
