@@ -81,7 +81,6 @@ func ParseSnapshotProgress(s string) (SnapshotProgress, error) {
 
 // snapRow is one row read by a chunk.
 type snapRow struct {
-	key    string
 	values []any
 	raw    string // JSON, only kept for rows that failed to decode
 	err    error
@@ -457,10 +456,25 @@ func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyC
 	w.schema = schemaOf(rel)
 	var bytes int64
 	n := 0
+	ncol := len(fds)
+	// The rows' values are carved out of blocks of slabRows rows: one
+	// allocation per block rather than one per row. Each row's slice is
+	// capped at its own columns, so an append to it reallocates.
+	const slabRows = 256
+	var slab []any
+	// lastKey is the key text of the last row read, kept in one reused
+	// buffer (RawValues are only valid until the next row) and turned into
+	// strings once, after the loop.
+	var keyBuf []byte
+	keyEnd := make([]int, len(rel.KeyIdx))
+	w.rows = make([]snapRow, 0, min(limit, 1<<16))
 	for rows.Next() {
 		raw := rows.RawValues()
-		key, _ := rel.keyString(raw)
-		r := snapRow{key: key, values: make([]any, len(raw))}
+		if len(slab) < ncol {
+			slab = make([]any, ncol*min(max(limit-n, 1), slabRows))
+		}
+		r := snapRow{values: slab[:ncol:ncol]}
+		slab = slab[ncol:]
 		for i, v := range raw {
 			bytes += int64(len(v)) + 8
 			if v == nil || r.err != nil {
@@ -469,26 +483,28 @@ func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyC
 			val, err := rel.Columns[i].Map.Decode(v)
 			if err != nil {
 				r.err = err
-				cp := make([][]byte, len(raw))
-				for j := range raw {
-					if raw[j] != nil {
-						cp[j] = append([]byte(nil), raw[j]...)
-					}
-				}
-				r.raw = rawJSON(rel, cp)
+				r.raw = rawJSON(rel, raw) // copies the text
 				continue
 			}
 			r.values[i] = val
 		}
 		w.rows = append(w.rows, r)
 		n++
-		lk := make([]string, len(rel.KeyIdx))
+		keyBuf = keyBuf[:0]
 		for i, k := range rel.KeyIdx {
-			lk[i] = string(raw[k])
+			keyBuf = append(keyBuf, raw[k]...)
+			keyEnd[i] = len(keyBuf)
 		}
-		w.lastKey = lk
 		if bytes >= sn.c.opts.Snapshot.ChunkBytes {
 			break
+		}
+	}
+	if n > 0 {
+		w.lastKey = make([]string, len(keyEnd))
+		start := 0
+		for i, end := range keyEnd {
+			w.lastKey[i] = string(keyBuf[start:end])
+			start = end
 		}
 	}
 	full := n >= limit || bytes >= sn.c.opts.Snapshot.ChunkBytes
