@@ -292,10 +292,55 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 	// seen: chunk_bytes / average row size (a table of 16 MiB values would
 	// otherwise send itself whole for every chunk of two rows).
 	limit := min(chunkRows, firstChunkRows)
+	// sizeAfter is the LIMIT of the chunk after w (limit if w tells nothing).
+	sizeAfter := func(w *window, limit int) int {
+		if n := int64(len(w.rows)); n > 0 && w.bytes > 0 {
+			return int(min(int64(chunkRows), max(1, sn.c.opts.Snapshot.ChunkBytes*n/w.bytes+1)))
+		}
+		return limit
+	}
 	sn.c.log.Info("snapshot starting", "table", t.id.String(), "resume_after_rows", rows, "estimate", est)
+	// Chunks are pipelined one deep: the next chunk's window is opened
+	// (its low watermark emitted) before this chunk's high watermark, so
+	// the stream opens it before it reconciles this chunk, and the next
+	// chunk is read while the stream writes this one. Each chunk keeps its
+	// own low watermark, is still read under a snapshot taken after the
+	// stream passed that watermark (visibleSnapshot), and is still placed
+	// at it; chunks cover disjoint key ranges, so their windows may
+	// overlap. The next chunk's high watermark is only emitted once this
+	// chunk is reconciled: if this one must be read again (a truncate in
+	// its window), the next one, read after this one's last key, is
+	// dropped unwritten and its window closed, so progress (LastKey, which
+	// each reconciled chunk persists with its rows) never passes a chunk
+	// that was not written.
+	var ahead *window // the next chunk: read, its high watermark not yet emitted
+	defer func() {
+		if ahead != nil {
+			sn.windows.remove(ahead.id)
+		}
+	}()
 	for {
-		w, err := sn.chunk(ctx, conn, t, keyCols, keyTypes, lastKey, limit)
+		w := ahead
+		ahead = nil
+		if w == nil {
+			var err error
+			if w, err = sn.openWindow(ctx, conn, t); err != nil {
+				return err
+			}
+			if err := sn.read(ctx, conn, t, w, keyCols, keyTypes, lastKey, limit); err != nil {
+				sn.windows.remove(w.id)
+				return err
+			}
+		}
+		next, err := sn.reconcile(ctx, conn, t, w, func(next *window) error {
+			return sn.read(ctx, conn, t, next, keyCols, keyTypes, w.lastKey, sizeAfter(w, limit))
+		})
+		ahead = next
 		if errors.Is(err, errTruncatedInWindow) {
+			if ahead != nil {
+				sn.windows.remove(ahead.id)
+				ahead = nil
+			}
 			sn.c.log.Info("table truncated while a snapshot chunk was read: reading the chunk again", "table", t.id.String())
 			continue
 		}
@@ -304,9 +349,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 		}
 		rows += int64(len(w.rows))
 		lastKey = w.lastKey
-		if n := int64(len(w.rows)); n > 0 && w.bytes > 0 {
-			limit = int(min(int64(chunkRows), max(1, sn.c.opts.Snapshot.ChunkBytes*n/w.bytes+1)))
-		}
+		limit = sizeAfter(w, limit)
 		if now := time.Now(); now.Sub(lastLog) >= 5*time.Second || w.last {
 			el := now.Sub(start).Seconds()
 			rate := 0.0
@@ -407,18 +450,56 @@ func newWindowID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// chunk reads one chunk between watermarks and waits until the stream has
-// reconciled it.
-func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyCols, keyTypes []string, after []string, limit int) (*window, error) {
+// openWindow registers a new window for a chunk of t and emits its low
+// watermark.
+func (sn *snapshotter) openWindow(ctx context.Context, conn *pgx.Conn, t *table) (*window, error) {
 	w := &window{id: newWindowID(), table: t.id, done: make(chan error, 1), opened: make(chan struct{})}
 	sn.windows.add(w)
-	defer sn.windows.remove(w.id)
 	if err := sn.c.emitWatermark(ctx, conn, "low:"+w.id); err != nil {
+		sn.windows.remove(w.id)
 		return nil, err
 	}
+	return w, nil
+}
+
+// reconcile emits the high watermark of w, a chunk read, and waits until
+// the stream has written it. Unless w is the table's last chunk, it first
+// opens the next chunk's window and, while the stream writes w, reads the
+// next chunk with readNext; it returns that window (read, or nil if
+// opening it failed) whatever w's outcome, for the caller to use or
+// remove.
+func (sn *snapshotter) reconcile(ctx context.Context, conn *pgx.Conn, t *table, w *window, readNext func(*window) error) (next *window, err error) {
+	defer sn.windows.remove(w.id)
+	if !w.last {
+		if next, err = sn.openWindow(ctx, conn, t); err != nil {
+			return nil, err
+		}
+	}
+	if err := sn.c.emitWatermark(ctx, conn, "high:"+w.id); err != nil {
+		return next, err
+	}
+	var nextErr error
+	if next != nil {
+		nextErr = readNext(next)
+	}
+	select {
+	case <-ctx.Done():
+		return next, ctx.Err()
+	case err := <-w.done:
+		if err != nil {
+			return next, err
+		}
+	}
+	return next, nextErr
+}
+
+// read reads the chunk of window w: the rows after key `after`, at most
+// limit of them (or chunk_bytes), under a snapshot taken once the stream
+// has passed w's low watermark.
+func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *window, keyCols, keyTypes []string, after []string, limit int) error {
 	tx, err := sn.visibleSnapshot(ctx, conn, w)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer tx.Rollback(context.Background())
 	var sql strings.Builder
@@ -441,7 +522,7 @@ func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyC
 	fmt.Fprintf(&sql, " LIMIT %d", limit)
 	rows, err := tx.Query(ctx, sql.String(), args...)
 	if err != nil {
-		return nil, classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
+		return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 	}
 	fds := rows.FieldDescriptions()
 	rel := &Relation{Table: t.id}
@@ -450,7 +531,7 @@ func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyC
 	}
 	if err := mapColumns(t.id, rel.Columns, sn.c.types.Lookup); err != nil {
 		rows.Close()
-		return nil, fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", t.id), err)
+		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", t.id), err)
 	}
 	rel.setKeys(t.info.Relation.KeyNames)
 	w.schema = schemaOf(rel)
@@ -511,25 +592,14 @@ func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyC
 	w.bytes = bytes
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
+		return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
+		return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 	}
 	if n == 0 {
 		w.lastKey = after
 	}
 	w.last = !full
-	if err := sn.c.emitWatermark(ctx, conn, "high:"+w.id); err != nil {
-		return nil, err
-	}
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case err := <-w.done:
-		if err != nil {
-			return nil, err
-		}
-	}
-	return w, nil
+	return nil
 }
