@@ -81,7 +81,6 @@ func ParseSnapshotProgress(s string) (SnapshotProgress, error) {
 
 // snapRow is one row read by a chunk.
 type snapRow struct {
-	key    string
 	values []any
 	raw    string // JSON, only kept for rows that failed to decode
 	err    error
@@ -293,10 +292,55 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 	// seen: chunk_bytes / average row size (a table of 16 MiB values would
 	// otherwise send itself whole for every chunk of two rows).
 	limit := min(chunkRows, firstChunkRows)
+	// sizeAfter is the LIMIT of the chunk after w (limit if w tells nothing).
+	sizeAfter := func(w *window, limit int) int {
+		if n := int64(len(w.rows)); n > 0 && w.bytes > 0 {
+			return int(min(int64(chunkRows), max(1, sn.c.opts.Snapshot.ChunkBytes*n/w.bytes+1)))
+		}
+		return limit
+	}
 	sn.c.log.Info("snapshot starting", "table", t.id.String(), "resume_after_rows", rows, "estimate", est)
+	// Chunks are pipelined one deep: the next chunk's window is opened
+	// (its low watermark emitted) before this chunk's high watermark, so
+	// the stream opens it before it reconciles this chunk, and the next
+	// chunk is read while the stream writes this one. Each chunk keeps its
+	// own low watermark, is still read under a snapshot taken after the
+	// stream passed that watermark (visibleSnapshot), and is still placed
+	// at it; chunks cover disjoint key ranges, so their windows may
+	// overlap. The next chunk's high watermark is only emitted once this
+	// chunk is reconciled: if this one must be read again (a truncate in
+	// its window), the next one, read after this one's last key, is
+	// dropped unwritten and its window closed, so progress (LastKey, which
+	// each reconciled chunk persists with its rows) never passes a chunk
+	// that was not written.
+	var ahead *window // the next chunk: read, its high watermark not yet emitted
+	defer func() {
+		if ahead != nil {
+			sn.windows.remove(ahead.id)
+		}
+	}()
 	for {
-		w, err := sn.chunk(ctx, conn, t, keyCols, keyTypes, lastKey, limit)
+		w := ahead
+		ahead = nil
+		if w == nil {
+			var err error
+			if w, err = sn.openWindow(ctx, conn, t); err != nil {
+				return err
+			}
+			if err := sn.read(ctx, conn, t, w, keyCols, keyTypes, lastKey, limit); err != nil {
+				sn.windows.remove(w.id)
+				return err
+			}
+		}
+		next, err := sn.reconcile(ctx, conn, t, w, func(next *window) error {
+			return sn.read(ctx, conn, t, next, keyCols, keyTypes, w.lastKey, sizeAfter(w, limit))
+		})
+		ahead = next
 		if errors.Is(err, errTruncatedInWindow) {
+			if ahead != nil {
+				sn.windows.remove(ahead.id)
+				ahead = nil
+			}
 			sn.c.log.Info("table truncated while a snapshot chunk was read: reading the chunk again", "table", t.id.String())
 			continue
 		}
@@ -305,9 +349,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 		}
 		rows += int64(len(w.rows))
 		lastKey = w.lastKey
-		if n := int64(len(w.rows)); n > 0 && w.bytes > 0 {
-			limit = int(min(int64(chunkRows), max(1, sn.c.opts.Snapshot.ChunkBytes*n/w.bytes+1)))
-		}
+		limit = sizeAfter(w, limit)
 		if now := time.Now(); now.Sub(lastLog) >= 5*time.Second || w.last {
 			el := now.Sub(start).Seconds()
 			rate := 0.0
@@ -408,18 +450,56 @@ func newWindowID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// chunk reads one chunk between watermarks and waits until the stream has
-// reconciled it.
-func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyCols, keyTypes []string, after []string, limit int) (*window, error) {
+// openWindow registers a new window for a chunk of t and emits its low
+// watermark.
+func (sn *snapshotter) openWindow(ctx context.Context, conn *pgx.Conn, t *table) (*window, error) {
 	w := &window{id: newWindowID(), table: t.id, done: make(chan error, 1), opened: make(chan struct{})}
 	sn.windows.add(w)
-	defer sn.windows.remove(w.id)
 	if err := sn.c.emitWatermark(ctx, conn, "low:"+w.id); err != nil {
+		sn.windows.remove(w.id)
 		return nil, err
 	}
+	return w, nil
+}
+
+// reconcile emits the high watermark of w, a chunk read, and waits until
+// the stream has written it. Unless w is the table's last chunk, it first
+// opens the next chunk's window and, while the stream writes w, reads the
+// next chunk with readNext; it returns that window (read, or nil if
+// opening it failed) whatever w's outcome, for the caller to use or
+// remove.
+func (sn *snapshotter) reconcile(ctx context.Context, conn *pgx.Conn, t *table, w *window, readNext func(*window) error) (next *window, err error) {
+	defer sn.windows.remove(w.id)
+	if !w.last {
+		if next, err = sn.openWindow(ctx, conn, t); err != nil {
+			return nil, err
+		}
+	}
+	if err := sn.c.emitWatermark(ctx, conn, "high:"+w.id); err != nil {
+		return next, err
+	}
+	var nextErr error
+	if next != nil {
+		nextErr = readNext(next)
+	}
+	select {
+	case <-ctx.Done():
+		return next, ctx.Err()
+	case err := <-w.done:
+		if err != nil {
+			return next, err
+		}
+	}
+	return next, nextErr
+}
+
+// read reads the chunk of window w: the rows after key `after`, at most
+// limit of them (or chunk_bytes), under a snapshot taken once the stream
+// has passed w's low watermark.
+func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *window, keyCols, keyTypes []string, after []string, limit int) error {
 	tx, err := sn.visibleSnapshot(ctx, conn, w)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer tx.Rollback(context.Background())
 	var sql strings.Builder
@@ -442,7 +522,7 @@ func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyC
 	fmt.Fprintf(&sql, " LIMIT %d", limit)
 	rows, err := tx.Query(ctx, sql.String(), args...)
 	if err != nil {
-		return nil, classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
+		return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 	}
 	fds := rows.FieldDescriptions()
 	rel := &Relation{Table: t.id}
@@ -451,16 +531,31 @@ func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyC
 	}
 	if err := mapColumns(t.id, rel.Columns, sn.c.types.Lookup); err != nil {
 		rows.Close()
-		return nil, fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", t.id), err)
+		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", t.id), err)
 	}
 	rel.setKeys(t.info.Relation.KeyNames)
 	w.schema = schemaOf(rel)
 	var bytes int64
 	n := 0
+	ncol := len(fds)
+	// The rows' values are carved out of blocks of slabRows rows: one
+	// allocation per block rather than one per row. Each row's slice is
+	// capped at its own columns, so an append to it reallocates.
+	const slabRows = 256
+	var slab []any
+	// lastKey is the key text of the last row read, kept in one reused
+	// buffer (RawValues are only valid until the next row) and turned into
+	// strings once, after the loop.
+	var keyBuf []byte
+	keyEnd := make([]int, len(rel.KeyIdx))
+	w.rows = make([]snapRow, 0, min(limit, 1<<16))
 	for rows.Next() {
 		raw := rows.RawValues()
-		key, _ := rel.keyString(raw)
-		r := snapRow{key: key, values: make([]any, len(raw))}
+		if len(slab) < ncol {
+			slab = make([]any, ncol*min(max(limit-n, 1), slabRows))
+		}
+		r := snapRow{values: slab[:ncol:ncol]}
+		slab = slab[ncol:]
 		for i, v := range raw {
 			bytes += int64(len(v)) + 8
 			if v == nil || r.err != nil {
@@ -469,51 +564,42 @@ func (sn *snapshotter) chunk(ctx context.Context, conn *pgx.Conn, t *table, keyC
 			val, err := rel.Columns[i].Map.Decode(v)
 			if err != nil {
 				r.err = err
-				cp := make([][]byte, len(raw))
-				for j := range raw {
-					if raw[j] != nil {
-						cp[j] = append([]byte(nil), raw[j]...)
-					}
-				}
-				r.raw = rawJSON(rel, cp)
+				r.raw = rawJSON(rel, raw) // copies the text
 				continue
 			}
 			r.values[i] = val
 		}
 		w.rows = append(w.rows, r)
 		n++
-		lk := make([]string, len(rel.KeyIdx))
+		keyBuf = keyBuf[:0]
 		for i, k := range rel.KeyIdx {
-			lk[i] = string(raw[k])
+			keyBuf = append(keyBuf, raw[k]...)
+			keyEnd[i] = len(keyBuf)
 		}
-		w.lastKey = lk
 		if bytes >= sn.c.opts.Snapshot.ChunkBytes {
 			break
+		}
+	}
+	if n > 0 {
+		w.lastKey = make([]string, len(keyEnd))
+		start := 0
+		for i, end := range keyEnd {
+			w.lastKey[i] = string(keyBuf[start:end])
+			start = end
 		}
 	}
 	full := n >= limit || bytes >= sn.c.opts.Snapshot.ChunkBytes
 	w.bytes = bytes
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
+		return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
+		return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 	}
 	if n == 0 {
 		w.lastKey = after
 	}
 	w.last = !full
-	if err := sn.c.emitWatermark(ctx, conn, "high:"+w.id); err != nil {
-		return nil, err
-	}
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case err := <-w.done:
-		if err != nil {
-			return nil, err
-		}
-	}
-	return w, nil
+	return nil
 }

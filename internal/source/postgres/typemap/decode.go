@@ -18,7 +18,33 @@ var (
 	errRange     = errors.New("out of range")
 )
 
+// smallInt reads PostgreSQL's output of an integer, [-]digits, when it has
+// at most 18 digits (so it cannot overflow int64); ok is false for
+// anything else, which the caller hands to strconv for its exact errors.
+func smallInt(text []byte) (v int64, ok bool) {
+	d := text
+	if len(d) > 0 && d[0] == '-' {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > 18 {
+		return 0, false
+	}
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if len(d) < len(text) {
+		v = -v
+	}
+	return v, true
+}
+
 func decodeInt32(text []byte) (any, error) {
+	if v, ok := smallInt(text); ok && v >= math.MinInt32 && v <= math.MaxInt32 {
+		return int32(v), nil
+	}
 	v, err := strconv.ParseInt(string(text), 10, 32)
 	if err != nil {
 		return nil, numErr(err)
@@ -27,6 +53,9 @@ func decodeInt32(text []byte) (any, error) {
 }
 
 func decodeInt64(text []byte) (any, error) {
+	if v, ok := smallInt(text); ok {
+		return v, nil
+	}
 	v, err := strconv.ParseInt(string(text), 10, 64)
 	if err != nil {
 		return nil, numErr(err)
