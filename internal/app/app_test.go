@@ -180,6 +180,14 @@ func TestRunSurvivesPostgresRestart(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("bronze has %d rows, want %d; log:\n%s", len(rows), n, logs.String())
 			}
+			select {
+			case err := <-done:
+				// Run stopped (a port taken between freeAddr and the
+				// metrics listener, say): say why instead of waiting.
+				done <- err
+				t.Fatalf("run stopped with bronze at %d rows of %d: %v; log:\n%s", len(rows), n, err, logs.String())
+			default:
+			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
