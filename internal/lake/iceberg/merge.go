@@ -268,28 +268,7 @@ func (t *Table) History(after, to int64) ([]SnapshotInfo, error) {
 // Retain to keep one. Row order within a data file is kept; files come in
 // no particular order.
 func (t *Table) ScanAppended(ctx context.Context, after, to int64, fn func(arrow.RecordBatch) error) error {
-	tbl := t.current()
-	if after == to {
-		return nil
-	}
-	scan := tbl.NewIncrementalAppendScan().ToSnapshot(to)
-	if after != NoSnapshot {
-		scan = scan.FromSnapshotExclusive(after)
-	}
-	tasks, err := scan.PlanFiles(ctx)
-	if err != nil {
-		return t.classify(fmt.Errorf("iceberg: table %s: plan the files appended after snapshot %d up to %d: %w", t.name, after, to, err))
-	}
-	if len(tasks) == 0 {
-		return nil
-	}
-	reader := tbl.Scan(scanBatch)
-	defer reader.Close()
-	_, itr, err := reader.ReadTasks(ctx, tasks)
-	if err != nil {
-		return t.classify(fmt.Errorf("iceberg: table %s: read appended files: %w", t.name, err))
-	}
-	return t.drain(itr, fn)
+	return t.ScanAppendedWhere(ctx, after, to, nil, fn)
 }
 
 // scanBatch reads Parquet in batches of 8192 rows rather than iceberg-go's
