@@ -48,13 +48,14 @@ type Config struct {
 	Slot string `yaml:"slot"`
 	// Tables lists "schema.table" names; empty means all tables.
 	Tables []string `yaml:"tables"`
-	// CommitInterval is the longest time between lake commits. Default 1s.
+	// CommitInterval is the longest time between lake commits. Default 500ms.
 	CommitInterval Duration `yaml:"commit_interval"`
 	// CommitBytes triggers a commit when this many bytes of rows are
-	// buffered. Default 64MiB.
+	// buffered. Default memory_budget/16 (16MiB).
 	CommitBytes ByteSize `yaml:"commit_bytes"`
-	// MemoryBudget bounds the in-memory queues. Default max(256MiB,
-	// 2*commit_bytes).
+	// MemoryBudget is the process's memory budget: Go's soft memory limit
+	// (unless GOMEMLIMIT is set) and what the buffers are derived from.
+	// Default 256MiB.
 	MemoryBudget ByteSize `yaml:"memory_budget"`
 	// HeartbeatInterval is how often a heartbeat logical message is written
 	// to the source; its commit moves the watermark and lets the slot advance
@@ -94,7 +95,7 @@ type Snapshot struct {
 	Parallelism int `yaml:"parallelism"`
 	// ChunkRows is the most rows read per chunk. Default 10000.
 	ChunkRows int `yaml:"chunk_rows"`
-	// ChunkBytes is the most bytes read per chunk. Default 32MiB.
+	// ChunkBytes is the most bytes read per chunk. Default memory_budget/16.
 	ChunkBytes ByteSize `yaml:"chunk_bytes"`
 }
 
