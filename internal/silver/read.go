@@ -11,7 +11,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -325,22 +324,11 @@ func (in *input) select_(ctx context.Context, mem memory.Allocator, rec arrow.Re
 	}
 	idx := ib.NewArray()
 	defer idx.Release()
-	cols := make([]arrow.Array, rec.NumCols())
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	for j := range cols {
-		c, err := compute.TakeArray(compute.WithAllocator(ctx, mem), rec.Column(j), idx)
-		if err != nil {
-			return nil, fmt.Errorf("select rows of pass %d/%d: %w", p.i+1, p.n, err)
-		}
-		cols[j] = c
+	sel, err := lake.Take(ctx, mem, rec, idx)
+	if err != nil {
+		return nil, fmt.Errorf("select rows of pass %d/%d: %w", p.i+1, p.n, err)
 	}
-	return array.NewRecordBatch(rec.Schema(), cols, int64(idx.Len())), nil
+	return sel, nil
 }
 
 func column(rec arrow.RecordBatch, name string) arrow.Array {

@@ -308,6 +308,12 @@ func readParquet(ctx context.Context, fs icebergio.IO, mem memory.Allocator, pat
 	if err != nil {
 		return err
 	}
+	return eachBatch(ctx, fr, leaves, fn)
+}
+
+// eachBatch calls fn with every batch of the leaf columns of fr, in file
+// order. Batches are released when fn returns.
+func eachBatch(ctx context.Context, fr *pqarrow.FileReader, leaves []int, fn func(arrow.RecordBatch) error) error {
 	rr, err := fr.GetRecordReader(ctx, leaves, nil)
 	if err != nil {
 		return err
@@ -438,17 +444,7 @@ func readLiveFile(ctx context.Context, fs icebergio.IO, mem memory.Allocator, tb
 		}
 		return nil
 	}
-	rr, err := fr.GetRecordReader(ctx, present, nil)
-	if err != nil {
-		return err
-	}
-	defer rr.Release()
-	for rr.Next() {
-		if err := emit(rr.RecordBatch()); err != nil {
-			return err
-		}
-	}
-	if err := rr.Err(); err != nil {
+	if err := eachBatch(ctx, fr, present, emit); err != nil {
 		return err
 	}
 	if at != pf.NumRows() {
@@ -468,6 +464,12 @@ func takeRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, 
 	}
 	idx := ib.NewArray()
 	defer idx.Release()
+	return Take(ctx, mem, rec, idx)
+}
+
+// Take returns the rows of rec at the indices idx (an integer array), in
+// that order, as a new batch the caller releases.
+func Take(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, idx arrow.Array) (arrow.RecordBatch, error) {
 	cols := make([]arrow.Array, rec.NumCols())
 	defer func() {
 		for _, c := range cols {
@@ -483,7 +485,7 @@ func takeRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, 
 		}
 		cols[j] = c
 	}
-	return array.NewRecordBatch(rec.Schema(), cols, int64(len(pos))), nil
+	return array.NewRecordBatch(rec.Schema(), cols, int64(idx.Len())), nil
 }
 
 // MergeRows is Merge that also deletes rows by position: rows are rows
