@@ -166,15 +166,8 @@ func (p *Proxy) pipe(c *proxyConn, dst, src net.Conn) {
 			if !p.waitStall(c) {
 				return
 			}
-			if _, werr := dst.Write(buf[:k]); werr != nil {
+			if !p.forward(c, dst, buf[:k]) {
 				return
-			}
-			if r := p.rate.Load(); r > 0 {
-				select {
-				case <-time.After(time.Duration(int64(k) * int64(time.Second) / r)):
-				case <-c.done:
-					return
-				}
 			}
 		}
 		if err != nil {
@@ -183,6 +176,29 @@ func (p *Proxy) pipe(c *proxyConn, dst, src net.Conn) {
 			return
 		}
 	}
+}
+
+// forward writes b to dst. Under a throttle it is paced: each piece of at
+// most rate/20 bytes is delayed by its transfer time before it is written,
+// so data is late by what the link would take (a read that started before
+// Throttle was called may hold more than one piece).
+func (p *Proxy) forward(c *proxyConn, dst net.Conn, b []byte) bool {
+	for len(b) > 0 {
+		piece := b
+		if r := p.rate.Load(); r > 0 {
+			piece = b[:min(int64(len(b)), max(r/20, 1))]
+			select {
+			case <-time.After(time.Duration(int64(len(piece)) * int64(time.Second) / r)):
+			case <-c.done:
+				return false
+			}
+		}
+		if _, err := dst.Write(piece); err != nil {
+			return false
+		}
+		b = b[len(piece):]
+	}
+	return true
 }
 
 // waitStall blocks while a stall is in effect; false if the pair was torn

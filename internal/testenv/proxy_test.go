@@ -153,8 +153,11 @@ func TestProxyThrottle(t *testing.T) {
 		t.Errorf("20 KiB at 40 KiB/s took %s, want >= 400ms", took)
 	}
 	p.Throttle(0)
-	if took, err := roundTrip(t, c, msg, 5*time.Second); err != nil || took > 300*time.Millisecond {
-		t.Errorf("unthrottled 20 KiB: %s, %v", took, err)
+	// Unthrottled, ten times as much crosses well within what 40 KiB/s
+	// would need (5 s each way).
+	big := bytes.Repeat([]byte("u"), 200<<10)
+	if took, err := roundTrip(t, c, big, 10*time.Second); err != nil || took > 2500*time.Millisecond {
+		t.Errorf("unthrottled 200 KiB: %s, %v; want well under the 5 s a 40 KiB/s link needs", took, err)
 	}
 }
 
