@@ -18,7 +18,6 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
@@ -66,7 +65,7 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 		return err
 	}
 	defer cat.Close()
-	captured, err := capturedTables(ctx, cat, cfg.Name)
+	captured, err := bronze.Tables(ctx, cat, cfg.Name)
 	if err != nil {
 		return err
 	}
@@ -215,28 +214,4 @@ func requestID(now time.Time) string {
 	var b [3]byte
 	rand.Read(b[:])
 	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
-}
-
-// capturedTables lists the source tables that have a bronze table in
-// pipeline source, sorted.
-func capturedTables(ctx context.Context, cat *lake.Catalog, source string) ([]change.TableID, error) {
-	nss, err := cat.ListNamespaces(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []change.TableID
-	for _, ns := range nss {
-		if len(ns) != 3 || ns[0] != "bronze" || ns[1] != source {
-			continue
-		}
-		ids, err := cat.ListTables(ctx, ns)
-		if err != nil {
-			return nil, err
-		}
-		for _, id := range ids {
-			out = append(out, change.TableID{Schema: ns[2], Name: id[len(id)-1]})
-		}
-	}
-	slices.SortFunc(out, func(a, b change.TableID) int { return strings.Compare(a.String(), b.String()) })
-	return out, nil
 }

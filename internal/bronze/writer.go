@@ -45,6 +45,20 @@ func Ident(source string, t change.TableID) []string {
 	return append(Namespace(source, t.Schema), t.Name)
 }
 
+// Tables returns the source tables that have a bronze table in pipeline
+// source, sorted by schema then name.
+func Tables(ctx context.Context, cat *lake.Catalog, source string) ([]change.TableID, error) {
+	ids, err := cat.TablesUnder(ctx, SourceNamespace(source))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]change.TableID, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, change.TableID{Schema: id[2], Name: id[3]})
+	}
+	return out, nil
+}
+
 // SourceNamespace is bronze.<source>, which holds the checkpoint and the
 // _messages and _dead_letter tables.
 func SourceNamespace(source string) []string { return []string{"bronze", source} }
@@ -562,7 +576,7 @@ func (w *Writer) detach(tb *tableBuf, cp *postgres.Checkpoint) *pendingCommit {
 	if tb.b.Field(0).Len() > 0 {
 		tb.recs = append(tb.recs, tb.b.NewRecordBatch())
 	}
-	if len(tb.recs) == 0 && !tb.dirty {
+	if len(tb.recs) == 0 && !tb.dirty && !positionLags(tb, cp) {
 		return nil
 	}
 	props := map[string]string{}
@@ -585,6 +599,20 @@ func (w *Writer) detach(tb *tableBuf, cp *postgres.Checkpoint) *pendingCommit {
 	// restart would resume the snapshot after rows never committed).
 	tb.props = maps.Clone(props)
 	return pc
+}
+
+// positionLags reports whether tb committed rows of a transaction that its
+// recorded tidemark.position does not cover (a flush came due inside the
+// transaction) and cp now does. Such a table is committed again, without
+// rows, to record the position: silver merges a bronze range only once no
+// row in it is above the position, and a table that receives nothing more
+// would otherwise hold its last transaction back from silver for good.
+func positionLags(tb *tableBuf, cp *postgres.Checkpoint) bool {
+	if cp == nil || tb.pending.LSN == 0 || tb.pending.LSN > cp.CommitLSN {
+		return false
+	}
+	p, err := strconv.ParseUint(tb.props[PropPosition], 10, 64)
+	return err != nil || p < tb.pending.LSN
 }
 
 // commit appends pc's rows with its props. Safe on any goroutine: it

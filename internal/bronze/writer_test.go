@@ -185,3 +185,57 @@ func mustLoad(t *testing.T, cat *lake.Catalog, ident []string) *lake.Table {
 	}
 	return tbl
 }
+
+// TestPositionCatchesUpAfterAFlushInsideATransaction: a flush may come due
+// in the middle of a transaction, so a table commits rows of a transaction
+// its recorded tidemark.position does not cover yet. If the table then
+// receives nothing more, the next flush past that transaction's commit must
+// still record the position for it: silver merges a bronze range only once
+// no row in it is above the position, so without it the table's last
+// transaction would never reach silver (it waited forever in CI when a
+// transaction's other rows went to the dead-letter table).
+func TestPositionCatchesUpAfterAFlushInsideATransaction(t *testing.T) {
+	ctx := context.Background()
+	wh := t.TempDir()
+	cat, w := openWriter(t, wh)
+	defer cat.Close()
+	defer w.Close()
+	a := change.TableID{Schema: "public", Name: "a"}
+	if _, err := w.OpenTable(ctx, a, testSchema); err != nil {
+		t.Fatal(err)
+	}
+	// Row 2 of the transaction committing at LSN 200; the last complete
+	// transaction is at 100 when the flush comes due.
+	if err := w.Write(ctx, &change.Change{Table: a, Op: change.OpInsert, Schema: testSchema,
+		Pos: change.Position{LSN: 200, Seq: 2}, Values: []any{int64(1), "a1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx, postgres.Checkpoint{AckedLSN: 101, CommitLSN: 100, Watermark: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	// The rest of the transaction touches other tables only; the next
+	// flush is past its commit.
+	if err := w.Flush(ctx, postgres.Checkpoint{AckedLSN: 201, CommitLSN: 200, Watermark: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := cat.LoadTable(ctx, bronze.Ident("src", a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, err := strconv.ParseUint(tbl.Summary()[bronze.PropPosition], 10, 64)
+	if err != nil || pos < 200 {
+		t.Fatalf("bronze table a records tidemark.position %q after a flush at 200, want >= 200 (it holds a row of the transaction at 200): %v",
+			tbl.Summary()[bronze.PropPosition], err)
+	}
+	// A further flush with nothing new commits nothing more.
+	n := tbl.SnapshotCount()
+	if err := w.Flush(ctx, postgres.Checkpoint{AckedLSN: 301, CommitLSN: 300, Watermark: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if tbl, err = cat.LoadTable(ctx, bronze.Ident("src", a)); err != nil {
+		t.Fatal(err)
+	}
+	if tbl.SnapshotCount() != n {
+		t.Errorf("a flush with nothing new for table a added %d snapshots to it", tbl.SnapshotCount()-n)
+	}
+}

@@ -141,41 +141,17 @@ func New(cat *lake.Catalog, opts Options, log *slog.Logger) *Maintainer {
 // table (all, or those in only) its bronze then its silver table, then
 // bronze's and silver's special tables (all only).
 func (m *Maintainer) Tables(ctx context.Context, source string, only []change.TableID) ([][]string, error) {
-	nss, err := m.cat.ListNamespaces(ctx)
-	if err != nil {
-		return nil, err
-	}
-	want := func(schema, name string) bool {
-		if len(only) == 0 {
-			return true
-		}
-		return slices.Contains(only, change.TableID{Schema: schema, Name: name})
+	want := func(id []string) bool {
+		return len(only) == 0 || slices.Contains(only, change.TableID{Schema: id[2], Name: id[3]})
 	}
 	var out [][]string
-	for _, ns := range nss {
-		if len(ns) != 3 || ns[0] != "bronze" || ns[1] != source {
-			continue
-		}
-		ids, err := m.cat.ListTables(ctx, ns)
+	for _, level := range []string{"bronze", "silver"} {
+		ids, err := m.cat.TablesUnder(ctx, []string{level, source})
 		if err != nil {
 			return nil, err
 		}
 		for _, id := range ids {
-			if want(ns[2], id[3]) {
-				out = append(out, id)
-			}
-		}
-	}
-	for _, ns := range nss {
-		if len(ns) != 3 || ns[0] != "silver" || ns[1] != source {
-			continue
-		}
-		ids, err := m.cat.ListTables(ctx, ns)
-		if err != nil {
-			return nil, err
-		}
-		for _, id := range ids {
-			if want(ns[2], id[3]) {
+			if want(id) {
 				out = append(out, id)
 			}
 		}

@@ -122,10 +122,12 @@ func (c *capture) ackedLSN() uint64 {
 // confirmed the source's current WAL position.
 func (p *pgEnv) waitCaughtUp(c *capture) {
 	p.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	// Generous: a loaded CI machine takes minutes for a snapshot of
+	// 30,000 rows in chunks of 50.
+	deadline := time.Now().Add(5 * time.Minute)
 	for !p.snapshotsDone(c.cat) {
 		if time.Now().After(deadline) {
-			p.t.Fatal("snapshots not done within 90s")
+			p.t.Fatal("snapshots not done within 5 minutes")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -518,7 +520,7 @@ func TestNoSilverTableBeforeTheSnapshotIsDone(t *testing.T) {
 	p := newPGEnv(t, `CREATE TABLE big (id int PRIMARY KEY, v text);
 		INSERT INTO big SELECT g, 'v' || g FROM generate_series(1, 30000) g;`)
 	opts := p.opts()
-	opts.Snapshot.Parallelism, opts.Snapshot.ChunkRows = 1, 20
+	opts.Snapshot.Parallelism, opts.Snapshot.ChunkRows = 1, 50
 	c := p.start(opts)
 	ctx := context.Background()
 	m := silver.NewMerger(c.cat, silver.Options{}, testLogger())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/bronze"
@@ -65,13 +64,13 @@ type TableState struct {
 // States reports the silver state of every bronze table of source, sorted
 // by table. It only reads.
 func States(ctx context.Context, cat *lake.Catalog, source string) ([]TableState, error) {
-	tables, err := bronzeTables(ctx, cat, source)
+	tables, err := bronze.Tables(ctx, cat, source)
 	if err != nil {
 		return nil, err
 	}
 	var out []TableState
 	for _, id := range tables {
-		st, err := State(ctx, cat, source, id[0], id[1])
+		st, err := State(ctx, cat, source, id.Schema, id.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -136,33 +135,4 @@ func State(ctx context.Context, cat *lake.Catalog, source, schema, table string)
 		}
 	}
 	return st, nil
-}
-
-// bronzeTables lists the source tables that have a bronze table, as
-// {schema, table} pairs, sorted.
-func bronzeTables(ctx context.Context, cat *lake.Catalog, source string) ([][2]string, error) {
-	nss, err := cat.ListNamespaces(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out [][2]string
-	for _, ns := range nss {
-		if len(ns) != 3 || ns[0] != "bronze" || ns[1] != source {
-			continue
-		}
-		ids, err := cat.ListTables(ctx, ns)
-		if err != nil {
-			return nil, err
-		}
-		for _, id := range ids {
-			out = append(out, [2]string{ns[2], id[len(id)-1]})
-		}
-	}
-	slices.SortFunc(out, func(a, b [2]string) int {
-		if c := strings.Compare(a[0], b[0]); c != 0 {
-			return c
-		}
-		return strings.Compare(a[1], b[1])
-	})
-	return out, nil
 }

@@ -143,7 +143,7 @@ func (m *Merger) MergeAll(ctx context.Context, source string) error {
 // mergeAll is MergeAll; gated reports whether a table waits for its
 // initial snapshot.
 func (m *Merger) mergeAll(ctx context.Context, source string) (gated bool, err error) {
-	tables, err := bronzeTables(ctx, m.cat, source)
+	tables, err := bronze.Tables(ctx, m.cat, source)
 	if err != nil {
 		return false, fmt.Errorf("silver: list the bronze tables of source %s: %w", source, err)
 	}
@@ -152,7 +152,7 @@ func (m *Merger) mergeAll(ctx context.Context, source string) (gated bool, err e
 		if err := ctx.Err(); err != nil {
 			return gated, err
 		}
-		res, err := m.MergeTable(ctx, source, t[0], t[1])
+		res, err := m.MergeTable(ctx, source, t.Schema, t.Name)
 		if err != nil {
 			errs = append(errs, err)
 		}

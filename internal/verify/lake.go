@@ -54,21 +54,16 @@ func bronzeIdent(source string, t TableName) []string {
 // listTables returns the source tables that have a silver table or a
 // bronze table (captured, maybe not yet published), sorted.
 func listTables(ctx context.Context, cat *lake.Catalog, source string) ([]TableName, error) {
-	nss, err := cat.ListNamespaces(ctx)
-	if err != nil {
-		return nil, err
-	}
 	seen := map[TableName]bool{}
-	for _, ns := range nss {
-		if len(ns) != 3 || ns[1] != source || (ns[0] != silverLevel && ns[0] != "bronze") || ns[2] == buildingLevel {
-			continue
-		}
-		ids, err := cat.ListTables(ctx, ns)
+	for _, level := range []string{silverLevel, "bronze"} {
+		ids, err := cat.TablesUnder(ctx, []string{level, source})
 		if err != nil {
 			return nil, err
 		}
 		for _, id := range ids {
-			seen[TableName{Schema: ns[2], Table: id[len(id)-1]}] = true
+			if id[2] != buildingLevel {
+				seen[TableName{Schema: id[2], Table: id[3]}] = true
+			}
 		}
 	}
 	out := make([]TableName, 0, len(seen))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"slices"
 	"strings"
@@ -457,12 +458,26 @@ func (t *Table) RemoveOrphanFiles(ctx context.Context, olderThan time.Duration, 
 	if olderThan <= 0 {
 		return res, fmt.Errorf("iceberg: remove orphan files of table %s: the safety age must be positive", t.name)
 	}
-	if err := t.refreshLocked(ctx); err != nil {
-		return res, fmt.Errorf("iceberg: remove orphan files of table %s: %w", t.name, err)
-	}
-	out, err := t.tbl.DeleteOrphanFiles(ctx, table.WithFilesOlderThan(olderThan), table.WithDryRun(dryRun))
-	if err != nil {
-		return res, fmt.Errorf("iceberg: remove orphan files of table %s: %w", t.name, err)
+	var out table.OrphanCleanupResult
+	for attempt := 1; ; attempt++ {
+		if err := t.refreshLocked(ctx); err != nil {
+			return res, fmt.Errorf("iceberg: remove orphan files of table %s: %w", t.name, err)
+		}
+		var err error
+		out, err = t.tbl.DeleteOrphanFiles(ctx, table.WithFilesOlderThan(olderThan), table.WithDryRun(dryRun))
+		if err == nil {
+			break
+		}
+		// A file that vanished between listing a directory and reading
+		// its entry (a writer's failed commit cleaning up its manifest
+		// list, while the pipeline runs) fails iceberg-go's walk: list
+		// again.
+		if !errors.Is(err, fs.ErrNotExist) || attempt == 5 {
+			return res, fmt.Errorf("iceberg: remove orphan files of table %s: %w", t.name, err)
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return res, err
+		}
 	}
 	for _, f := range out.OrphanFiles {
 		res.Files = append(res.Files, f.Path)
