@@ -14,21 +14,22 @@ import (
 
 // overBudgetHeadroom: while the live heap alone exceeds what the budget
 // leaves the Go heap, the memory limit is raised to
-// live × (1 + 1/overBudgetHeadroom), so the collector runs after every 25%
-// of growth instead of without pause.
-const overBudgetHeadroom = 4
+// live × (1 + 1/overBudgetHeadroom), so the collector runs after every
+// 12.5% of growth instead of without pause.
+const overBudgetHeadroom = 8
 
 // budgetMargin: memory_budget / budgetMargin is kept free between the
-// process's resident size and the budget (the runtime's memory limit is
-// soft: the heap overshoots it by what is allocated while a collection
-// runs).
-const budgetMargin = 16
+// process's resident size and the budget: the runtime's memory limit is
+// soft, and the heap overshoots it by what is allocated while a collection
+// runs (measured: ~20 MiB when 16 MiB values were committed, so a margin
+// of budget/16 left the process 5 MiB over a 256 MiB budget).
+const budgetMargin = 8
 
 // applyMemoryLimit makes memory_budget the bound of the process's resident
 // memory (RSS): it sets Go's soft memory limit
 // (runtime/debug.SetMemoryLimit) to the budget less the memory Go does not
 // manage (the binary's pages, C allocations of the SQLite catalog, measured
-// as RSS minus the runtime's mapped memory) and a margin of budget/16, so
+// as RSS minus the runtime's mapped memory) and a margin of budget/8, so
 // that the garbage collector works to keep the whole process within the
 // budget rather than letting the heap grow to twice what is live (GOGC=100)
 // before collecting. GOGC still applies below the limit, so a small heap is
@@ -41,7 +42,7 @@ const budgetMargin = 16
 // caps it at half the CPU): measured, a silver build whose live data
 // exceeded the budget took twice as long for a third less memory. So
 // while the live heap exceeds what the budget leaves it, the limit follows
-// the live heap with 25% headroom, and a warning says the budget is
+// the live heap with 12.5% headroom, and a warning says the budget is
 // exceeded; it returns when the live heap shrinks.
 //
 // GOMEMLIMIT, when set in the environment, wins: it is the operator's
@@ -146,7 +147,7 @@ func limitFor(budget, outside int64) int64 {
 }
 
 // followLiveHeap keeps the memory limit at max(what the budget leaves the
-// Go runtime, live × 1.25) until stop closes.
+// Go runtime, live × 1.125) until stop closes.
 func followLiveHeap(budget, limit int64, m *memSampler, stop <-chan struct{}, log *slog.Logger) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
@@ -172,7 +173,7 @@ func followLiveHeap(budget, limit int64, m *memSampler, stop <-chan struct{}, lo
 		debug.SetMemoryLimit(want)
 		if want > base && time.Since(warned) > time.Minute {
 			warned = time.Now()
-			log.Warn("the live heap exceeds what memory_budget leaves it: Go's memory limit follows it with 25% headroom until it shrinks",
+			log.Warn("the live heap exceeds what memory_budget leaves it: Go's memory limit follows it with 12.5% headroom until it shrinks",
 				"live_mib", live>>20, "memory_budget_mib", budget>>20, "outside_go_mib", outside>>20, "limit_mib", want>>20)
 		}
 		limit = want
