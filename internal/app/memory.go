@@ -28,8 +28,8 @@ const budgetMargin = 8
 // applyMemoryLimit makes memory_budget the bound of the process's resident
 // memory (RSS): it sets Go's soft memory limit
 // (runtime/debug.SetMemoryLimit) to the budget less the memory Go does not
-// manage (the binary's pages, C allocations of the SQLite catalog, measured
-// as RSS minus the runtime's mapped memory) and a margin of budget/8, so
+// manage (the binary's pages, C allocations of the SQLite catalog: the most
+// seen of RSS minus the runtime's mapped memory) and a margin of budget/8, so
 // that the garbage collector works to keep the whole process within the
 // budget rather than letting the heap grow to twice what is live (GOGC=100)
 // before collecting. GOGC still applies below the limit, so a small heap is
@@ -83,6 +83,10 @@ func applyMemoryLimit(cfg *config.Config, log *slog.Logger) (restore func()) {
 type memSampler struct {
 	samples []rtmetrics.Sample
 	page    int64
+	// outside is the most resident memory seen outside the runtime: the
+	// binary's pages, once touched, mostly stay, and a peak is what the
+	// budget bounds.
+	outside int64
 }
 
 const (
@@ -98,9 +102,9 @@ func newMemSampler() *memSampler {
 	}
 }
 
-// read returns the live heap, and the resident memory the runtime does not
-// manage (0 where RSS cannot be read). ok is false when the runtime does
-// not report a live heap.
+// read returns the live heap, and the most resident memory seen that the
+// runtime does not manage (0 where RSS cannot be read). ok is false when
+// the runtime does not report a live heap.
 func (m *memSampler) read() (live, outside int64, ok bool) {
 	rtmetrics.Read(m.samples)
 	for _, s := range m.samples {
@@ -111,9 +115,9 @@ func (m *memSampler) read() (live, outside int64, ok bool) {
 	live = int64(m.samples[0].Value.Uint64())
 	mapped := int64(m.samples[1].Value.Uint64()) - int64(m.samples[2].Value.Uint64())
 	if rss := m.rss(); rss > 0 {
-		outside = max(0, rss-mapped)
+		m.outside = max(m.outside, rss-mapped)
 	}
-	return live, outside, true
+	return live, m.outside, true
 }
 
 // rss is the process's resident size from /proc/self/statm (0: unknown).
