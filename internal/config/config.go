@@ -53,9 +53,10 @@ type Config struct {
 	// CommitBytes triggers a commit when this many bytes of rows are
 	// buffered. Default memory_budget/16 (16MiB).
 	CommitBytes ByteSize `yaml:"commit_bytes"`
-	// MemoryBudget is the process's memory budget: Go's soft memory limit
-	// (unless GOMEMLIMIT is set) and what the buffers are derived from.
-	// Default 256MiB.
+	// MemoryBudget is the process's memory budget, its resident memory:
+	// Go's soft memory limit is set below it, leaving room for the memory
+	// Go does not manage (unless GOMEMLIMIT is set), and the buffers are
+	// derived from it. Default 256MiB.
 	MemoryBudget ByteSize `yaml:"memory_budget"`
 	// HeartbeatInterval is how often a heartbeat logical message is written
 	// to the source; its commit moves the watermark and lets the slot advance

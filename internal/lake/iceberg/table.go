@@ -192,13 +192,8 @@ func (t *Table) Append(ctx context.Context, recs []arrow.RecordBatch, props map[
 // appendOnce makes one attempt; t.mu is held. retry reports that the
 // attempt lost a race to another writer and t now holds the new metadata.
 func (t *Table) appendOnce(ctx context.Context, sc *arrow.Schema, recs []arrow.RecordBatch, props map[string]string) (retry bool, err error) {
-	rdr, err := array.NewRecordReader(sc, recs)
-	if err != nil {
-		return false, err
-	}
-	defer rdr.Release()
 	tx := t.tbl.NewTransaction()
-	if err := tx.Append(ctx, rdr, iceberggo.Properties(maps.Clone(props))); err != nil {
+	if err := t.stageAppend(ctx, tx, sc, recs, props); err != nil {
 		return false, err
 	}
 	staged, err := tx.StagedTable()
@@ -227,6 +222,36 @@ func (t *Table) appendOnce(ctx context.Context, sc *arrow.Schema, recs []arrow.R
 		// iceberg-go keeps the snapshot id when it replays a commit.
 		return m.SnapshotByID(snap.SnapshotID) != nil
 	})
+}
+
+// stageAppend writes recs as data files and stages, in tx, the snapshot
+// that appends them. Rows go through dataFileWriter when it writes this
+// table (see newDataFileWriter), else through iceberg-go's writer; no rows
+// still stage a snapshot (one that carries props).
+func (t *Table) stageAppend(ctx context.Context, tx *table.Transaction, sc *arrow.Schema, recs []arrow.RecordBatch, props map[string]string) error {
+	if countRows(recs) > 0 {
+		w, ok, err := newDataFileWriter(ctx, t.tbl, t.arrowSchema, sc)
+		if err != nil {
+			return err
+		}
+		if ok {
+			files, err := w.write(ctx, recs)
+			if err != nil {
+				return err
+			}
+			// The files are new (a fresh write id): no need to look for
+			// them among the table's files. They carry field ids, so no
+			// name mapping is needed to read them.
+			return tx.AddDataFiles(ctx, files, iceberggo.Properties(maps.Clone(props)),
+				table.WithoutDuplicateCheck(), table.WithoutAutoNameMapping())
+		}
+	}
+	rdr, err := array.NewRecordReader(sc, recs)
+	if err != nil {
+		return err
+	}
+	defer rdr.Release()
+	return tx.Append(ctx, rdr, iceberggo.Properties(maps.Clone(props)))
 }
 
 // afterFailedCommit decides what a failed commit means; t.mu is held.

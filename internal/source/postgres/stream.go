@@ -284,7 +284,12 @@ func (s *stream) handleWAL(ctx context.Context, data []byte) error {
 			return fault.With(fault.ErrCorruptState, fmt.Sprintf("stream commit for transaction %d without its streamed changes (commit LSN %s)", sc.Xid, sc.CommitLSN), nil)
 		}
 		s.tx = txState{xid: sc.Xid, commitLSN: uint64(sc.CommitLSN), commitTime: sc.CommitTime}
-		err = sp.replay(func(msg []byte) error { return s.handleMessage(ctx, msg, true) })
+		err = sp.replay(func(msg []byte) error {
+			if err := s.beforeLarge(ctx, int64(len(msg))); err != nil {
+				return err
+			}
+			return s.handleMessage(ctx, msg, true)
+		})
 		sp.remove()
 		delete(s.spools, sc.Xid)
 		if err != nil {
@@ -301,7 +306,26 @@ func (s *stream) handleWAL(ctx context.Context, data []byte) error {
 		}
 		return sp.append(sub, data)
 	}
+	if err := s.beforeLarge(ctx, int64(len(data))); err != nil {
+		return err
+	}
 	return s.handleMessage(ctx, data, false)
+}
+
+// beforeLarge waits for the flush in flight before a row of at least
+// commit_bytes/4 (a message of that size, replayed from a spool or not, or
+// a snapshot chunk whose rows average that size) is handed to the writer:
+// its decoded values and the Arrow buffer they are appended to would
+// otherwise be held at the same time as the flush's own copies of the
+// previous large row (its record, Parquet's page and compression buffers),
+// which is what took a stream of 16 MiB values past memory_budget.
+// Waiting costs the overlap of decoding with committing, which for rows
+// this large saved little: the next such row fills a commit on its own.
+func (s *stream) beforeLarge(ctx context.Context, rowBytes int64) error {
+	if !s.flushing || rowBytes < s.c.opts.CommitBytes/4 {
+		return nil
+	}
+	return s.finish(ctx, true, "stream-before-status", "stream-after-status")
 }
 
 // handleMessage decodes one transaction-level message (live or replayed from
@@ -682,6 +706,12 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 		st.StartedAt = time.Now().UTC().Format(time.RFC3339)
 	}
 	props := map[string]string{PropSnapshot: st.encode()}
+	if len(w.rows) > 0 {
+		if err := s.beforeLarge(ctx, w.bytes/int64(len(w.rows))); err != nil {
+			w.finish(err)
+			return err
+		}
+	}
 	if err := s.c.w.WriteBatch(ctx, w.table, cs, props); err != nil {
 		w.finish(err)
 		return err

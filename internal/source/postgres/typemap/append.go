@@ -48,16 +48,19 @@ func AppendValue(b array.Builder, v any) error {
 	case *array.StringBuilder:
 		var x string
 		if x, ok = v.(string); ok {
+			reserveLarge(b, len(x))
 			b.Append(x)
 		}
 	case *array.LargeStringBuilder:
 		var x string
 		if x, ok = v.(string); ok {
+			reserveLarge(b, len(x))
 			b.Append(x)
 		}
 	case *array.BinaryBuilder: // binary and large binary
 		var x []byte
 		if x, ok = v.([]byte); ok {
+			reserveLarge(b, len(x))
 			b.Append(x)
 		}
 	case *array.Decimal128Builder:
@@ -102,4 +105,18 @@ func AppendValue(b array.Builder, v any) error {
 		return fmt.Errorf("typemap: can't append a %T to a %s builder", v, b.Type())
 	}
 	return nil
+}
+
+// largeValue: a string or binary value at least this long is appended
+// into exactly the room it needs.
+const largeValue = 1 << 20
+
+// reserveLarge makes room for a value of n bytes in b when it is large:
+// Append grows a builder's data to the next power of two strictly above
+// what it needs, so a 16 MiB value took a 32 MiB buffer, held until its
+// commit was written.
+func reserveLarge(b interface{ ReserveData(int) }, n int) {
+	if n >= largeValue {
+		b.ReserveData(n)
+	}
 }

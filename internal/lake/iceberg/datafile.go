@@ -1,0 +1,414 @@
+package iceberg
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	iceberggo "github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+)
+
+// maxStatsValue: a string or binary column holding a value longer than
+// this in a data file is written without Parquet statistics. Parquet drops
+// a min or max longer than this from the footer anyway (arrow-go's
+// DefaultMaxStatsSize), but computes them first: arrow-go's statistics
+// copy the largest value of each page several times over (SetMinMax,
+// Merge, plainEncode), which was 6 copies of every 16 MiB value a bronze
+// commit held, the largest share of its memory. Such a column keeps its
+// value counts and sizes in the manifest; it loses only its null count and
+// bounds, which a column of values this long had no use for.
+const maxStatsValue = int(parquet.DefaultMaxStatsSize)
+
+// dataFileWriter writes Arrow records as Parquet data files of one table
+// and describes them for the manifest (table.DataFileFromMetadata, metrics
+// from the file's footer), so that they can be added with
+// Transaction.AddDataFiles. It writes what iceberg-go's own writer writes
+// (one file per partition, the table's Parquet properties, field ids from
+// the Arrow schema), with statistics off for columns of long values (see
+// maxStatsValue), and row group by row group straight to the file instead
+// of buffering a whole row group's pages.
+type dataFileWriter struct {
+	tbl     *table.Table
+	sc      *arrow.Schema
+	mem     memory.Allocator
+	fs      icebergio.WriteFileIO
+	locs    table.LocationProvider
+	writeID uuid.UUID
+	// part is the day-partition source column's index in sc and the
+	// partition field (day of a timestamp); partCol < 0: unpartitioned.
+	partCol int
+	part    iceberggo.PartitionField
+}
+
+// newDataFileWriter returns a writer for records of schema sc into tbl, or
+// ok=false when tbl is not one it writes: a format version above 2 (whose
+// added files need row lineage), a partition spec other than none or one
+// day() of a top-level timestamp column, or records whose schema is not
+// the table's current Arrow schema (current). The caller then uses
+// iceberg-go's writer.
+func newDataFileWriter(ctx context.Context, tbl *table.Table, current, sc *arrow.Schema) (w *dataFileWriter, ok bool, err error) {
+	if tbl.Metadata().Version() > 2 || !sc.Equal(current) {
+		return nil, false, nil
+	}
+	w = &dataFileWriter{tbl: tbl, sc: sc, mem: memory.DefaultAllocator, writeID: uuid.New(), partCol: -1}
+	spec := tbl.Spec()
+	if n := spec.NumFields(); n > 1 {
+		return nil, false, nil
+	} else if n == 1 {
+		pf := spec.Field(0)
+		if _, day := pf.Transform.(iceberggo.DayTransform); !day {
+			return nil, false, nil
+		}
+		src, found := tbl.Schema().FindFieldByID(pf.SourceID())
+		if !found {
+			return nil, false, nil
+		}
+		idx := sc.FieldIndices(src.Name)
+		if len(idx) != 1 {
+			return nil, false, nil
+		}
+		if tt, isTS := sc.Field(idx[0]).Type.(*arrow.TimestampType); !isTS || tt.Unit != arrow.Microsecond {
+			return nil, false, nil
+		}
+		w.partCol, w.part = idx[0], pf
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	wfs, isW := fs.(icebergio.WriteFileIO)
+	if !isW {
+		return nil, false, errors.New("the table's file system cannot write")
+	}
+	w.fs = wfs
+	if w.locs, err = tbl.LocationProvider(); err != nil {
+		return nil, false, err
+	}
+	return w, true, nil
+}
+
+// dayGroup is the rows of one partition: day is the partition value (nil:
+// rows whose timestamp is null).
+type dayGroup struct {
+	day  *int32
+	recs []arrow.RecordBatch
+}
+
+const microsPerDay = 86_400_000_000
+
+// write writes recs as one data file per partition and returns them. Files
+// of a failed call are left for orphan-file cleanup, like those of a
+// failed commit.
+func (w *dataFileWriter) write(ctx context.Context, recs []arrow.RecordBatch) ([]iceberggo.DataFile, error) {
+	groups, err := w.partition(ctx, recs)
+	defer func() {
+		for _, g := range groups {
+			for _, r := range g.recs {
+				r.Release()
+			}
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	var files []iceberggo.DataFile
+	for n, g := range groups {
+		props, err := w.writerProperties(g.recs)
+		if err != nil {
+			return nil, err
+		}
+		df, err := w.writeFile(n, g, props)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, df)
+	}
+	return files, nil
+}
+
+// partition splits recs by partition, in order of day (nulls last). A
+// record all of whose rows fall on one day (the usual case: a commit's
+// rows were captured within moments) is used as it is, not copied.
+func (w *dataFileWriter) partition(ctx context.Context, recs []arrow.RecordBatch) ([]*dayGroup, error) {
+	var groups []*dayGroup
+	find := func(day *int32) *dayGroup {
+		for _, g := range groups {
+			if (g.day == nil) == (day == nil) && (day == nil || *g.day == *day) {
+				return g
+			}
+		}
+		g := &dayGroup{day: day}
+		groups = append(groups, g)
+		return g
+	}
+	for _, rec := range recs {
+		if rec.NumRows() == 0 {
+			continue
+		}
+		if w.partCol < 0 {
+			rec.Retain()
+			g := find(nil)
+			g.recs = append(g.recs, rec)
+			continue
+		}
+		col := rec.Column(w.partCol).(*array.Timestamp)
+		first, uniform := dayOf(col, 0), true
+		for i := 1; i < col.Len() && uniform; i++ {
+			uniform = dayOf(col, i) == first
+		}
+		if uniform {
+			rec.Retain()
+			g := find(dayPtr(first))
+			g.recs = append(g.recs, rec)
+			continue
+		}
+		rows := map[int64][]int64{}
+		for i := range col.Len() {
+			d := dayOf(col, i)
+			rows[d] = append(rows[d], int64(i))
+		}
+		for d, idx := range rows {
+			ib := array.NewInt64Builder(w.mem)
+			ib.AppendValues(idx, nil)
+			ia := ib.NewArray()
+			ib.Release()
+			part, err := Take(ctx, w.mem, rec, ia)
+			ia.Release()
+			if err != nil {
+				return groups, fmt.Errorf("split rows by partition: %w", err)
+			}
+			g := find(dayPtr(d))
+			g.recs = append(g.recs, part)
+		}
+	}
+	slices.SortStableFunc(groups, func(a, b *dayGroup) int {
+		switch {
+		case a.day == nil && b.day == nil:
+			return 0
+		case a.day == nil:
+			return 1
+		case b.day == nil:
+			return -1
+		}
+		return cmp.Compare(*a.day, *b.day)
+	})
+	return groups, nil
+}
+
+// nullDay stands for a null timestamp in dayOf.
+const nullDay = math.MinInt64
+
+// dayOf is the day (since 1970-01-01) of row i's timestamp, or nullDay.
+func dayOf(col *array.Timestamp, i int) int64 {
+	if col.IsNull(i) {
+		return nullDay
+	}
+	us := int64(col.Value(i))
+	d := us / microsPerDay
+	if us%microsPerDay < 0 {
+		d--
+	}
+	return d
+}
+
+func dayPtr(d int64) *int32 {
+	if d == nullDay {
+		return nil
+	}
+	v := int32(d)
+	return &v
+}
+
+// writeFile writes one partition's rows as one data file.
+func (w *dataFileWriter) writeFile(n int, g *dayGroup, props *parquet.WriterProperties) (iceberggo.DataFile, error) {
+	name := fmt.Sprintf("%05d-0-%s.parquet", n, w.writeID)
+	var values map[int]any
+	if w.partCol >= 0 {
+		human := "null"
+		if g.day != nil {
+			human = w.part.Transform.ToHumanStrType(iceberggo.PrimitiveTypes.Date, iceberggo.Date(*g.day))
+		}
+		name = w.part.EscapedName() + "=" + url.QueryEscape(human) + "/" + name
+		values = map[int]any{w.part.FieldID: nil}
+		if g.day != nil {
+			values[w.part.FieldID] = iceberggo.Date(*g.day)
+		}
+	}
+	path := w.locs.NewDataLocation(name)
+	f, err := w.fs.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create data file %s: %w", path, err)
+	}
+	cw := &countingWriter{w: f}
+	pw, err := pqarrow.NewFileWriter(w.sc, cw, props,
+		pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(w.mem), pqarrow.WithStoreSchema()))
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write data file %s: %w", path, err)
+	}
+	for _, rec := range g.recs {
+		// Write, not WriteBuffered: each record is a row group whose pages
+		// go to the file column by column, not held until the row group
+		// ends.
+		if err = pw.Write(rec); err != nil {
+			break
+		}
+	}
+	if cerr := pw.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("write data file %s: %w", path, err)
+	}
+	meta, err := pw.FileMetadata()
+	if err != nil {
+		return nil, fmt.Errorf("data file %s: footer: %w", path, err)
+	}
+	df, err := table.DataFileFromMetadata(table.DataFileArgs{
+		Schema:          w.tbl.Schema(),
+		Spec:            w.tbl.Spec(),
+		Format:          iceberggo.ParquetFile,
+		Metadata:        meta,
+		FilePath:        path,
+		FileSize:        cw.n,
+		Content:         iceberggo.EntryContentData,
+		PartitionValues: values,
+		SortOrderID:     w.tbl.SortOrder().OrderID(),
+		Properties:      w.tbl.Properties(),
+		FormatVersion:   w.tbl.Metadata().Version(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("data file %s: metrics: %w", path, err)
+	}
+	return df, nil
+}
+
+// writerProperties are the table's Parquet write properties, as iceberg-go
+// reads them (write.parquet.*, parquet.enable.dictionary), with statistics
+// off for each string or binary column holding a value longer than
+// maxStatsValue in recs.
+func (w *dataFileWriter) writerProperties(recs []arrow.RecordBatch) (*parquet.WriterProperties, error) {
+	p := w.tbl.Properties()
+	opts := []parquet.WriterProperty{
+		parquet.WithMaxRowGroupLength(int64(p.GetInt(table.ParquetRowGroupLimitKey, table.ParquetRowGroupLimitDefault))),
+		parquet.WithDataPageSize(int64(p.GetInt(table.ParquetPageSizeBytesKey, table.ParquetPageSizeBytesDefault))),
+		parquet.WithBatchSize(int64(p.GetInt(table.ParquetPageRowLimitKey, table.ParquetPageRowLimitDefault))),
+		parquet.WithDictionaryPageSizeLimit(int64(p.GetInt(table.ParquetDictSizeBytesKey, table.ParquetDictSizeBytesDefault))),
+		parquet.WithMaxBloomFilterBytes(int64(p.GetInt(table.ParquetBloomFilterMaxBytesKey, table.ParquetBloomFilterMaxBytesDefault))),
+	}
+	if p.Get(table.ParquetPageVersionKey, table.ParquetPageVersionDefault) == "1" {
+		opts = append(opts, parquet.WithDataPageVersion(parquet.DataPageV1))
+	} else {
+		opts = append(opts, parquet.WithDataPageVersion(parquet.DataPageV2))
+	}
+	codec := compressionCodec(p.Get(table.ParquetCompressionKey, table.ParquetCompressionDefault))
+	opts = append(opts, parquet.WithCompression(codec),
+		parquet.WithCompressionLevel(p.GetInt(table.ParquetCompressionLevelKey, table.ParquetCompressionLevelDefault)))
+	dict := true
+	if v, set := p["parquet.enable.dictionary"]; set {
+		dict = strings.EqualFold(v, "true")
+	}
+	opts = append(opts, parquet.WithDictionaryDefault(dict))
+	for k, v := range p {
+		if col, ok := strings.CutPrefix(k, "write.parquet.dict-encoding-enabled.column."); ok && col != "" {
+			opts = append(opts, parquet.WithDictionaryFor(col, strings.EqualFold(v, "true")))
+		}
+		if col, ok := strings.CutPrefix(k, table.ParquetBloomFilterColumnEnabledKeyPrefix+"."); ok && col != "" {
+			opts = append(opts, parquet.WithBloomFilterEnabledFor(col, strings.EqualFold(v, "true")))
+		}
+	}
+	// As iceberg-go (and Iceberg's Java writer): a column whose dictionary
+	// costs more than it saves falls back to plain encoding.
+	pq, err := pqarrow.ToParquet(w.sc, parquet.NewWriterProperties(opts...), pqarrow.DefaultWriterProps())
+	if err != nil {
+		return nil, err
+	}
+	for i := range pq.NumColumns() {
+		opts = append(opts, parquet.WithDictionaryCostFallbackFor(pq.Column(i).Path(), true))
+	}
+	for j, f := range w.sc.Fields() {
+		if longValues(recs, j) {
+			opts = append(opts, parquet.WithStatsFor(f.Name, false))
+		}
+	}
+	return parquet.NewWriterProperties(opts...), nil
+}
+
+// longValues reports whether top-level column j of recs, if of strings or
+// binaries, holds a value longer than maxStatsValue.
+func longValues(recs []arrow.RecordBatch, j int) bool {
+	for _, rec := range recs {
+		var offs []int32
+		switch c := rec.Column(j).(type) {
+		case *array.String:
+			if len(c.ValueBytes()) <= maxStatsValue {
+				continue
+			}
+			offs = c.ValueOffsets()
+		case *array.Binary:
+			if len(c.ValueBytes()) <= maxStatsValue {
+				continue
+			}
+			offs = c.ValueOffsets()
+		default:
+			return false
+		}
+		for i := 1; i < len(offs); i++ {
+			if int(offs[i]-offs[i-1]) > maxStatsValue {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func compressionCodec(name string) compress.Compression {
+	switch name {
+	case "zstd":
+		return compress.Codecs.Zstd
+	case "snappy":
+		return compress.Codecs.Snappy
+	case "gzip":
+		return compress.Codecs.Gzip
+	case "brotli":
+		return compress.Codecs.Brotli
+	case "lz4":
+		return compress.Codecs.Lz4
+	case "lz4raw":
+		return compress.Codecs.Lz4Raw
+	case "lzo":
+		return compress.Codecs.Lzo
+	}
+	// iceberg-go writes an unknown codec uncompressed, too.
+	return compress.Codecs.Uncompressed
+}
+
+// countingWriter counts the bytes written through it: the file's size.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
