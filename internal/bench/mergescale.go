@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"time"
@@ -88,9 +87,6 @@ func (b *bench) mergeScale(ctx context.Context) error {
 			return err
 		}
 		want := []int64{changedKeys(small, keys, int64(r)), changedKeys(large, keys, int64(r))}
-		if d := os.Getenv("MERGE_SAVE"); d != "" {
-			exec.Command("tar", "-C", b.opts.WorkDir, "-cf", d, "lake/"+name).Run()
-		}
 		times, err := b.timeMerges(ctx, name, r%2 == 0, []string{tables[0].name, tables[1].name}, want)
 		if err != nil {
 			return err
