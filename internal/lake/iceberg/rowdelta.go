@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	iceberggo "github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
@@ -332,18 +333,74 @@ func readParquet(ctx context.Context, fs icebergio.IO, mem memory.Allocator, pat
 }
 
 // openParquet opens the Parquet file path; closing the reader closes the
-// file.
+// file. Its footer is parsed once per process (footers): a merge reads the
+// same data files as the last one, and a file never changes.
 func openParquet(fs icebergio.IO, mem memory.Allocator, path string) (*file.Reader, error) {
 	f, err := fs.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	pf, err := file.NewParquetReader(f, file.WithReadProps(parquet.NewReaderProperties(mem)))
+	opts := []file.ReadOption{file.WithReadProps(parquet.NewReaderProperties(mem))}
+	var size int64 = -1
+	if st, err := f.Stat(); err == nil {
+		size = st.Size()
+	}
+	md := footers.get(path, size)
+	if md != nil {
+		opts = append(opts, file.WithMetadata(md))
+	}
+	pf, err := file.NewParquetReader(f, opts...)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
+	if md == nil && size >= 0 {
+		footers.put(path, size, pf.MetaData())
+	}
 	return pf, nil
+}
+
+// footers holds the parsed footers of the Parquet files read last, by path
+// and size (a file is never rewritten in place; the size guards anyway).
+var footers = footerCache{max: 1024}
+
+// footerCache is a bounded map of parsed Parquet footers; the oldest entry
+// goes first.
+type footerCache struct {
+	mu    sync.Mutex
+	max   int
+	m     map[string]footer
+	order []string
+}
+
+type footer struct {
+	size int64
+	md   *metadata.FileMetaData
+}
+
+func (c *footerCache) get(path string, size int64) *metadata.FileMetaData {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[path]; ok && e.size == size && size >= 0 {
+		return e.md
+	}
+	return nil
+}
+
+func (c *footerCache) put(path string, size int64, md *metadata.FileMetaData) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]footer{}
+	}
+	if _, ok := c.m[path]; !ok {
+		c.order = append(c.order, path)
+	}
+	c.m[path] = footer{size, md}
+	for len(c.order) > c.max {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
 }
 
 // eachBatch calls fn with every batch of the leaf columns of fr, in file
