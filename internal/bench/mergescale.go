@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
@@ -139,9 +141,14 @@ func (b *bench) timeMerges(ctx context.Context, source string, reverse bool, tab
 		}
 	}
 	for _, i := range order {
+		stop, err := b.mergeProfile(tables[i])
+		if err != nil {
+			return nil, err
+		}
 		start := time.Now()
 		res, err := m.MergeTable(ctx, source, "public", tables[i])
 		out[i] = time.Since(start)
+		stop()
 		if err != nil {
 			return nil, fmt.Errorf("merge %s: %w", tables[i], err)
 		}
@@ -150,4 +157,25 @@ func (b *bench) timeMerges(ctx context.Context, source string, reverse bool, tab
 		}
 	}
 	return out, nil
+}
+
+// mergeProfile starts a CPU profile of one timed merge in the profile
+// directory (merge-<table>-<random>.pprof), if there is one; stop ends it.
+func (b *bench) mergeProfile(table string) (stop func(), err error) {
+	d := b.opts.Launcher.ProfileDir
+	if d == "" {
+		return func() {}, nil
+	}
+	f, err := os.CreateTemp(d, "merge-"+table+"-*.pprof")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

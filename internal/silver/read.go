@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	iceberg "github.com/apache/iceberg-go"
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
@@ -464,8 +466,12 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 		vals[j] = map[any]any{}
 	}
 	byInt := in.byInt()
+	var keys []int64 // an integer key: the scan reports only the touched keys' rows
+	if byInt != nil && intColumn(s, in.key[0]) {
+		keys = slices.Collect(maps.Keys(byInt))
+	}
 	var buf []byte
-	live, err := s.ScanLive(ctx, in.filter(), cols, func(rec arrow.RecordBatch, file int, at lake.Positions) error {
+	live, err := s.ScanLiveKeys(ctx, in.filter(), cols, keys, func(rec arrow.RecordBatch, file int, at lake.Positions) error {
 		keyArrs := rec.Columns()[:nk]
 		lsns, _ := rec.Column(nk).(*array.Int64)
 		seqs, _ := rec.Column(nk + 1).(*array.Int64)
@@ -613,6 +619,19 @@ func (in *input) byInt() map[int64]*keyed {
 		m[int64(binary.BigEndian.Uint64([]byte(k))^(1<<63))] = kd
 	}
 	return m
+}
+
+// intColumn reports whether column c of s is an int or long column.
+func intColumn(s *lake.Table, c string) bool {
+	f, ok := s.Schema().FindFieldByName(c)
+	if !ok {
+		return false
+	}
+	switch f.Type.(type) {
+	case iceberg.Int32Type, iceberg.Int64Type:
+		return true
+	}
+	return false
 }
 
 // readPriors reads whole the silver rows f selects and makes each the

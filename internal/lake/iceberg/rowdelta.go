@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	iceberggo "github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
@@ -87,19 +88,30 @@ func mergeOnRead(tbl *table.Table) bool {
 // until fn returns. fn is called by one goroutine at a time; files are read
 // in parallel.
 func (t *Table) ScanLive(ctx context.Context, f *Filter, cols []string, fn func(rec arrow.RecordBatch, file int, pos Positions) error) (*LiveRows, error) {
+	return t.ScanLiveKeys(ctx, f, cols, nil, fn)
+}
+
+// ScanLiveKeys is ScanLive that reports only the rows whose first column
+// of cols, an int or long column, holds one of keys (nil: every row, as
+// ScanLive). The rows are picked as the files are read, in parallel, and
+// the other columns are read only where a file holds one of keys: a merge
+// that touches a few keys of each file costs little more than reading the
+// key column once.
+func (t *Table) ScanLiveKeys(ctx context.Context, f *Filter, cols []string, keys []int64,
+	fn func(rec arrow.RecordBatch, file int, pos Positions) error) (*LiveRows, error) {
 	tbl := t.current()
 	live := &LiveRows{tbl: tbl}
 	if tbl.CurrentSnapshot() == nil {
 		return live, nil
 	}
-	err := t.scanLive(ctx, tbl, f, cols, live, fn)
+	err := t.scanLive(ctx, tbl, f, cols, keys, live, fn)
 	if err != nil {
 		return nil, t.classify(fmt.Errorf("iceberg: scan the live rows of table %s: %w", t.name, err))
 	}
 	return live, nil
 }
 
-func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols []string, live *LiveRows,
+func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols []string, keys []int64, live *LiveRows,
 	fn func(arrow.RecordBatch, int, Positions) error) error {
 	sch := tbl.Schema()
 	// In the order of cols (Schema.Select keeps the table's order).
@@ -112,6 +124,13 @@ func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols 
 		fields[i] = sch.Field(j)
 	}
 	want := iceberggo.NewSchema(sch.ID, fields...)
+	var pick *keyProbe
+	if keys != nil {
+		var err error
+		if pick, err = newKeyProbe(want, keys); err != nil {
+			return err
+		}
+	}
 	var opts []table.ScanOption
 	if f != nil {
 		expr, err := f.expr(sch)
@@ -175,8 +194,9 @@ func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var sc keyScratch // this worker's buffers
 			for i := range next {
-				err := readLiveFile(ctx, fs, mem, tbl, want, live.files[i], deleted[i], func(rec arrow.RecordBatch, pos Positions) error {
+				emit := func(rec arrow.RecordBatch, pos Positions) error {
 					rec.Retain()
 					select {
 					case out <- batch{rec, i, pos}:
@@ -185,7 +205,13 @@ func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols 
 						rec.Release()
 						return context.Cause(ctx)
 					}
-				})
+				}
+				var err error
+				if pick != nil {
+					err = readLiveKeys(ctx, fs, mem, tbl, want, pick, &sc, live.files[i], deleted[i], emit)
+				} else {
+					err = readLiveFile(ctx, fs, mem, tbl, want, nil, live.files[i], deleted[i], emit)
+				}
 				if err != nil {
 					cancel(fmt.Errorf("data file %s: %w", live.files[i].FilePath(), err))
 					return
@@ -285,12 +311,7 @@ var posDeletePathID, posDeletePosID = func() (int, int) {
 // that order) of the Parquet file path, in batches, in file order. A column
 // the file lacks is an error.
 func readParquet(ctx context.Context, fs icebergio.IO, mem memory.Allocator, path string, ids []int, fn func(arrow.RecordBatch) error) error {
-	f, err := fs.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	pf, err := file.NewParquetReader(f, file.WithReadProps(parquet.NewReaderProperties(mem)))
+	pf, err := openParquet(fs, mem, path)
 	if err != nil {
 		return err
 	}
@@ -309,6 +330,77 @@ func readParquet(ctx context.Context, fs icebergio.IO, mem memory.Allocator, pat
 		return err
 	}
 	return eachBatch(ctx, fr, leaves, fn)
+}
+
+// openParquet opens the Parquet file path; closing the reader closes the
+// file. Its footer is parsed once per process (footers): a merge reads the
+// same data files as the last one, and a file never changes.
+func openParquet(fs icebergio.IO, mem memory.Allocator, path string) (*file.Reader, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	opts := []file.ReadOption{file.WithReadProps(parquet.NewReaderProperties(mem))}
+	var size int64 = -1
+	if st, err := f.Stat(); err == nil {
+		size = st.Size()
+	}
+	md := footers.get(path, size)
+	if md != nil {
+		opts = append(opts, file.WithMetadata(md))
+	}
+	pf, err := file.NewParquetReader(f, opts...)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if md == nil && size >= 0 {
+		footers.put(path, size, pf.MetaData())
+	}
+	return pf, nil
+}
+
+// footers holds the parsed footers of the Parquet files read last, by path
+// and size (a file is never rewritten in place; the size guards anyway).
+var footers = footerCache{max: 1024}
+
+// footerCache is a bounded map of parsed Parquet footers; the oldest entry
+// goes first.
+type footerCache struct {
+	mu    sync.Mutex
+	max   int
+	m     map[string]footer
+	order []string
+}
+
+type footer struct {
+	size int64
+	md   *metadata.FileMetaData
+}
+
+func (c *footerCache) get(path string, size int64) *metadata.FileMetaData {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[path]; ok && e.size == size && size >= 0 {
+		return e.md
+	}
+	return nil
+}
+
+func (c *footerCache) put(path string, size int64, md *metadata.FileMetaData) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]footer{}
+	}
+	if _, ok := c.m[path]; !ok {
+		c.order = append(c.order, path)
+	}
+	c.m[path] = footer{size, md}
+	for len(c.order) > c.max {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
 }
 
 // eachBatch calls fn with every batch of the leaf columns of fr, in file
@@ -352,19 +444,21 @@ func leafColumns(pf *file.Reader, ids []int) ([]int, error) {
 
 // readLiveFile reads the columns of want from data file df, drops the rows
 // at the sorted positions deleted, converts the rest to the table's types
-// and calls fn with them and their positions.
+// and calls fn with them and their positions; with pick, only the rows
+// whose key it holds.
 func readLiveFile(ctx context.Context, fs icebergio.IO, mem memory.Allocator, tbl *table.Table, want *iceberggo.Schema,
-	df iceberggo.DataFile, deleted []int64, fn func(arrow.RecordBatch, Positions) error) error {
-	f, err := fs.Open(df.FilePath())
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	pf, err := file.NewParquetReader(f, file.WithReadProps(parquet.NewReaderProperties(mem)))
+	pick *keyProbe, df iceberggo.DataFile, deleted []int64, fn func(arrow.RecordBatch, Positions) error) error {
+	pf, err := openParquet(fs, mem, df.FilePath())
 	if err != nil {
 		return err
 	}
 	defer pf.Close()
+	return readLive(ctx, pf, mem, tbl, want, pick, deleted, fn)
+}
+
+// readLive is readLiveFile on the open file pf.
+func readLive(ctx context.Context, pf *file.Reader, mem memory.Allocator, tbl *table.Table, want *iceberggo.Schema,
+	pick *keyProbe, deleted []int64, fn func(arrow.RecordBatch, Positions) error) error {
 	ids := make([]int, 0, want.NumFields())
 	for _, fld := range want.Fields() {
 		ids = append(ids, fld.ID)
@@ -430,6 +524,9 @@ func readLiveFile(ctx context.Context, fs icebergio.IO, mem memory.Allocator, tb
 			return err
 		}
 		defer conv.Release()
+		if pick != nil {
+			return pick.filter(ctx, mem, conv, pos, fn)
+		}
 		return fn(conv, pos)
 	}
 	if len(present) == 0 {
