@@ -523,3 +523,26 @@ func TestLostPublishRaceIsACommitConflict(t *testing.T) {
 	}
 	equalLines(t, "silver", e.rows(silverIdent(ordersID), "id", "v", "big"), []string{"id=1 v=a big=A", "id=2 v=b2 big=B"})
 }
+
+// TestKeyWidened: ALTER TABLE … ALTER COLUMN id TYPE bigint widens silver's
+// key column; merges after it must still find the rows that older data
+// files hold (their key bounds are 4-byte ints).
+func TestKeyWidened(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	m := e.merger(silver.Options{})
+	e.tx(ordersID, s, snapDone, "r 1 a A", "r 2 b B", "r 3 c C")
+	e.merge(m, ordersID)
+
+	wide := &change.Schema{Key: s.Key, Fields: append([]change.Field{{Name: "id", Type: iceberg.PrimitiveTypes.Int64, SourceType: "bigint"}}, s.Fields[1:]...)}
+	e.open(ordersID, wide)
+	e.tx(ordersID, wide, nil, "u 1 a2 A2", "d 2", "c 5000000000 big B5")
+	e.merge(m, ordersID)
+	equalLines(t, "after the key was widened", e.rows(silverIdent(ordersID), "id", "v", "big"),
+		[]string{"id=1 v=a2 big=A2", "id=3 v=c big=C", "id=5000000000 v=big big=B5"})
+	e.tx(ordersID, wide, nil, "u 3 c2 C2", "d 5000000000")
+	e.merge(m, ordersID)
+	equalLines(t, "a second merge", e.rows(silverIdent(ordersID), "id", "v", "big"),
+		[]string{"id=1 v=a2 big=A2", "id=3 v=c2 big=C2"})
+}

@@ -19,14 +19,21 @@ func (t *Table) ScanAppendedWhere(ctx context.Context, after, to int64, f *Filte
 		return nil
 	}
 	opts := []table.ScanOption{scanBatch}
+	planOpts := opts
 	if f != nil {
 		expr, err := f.expr(tbl.Schema())
 		if err != nil {
 			return fmt.Errorf("iceberg: scan table %s: %w", t.name, err)
 		}
 		opts = append(opts, table.WithRowFilter(expr))
+		pexpr, _, err := f.planExpr(tbl)
+		if err != nil {
+			return fmt.Errorf("iceberg: scan table %s: %w", t.name, err)
+		}
+		planOpts = []table.ScanOption{scanBatch, table.WithRowFilter(pexpr)}
 	}
-	scan := tbl.NewIncrementalAppendScan(opts...).ToSnapshot(to)
+	// Files by planOpts, rows by opts (see planExpr).
+	scan := tbl.NewIncrementalAppendScan(planOpts...).ToSnapshot(to)
 	if after != NoSnapshot {
 		scan = scan.FromSnapshotExclusive(after)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 )
 
 // Filter selects rows of a table by column values, for ScanWhere and
@@ -50,31 +51,90 @@ func And(fs ...*Filter) *Filter { return &Filter{op: opAnd, kids: fs} }
 func Or(fs ...*Filter) *Filter { return &Filter{op: opOr, kids: fs} }
 
 func (f *Filter) expr(sch *iceberggo.Schema) (iceberggo.BooleanExpression, error) {
+	e, _, err := f.exprSkipping(sch, nil)
+	return e, err
+}
+
+// planExpr is f's expression for choosing the data files of a scan of tbl,
+// and whether it is f itself (exact). A test of a column that was widened
+// (int to long, float to double) is left out, as true: the data files
+// written before the widening record 4-byte bounds, which iceberg-go
+// v0.7.0 fails to read as the wider type ("expected 8 bytes for int64
+// value"), failing the whole plan (a source's ALTER COLUMN id TYPE bigint
+// stopped every silver merge). The plan then keeps every file such a test
+// might have ruled out; rows are filtered with f where the scan filters
+// rows. f's operations are monotone (no negation), so true only widens.
+func (f *Filter) planExpr(tbl *table.Table) (e iceberggo.BooleanExpression, exact bool, err error) {
+	e, skipped, err := f.exprSkipping(tbl.Schema(), widened(tbl.Metadata()))
+	return e, !skipped, err
+}
+
+// widened returns the top-level columns of the current schema that an
+// earlier schema of the table held as int or float.
+func widened(meta table.Metadata) map[string]bool {
+	cur := meta.CurrentSchema()
+	var out map[string]bool
+	for _, fld := range cur.Fields() {
+		var narrow iceberggo.Type
+		switch fld.Type.(type) {
+		case iceberggo.Int64Type:
+			narrow = iceberggo.PrimitiveTypes.Int32
+		case iceberggo.Float64Type:
+			narrow = iceberggo.PrimitiveTypes.Float32
+		default:
+			continue
+		}
+		for _, s := range meta.Schemas() {
+			if old, ok := s.FindFieldByID(fld.ID); ok && old.Type.Equals(narrow) {
+				if out == nil {
+					out = map[string]bool{}
+				}
+				out[fld.Name] = true
+				break
+			}
+		}
+	}
+	return out
+}
+
+// exprSkipping is expr with the tests of the columns in skip replaced by
+// true; skipped reports whether any was.
+func (f *Filter) exprSkipping(sch *iceberggo.Schema, skip map[string]bool) (e iceberggo.BooleanExpression, skipped bool, err error) {
 	switch f.op {
 	case opAnd, opOr:
 		if len(f.kids) == 0 {
 			if f.op == opAnd {
-				return iceberggo.AlwaysTrue{}, nil
+				return iceberggo.AlwaysTrue{}, false, nil
 			}
-			return iceberggo.AlwaysFalse{}, nil
+			return iceberggo.AlwaysFalse{}, false, nil
 		}
-		out, err := f.kids[0].expr(sch)
+		out, skipped, err := f.kids[0].exprSkipping(sch, skip)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		for _, k := range f.kids[1:] {
-			e, err := k.expr(sch)
+			e, s, err := k.exprSkipping(sch, skip)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
+			skipped = skipped || s
 			if f.op == opAnd {
 				out = iceberggo.NewAnd(out, e)
 			} else {
 				out = iceberggo.NewOr(out, e)
 			}
 		}
-		return out, nil
+		return out, skipped, nil
 	}
+	if skip[f.col] {
+		return iceberggo.AlwaysTrue{}, true, nil
+	}
+	e, err = f.leaf(sch)
+	return e, false, err
+}
+
+// leaf is the expression of a test of one column.
+func (f *Filter) leaf(sch *iceberggo.Schema) (iceberggo.BooleanExpression, error) {
 	fld, ok := sch.FindFieldByName(f.col)
 	if !ok {
 		return nil, fmt.Errorf("filter: no column %s", f.col)

@@ -295,16 +295,34 @@ func (t *Table) drain(itr func(func(arrow.RecordBatch, error) bool), fn func(arr
 func (t *Table) ScanWhere(ctx context.Context, f *Filter, fn func(arrow.RecordBatch) error) error {
 	tbl := t.current()
 	opts := []table.ScanOption{scanBatch}
+	var plan *table.Scan // nil: the scan plans with the row filter
 	if f != nil {
 		expr, err := f.expr(tbl.Schema())
 		if err != nil {
 			return fmt.Errorf("iceberg: scan table %s: %w", t.name, err)
 		}
 		opts = append(opts, table.WithRowFilter(expr))
+		pexpr, exact, err := f.planExpr(tbl)
+		if err != nil {
+			return fmt.Errorf("iceberg: scan table %s: %w", t.name, err)
+		}
+		if !exact {
+			plan = tbl.Scan(scanBatch, table.WithRowFilter(pexpr))
+			defer plan.Close()
+		}
 	}
 	scan := tbl.Scan(opts...)
 	defer scan.Close()
-	_, itr, err := scan.ToArrowRecords(ctx)
+	var itr func(func(arrow.RecordBatch, error) bool)
+	var err error
+	if plan == nil {
+		_, itr, err = scan.ToArrowRecords(ctx)
+	} else {
+		var tasks []table.FileScanTask
+		if tasks, err = plan.PlanFiles(ctx); err == nil {
+			_, itr, err = scan.ReadTasks(ctx, tasks)
+		}
+	}
 	if err != nil {
 		return t.classify(fmt.Errorf("iceberg: scan table %s: %w", t.name, err))
 	}

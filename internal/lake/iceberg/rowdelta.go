@@ -133,7 +133,8 @@ func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols 
 	}
 	var opts []table.ScanOption
 	if f != nil {
-		expr, err := f.expr(sch)
+		// Files only: the caller picks the rows.
+		expr, _, err := f.planExpr(tbl)
 		if err != nil {
 			return err
 		}
