@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
@@ -100,6 +101,16 @@ type window struct {
 	rows    []snapRow
 	bytes   int64 // size of the rows as read (text), for the next chunk's LIMIT
 	schema  *change.Schema
+	// A chunk read in columnar form (the Writer is a ChunkWriter) has no
+	// rows but cols, its nrows decoded rows (seq: their sequence numbers,
+	// nil for 1..nrows), bad, the rows that failed to decode, and size,
+	// their estimated buffered size.
+	cols    []arrow.Array
+	nrows   int
+	seq     []int64
+	bad     []badRow
+	size    int64
+	read    int // rows read, decoded or not
 	lastKey []string
 	last    bool
 
@@ -294,7 +305,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 	limit := min(chunkRows, firstChunkRows)
 	// sizeAfter is the LIMIT of the chunk after w (limit if w tells nothing).
 	sizeAfter := func(w *window, limit int) int {
-		if n := int64(len(w.rows)); n > 0 && w.bytes > 0 {
+		if n := int64(w.read); n > 0 && w.bytes > 0 {
 			return int(min(int64(chunkRows), max(1, sn.c.opts.Snapshot.ChunkBytes*n/w.bytes+1)))
 		}
 		return limit
@@ -317,8 +328,10 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 	defer func() {
 		if ahead != nil {
 			sn.windows.remove(ahead.id)
+			ahead.release()
 		}
 	}()
+	hint := &sizeHint{}
 	for {
 		w := ahead
 		ahead = nil
@@ -327,18 +340,19 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 			if w, err = sn.openWindow(ctx, conn, t); err != nil {
 				return err
 			}
-			if err := sn.read(ctx, conn, t, w, keyCols, keyTypes, lastKey, limit); err != nil {
+			if err := sn.read(ctx, conn, t, w, keyCols, keyTypes, lastKey, limit, hint); err != nil {
 				sn.windows.remove(w.id)
 				return err
 			}
 		}
 		next, err := sn.reconcile(ctx, conn, t, w, func(next *window) error {
-			return sn.read(ctx, conn, t, next, keyCols, keyTypes, w.lastKey, sizeAfter(w, limit))
+			return sn.read(ctx, conn, t, next, keyCols, keyTypes, w.lastKey, sizeAfter(w, limit), hint)
 		})
 		ahead = next
 		if errors.Is(err, errTruncatedInWindow) {
 			if ahead != nil {
 				sn.windows.remove(ahead.id)
+				ahead.release()
 				ahead = nil
 			}
 			sn.c.log.Info("table truncated while a snapshot chunk was read: reading the chunk again", "table", t.id.String())
@@ -347,7 +361,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 		if err != nil {
 			return err
 		}
-		rows += int64(len(w.rows))
+		rows += int64(w.read)
 		lastKey = w.lastKey
 		limit = sizeAfter(w, limit)
 		if now := time.Now(); now.Sub(lastLog) >= 5*time.Second || w.last {
@@ -496,7 +510,7 @@ func (sn *snapshotter) reconcile(ctx context.Context, conn *pgx.Conn, t *table, 
 // read reads the chunk of window w: the rows after key `after`, at most
 // limit of them (or chunk_bytes), under a snapshot taken once the stream
 // has passed w's low watermark.
-func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *window, keyCols, keyTypes []string, after []string, limit int) error {
+func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *window, keyCols, keyTypes []string, after []string, limit int, hint *sizeHint) error {
 	tx, err := sn.visibleSnapshot(ctx, conn, w)
 	if err != nil {
 		return err
@@ -538,6 +552,13 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	var bytes int64
 	n := 0
 	ncol := len(fds)
+	// A ChunkWriter takes the chunk as Arrow arrays, decoded here; any
+	// other Writer takes one Change per row.
+	var cc *colChunk
+	if _, ok := sn.c.w.(ChunkWriter); ok {
+		cc = newColChunk(rel, limit, hint)
+		defer cc.release()
+	}
 	// The rows' values are carved out of blocks of slabRows rows: one
 	// allocation per block rather than one per row. Each row's slice is
 	// capped at its own columns, so an append to it reallocates.
@@ -548,28 +569,39 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	// strings once, after the loop.
 	var keyBuf []byte
 	keyEnd := make([]int, len(rel.KeyIdx))
-	w.rows = make([]snapRow, 0, min(limit, 1<<16))
+	if cc == nil {
+		w.rows = make([]snapRow, 0, min(limit, 1<<16))
+	}
 	for rows.Next() {
 		raw := rows.RawValues()
-		if len(slab) < ncol {
-			slab = make([]any, ncol*min(max(limit-n, 1), slabRows))
-		}
-		r := snapRow{values: slab[:ncol:ncol]}
-		slab = slab[ncol:]
-		for i, v := range raw {
+		for _, v := range raw {
 			bytes += int64(len(v)) + 8
-			if v == nil || r.err != nil {
-				continue
-			}
-			val, err := rel.Columns[i].Map.Decode(v)
-			if err != nil {
-				r.err = err
-				r.raw = rawJSON(rel, raw) // copies the text
-				continue
-			}
-			r.values[i] = val
 		}
-		w.rows = append(w.rows, r)
+		if cc != nil {
+			if err := cc.add(raw); err != nil {
+				rows.Close()
+				return fmt.Errorf("table %s: decode snapshot chunk: %w", t.id, err)
+			}
+		} else {
+			if len(slab) < ncol {
+				slab = make([]any, ncol*min(max(limit-n, 1), slabRows))
+			}
+			r := snapRow{values: slab[:ncol:ncol]}
+			slab = slab[ncol:]
+			for i, v := range raw {
+				if v == nil || r.err != nil {
+					continue
+				}
+				val, err := rel.Columns[i].Map.Decode(v)
+				if err != nil {
+					r.err = err
+					r.raw = rawJSON(rel, raw) // copies the text
+					continue
+				}
+				r.values[i] = val
+			}
+			w.rows = append(w.rows, r)
+		}
 		n++
 		keyBuf = keyBuf[:0]
 		for i, k := range rel.KeyIdx {
@@ -590,12 +622,21 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	}
 	full := n >= limit || bytes >= sn.c.opts.Snapshot.ChunkBytes
 	w.bytes = bytes
+	w.read = n
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
+	}
+	if cc != nil {
+		cols, seq, err := cc.finish(hint)
+		if err != nil {
+			return fmt.Errorf("table %s: snapshot chunk: %w", t.id, err)
+		}
+		w.cols, w.seq, w.bad, w.size = cols, seq, cc.bad, cc.size
+		w.nrows = n - len(cc.bad)
 	}
 	if n == 0 {
 		w.lastKey = after
