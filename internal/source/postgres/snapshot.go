@@ -98,9 +98,9 @@ type window struct {
 	opened    chan struct{} // closed when the stream has passed the low watermark
 	truncated bool
 
-	rows    []snapRow
-	bytes   int64 // size of the rows as read (text), for the next chunk's LIMIT
-	schema  *change.Schema
+	rows   []snapRow
+	bytes  int64 // size of the rows as read (text), for the next chunk's LIMIT
+	schema *change.Schema
 	// A chunk read in columnar form (the Writer is a ChunkWriter) has no
 	// rows but cols, its nrows decoded rows (seq: their sequence numbers,
 	// nil for 1..nrows), bad, the rows that failed to decode, and size,
