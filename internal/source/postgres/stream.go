@@ -692,6 +692,11 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	}
 	t.snapshot = st
 	w.finish(nil)
+	if w.last {
+		// The table's snapshot is complete: commit it now, not at the next
+		// commit_interval.
+		s.lastFlush = time.Time{}
+	}
 	return s.backPressure(ctx)
 }
 
