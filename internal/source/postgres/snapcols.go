@@ -100,7 +100,7 @@ func (c *colChunk) add(raw [][]byte) error {
 		c.bad = append(c.bad, badRow{index: index, raw: rawJSON(c.rel, raw), err: err})
 		return nil
 	}
-	for _, b := range c.b[len(raw):] {
+	for _, b := range c.b[min(len(raw), len(c.b)):] {
 		b.AppendNull()
 	}
 	return nil
