@@ -4,13 +4,15 @@
 // A Change's Values are already decoded into the lake representation of their
 // column (see internal/source/postgres/typemap): int32, int64, float32,
 // float64, bool, string, []byte, decimal128.Num, arrow.Date32, arrow.Time64,
-// arrow.Timestamp, []any (lists), or nil for SQL NULL.
+// arrow.Timestamp, []any (lists), or nil for SQL NULL. A Chunk carries
+// snapshot rows as Arrow arrays of the same lake types instead.
 package change
 
 import (
 	"fmt"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
 )
 
@@ -91,6 +93,45 @@ type Schema struct {
 	Fields []Field
 	// Key names the key columns (primary key or replica identity index).
 	Key []string
+}
+
+// Chunk is a block of snapshot reads (OpRead) of one table in columnar
+// form: each column already decoded into an Arrow array of the Arrow form of
+// its Field's Iceberg type (typemap.Mapping.ArrowType). Row i sits at
+// position (LSN, Seq[i]), in transaction TxID committed at CommitTime.
+// A Chunk holds references to its arrays until Release.
+type Chunk struct {
+	Table TableID
+	// Schema is the layout of Columns.
+	Schema *Schema
+	// Columns are aligned with Schema.Fields, each Rows long.
+	Columns []arrow.Array
+	Rows    int
+	LSN     uint64
+	// Seq are the rows' sequence numbers; nil means 1..Rows.
+	Seq        []int64
+	TxID       int64
+	CommitTime time.Time
+	// Size estimates the memory the rows take once buffered, in bytes.
+	Size int64
+}
+
+// Pos is the position of row i.
+func (c *Chunk) Pos(i int) Position {
+	if c.Seq != nil {
+		return Position{LSN: c.LSN, Seq: c.Seq[i]}
+	}
+	return Position{LSN: c.LSN, Seq: int64(i + 1)}
+}
+
+// Release drops the chunk's references to its arrays.
+func (c *Chunk) Release() {
+	for _, a := range c.Columns {
+		if a != nil {
+			a.Release()
+		}
+	}
+	c.Columns = nil
 }
 
 // DeadLetter is a row that could not be decoded or represented exactly.

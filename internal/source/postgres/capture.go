@@ -468,29 +468,6 @@ func (c *Capture) heartbeat(ctx context.Context) error {
 	}
 }
 
-// emitWatermark writes a watermark message in its own transaction.
-// The commit is forced to disk (synchronous_commit on for this transaction)
-// so the walsender can decode it at once even when the server runs with
-// synchronous_commit = off: a chunk's latency does not wait for the WAL
-// writer.
-func (c *Capture) emitWatermark(ctx context.Context, conn *pgx.Conn, content string) error {
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return classify(fmt.Errorf("emit snapshot watermark: %w", err))
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit TO on`); err != nil {
-		return classify(fmt.Errorf("emit snapshot watermark: %w", err))
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_logical_emit_message(true, $1, $2)`, c.prefix+"wm", content); err != nil {
-		return classify(fmt.Errorf("emit snapshot watermark: %w", err))
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return classify(fmt.Errorf("emit snapshot watermark: %w", err))
-	}
-	return nil
-}
-
 // pollPublication looks for tables added to the publication and hands them
 // to the stream goroutine, which sets them up and starts their backfill.
 func (c *Capture) pollPublication(ctx context.Context, s *stream) error {

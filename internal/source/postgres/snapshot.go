@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
@@ -97,9 +98,19 @@ type window struct {
 	opened    chan struct{} // closed when the stream has passed the low watermark
 	truncated bool
 
-	rows    []snapRow
-	bytes   int64 // size of the rows as read (text), for the next chunk's LIMIT
-	schema  *change.Schema
+	rows   []snapRow
+	bytes  int64 // size of the rows as read (text), for the next chunk's LIMIT
+	schema *change.Schema
+	// A chunk read in columnar form (the Writer is a ChunkWriter) has no
+	// rows but cols, its nrows decoded rows (seq: their sequence numbers,
+	// nil for 1..nrows), bad, the rows that failed to decode, and size,
+	// their estimated buffered size.
+	cols    []arrow.Array
+	nrows   int
+	seq     []int64
+	bad     []badRow
+	size    int64
+	read    int // rows read, decoded or not
 	lastKey []string
 	last    bool
 
@@ -294,7 +305,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 	limit := min(chunkRows, firstChunkRows)
 	// sizeAfter is the LIMIT of the chunk after w (limit if w tells nothing).
 	sizeAfter := func(w *window, limit int) int {
-		if n := int64(len(w.rows)); n > 0 && w.bytes > 0 {
+		if n := int64(w.read); n > 0 && w.bytes > 0 {
 			return int(min(int64(chunkRows), max(1, sn.c.opts.Snapshot.ChunkBytes*n/w.bytes+1)))
 		}
 		return limit
@@ -317,8 +328,10 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 	defer func() {
 		if ahead != nil {
 			sn.windows.remove(ahead.id)
+			ahead.release()
 		}
 	}()
+	hint := &sizeHint{}
 	for {
 		w := ahead
 		ahead = nil
@@ -327,18 +340,19 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 			if w, err = sn.openWindow(ctx, conn, t); err != nil {
 				return err
 			}
-			if err := sn.read(ctx, conn, t, w, keyCols, keyTypes, lastKey, limit); err != nil {
+			if err := sn.read(ctx, conn, t, w, keyCols, keyTypes, lastKey, limit, hint); err != nil {
 				sn.windows.remove(w.id)
 				return err
 			}
 		}
 		next, err := sn.reconcile(ctx, conn, t, w, func(next *window) error {
-			return sn.read(ctx, conn, t, next, keyCols, keyTypes, w.lastKey, sizeAfter(w, limit))
+			return sn.read(ctx, conn, t, next, keyCols, keyTypes, w.lastKey, sizeAfter(w, limit), hint)
 		})
 		ahead = next
 		if errors.Is(err, errTruncatedInWindow) {
 			if ahead != nil {
 				sn.windows.remove(ahead.id)
+				ahead.release()
 				ahead = nil
 			}
 			sn.c.log.Info("table truncated while a snapshot chunk was read: reading the chunk again", "table", t.id.String())
@@ -347,7 +361,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 		if err != nil {
 			return err
 		}
-		rows += int64(len(w.rows))
+		rows += int64(w.read)
 		lastKey = w.lastKey
 		limit = sizeAfter(w, limit)
 		if now := time.Now(); now.Sub(lastLog) >= 5*time.Second || w.last {
@@ -368,7 +382,8 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 
 // visibleSnapshot opens the transaction the chunk is read in, with a
 // snapshot that sees every transaction whose commit sorts below the low
-// watermark.
+// watermark. The transaction is left open on conn: the caller commits or
+// rolls it back.
 //
 // PostgreSQL writes a commit record before the transaction becomes visible
 // to other snapshots (and, under synchronous replication, waits for the
@@ -379,50 +394,50 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 // every transaction that committed below it), take a REPEATABLE READ
 // snapshot, and if any transaction the snapshot still sees as running is one
 // the stream saw commit below the watermark, take it again.
-func (sn *snapshotter) visibleSnapshot(ctx context.Context, conn *pgx.Conn, w *window) (pgx.Tx, error) {
+func (sn *snapshotter) visibleSnapshot(ctx context.Context, conn *pgx.Conn, w *window) error {
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	case <-w.opened:
 	}
+	// Lock the table before the snapshot is taken (LOCK takes none):
+	// a table rewrite (ALTER COLUMN TYPE, CLUSTER, VACUUM FULL) that
+	// commits after our snapshot leaves a rewritten table that snapshot
+	// sees as empty, which would end the table's snapshot early and lose
+	// every row after this chunk. With the lock first, a rewrite either
+	// committed before the snapshot or waits for the chunk. The three
+	// statements go in one round trip.
+	begin := "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; LOCK TABLE " + quoteTable(w.table) +
+		" IN ACCESS SHARE MODE; SELECT pg_current_snapshot()::text"
 	deadline := time.Now().Add(10 * time.Minute)
 	for wait := time.Millisecond; ; wait = min(wait*2, 100*time.Millisecond) {
-		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		res, err := conn.PgConn().Exec(ctx, begin).ReadAll()
 		if err != nil {
-			return nil, classify(fmt.Errorf("table %s: begin snapshot chunk: %w", w.table, err))
+			rollback(conn)
+			return classify(fmt.Errorf("table %s: begin snapshot chunk: %w", w.table, err))
 		}
-		// Lock the table before the snapshot is taken (LOCK takes none):
-		// a table rewrite (ALTER COLUMN TYPE, CLUSTER, VACUUM FULL) that
-		// commits after our snapshot leaves a rewritten table that snapshot
-		// sees as empty, which would end the table's snapshot early and lose
-		// every row after this chunk. With the lock first, a rewrite either
-		// committed before the snapshot or waits for the chunk.
-		if _, err := tx.Exec(ctx, "LOCK TABLE "+quoteTable(w.table)+" IN ACCESS SHARE MODE"); err != nil {
-			tx.Rollback(context.Background())
-			return nil, classify(fmt.Errorf("table %s: lock for a snapshot chunk: %w", w.table, err))
-		}
-		var snap string
-		if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&snap); err != nil {
-			tx.Rollback(context.Background())
-			return nil, classify(fmt.Errorf("table %s: read snapshot: %w", w.table, err))
+		last := res[len(res)-1]
+		if len(last.Rows) != 1 || len(last.Rows[0]) != 1 {
+			rollback(conn)
+			return fmt.Errorf("table %s: read snapshot: unexpected result", w.table)
 		}
 		racing := false
-		for _, xid := range snapshotXip(snap) {
+		for _, xid := range snapshotXip(string(last.Rows[0][0])) {
 			if sn.windows.committedBefore(uint32(xid), w.lowLSN) {
 				racing = true
 				break
 			}
 		}
 		if !racing {
-			return tx, nil
+			return nil
 		}
-		tx.Rollback(context.Background())
+		rollback(conn)
 		if time.Now().After(deadline) {
-			return nil, fault.MarkTransient(fmt.Errorf("table %s: a transaction committed before the snapshot watermark stayed invisible for 10 minutes (synchronous standby down?)", w.table))
+			return fault.MarkTransient(fmt.Errorf("table %s: a transaction committed before the snapshot watermark stayed invisible for 10 minutes (synchronous standby down?)", w.table))
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(wait):
 		}
 	}
@@ -450,16 +465,64 @@ func newWindowID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// newWindow registers a new window for a chunk of t; its low watermark is
+// not emitted yet.
+func (sn *snapshotter) newWindow(t *table) *window {
+	w := &window{id: newWindowID(), table: t.id, done: make(chan error, 1), opened: make(chan struct{})}
+	sn.windows.add(w)
+	return w
+}
+
 // openWindow registers a new window for a chunk of t and emits its low
 // watermark.
 func (sn *snapshotter) openWindow(ctx context.Context, conn *pgx.Conn, t *table) (*window, error) {
-	w := &window{id: newWindowID(), table: t.id, done: make(chan error, 1), opened: make(chan struct{})}
-	sn.windows.add(w)
-	if err := sn.c.emitWatermark(ctx, conn, "low:"+w.id); err != nil {
+	w := sn.newWindow(t)
+	if err := sn.emitWatermarks(ctx, conn, "low:"+w.id); err != nil {
 		sn.windows.remove(w.id)
 		return nil, err
 	}
 	return w, nil
+}
+
+// emitWatermarks writes watermark messages, in this order, in one
+// transaction forced to disk as Capture.emitWatermark does, in one round
+// trip (a chunk's next low and its own high watermark would otherwise take
+// two transactions of four round trips each). The stream sees them at one
+// commit position, in order: exactly as two transactions with nothing
+// committed in between.
+func (sn *snapshotter) emitWatermarks(ctx context.Context, conn *pgx.Conn, contents ...string) error {
+	pc := conn.PgConn()
+	lit := func(s string) (string, error) {
+		e, err := pc.EscapeString(s)
+		return "'" + e + "'", err
+	}
+	prefix, err := lit(sn.c.prefix + "wm")
+	if err != nil {
+		return fmt.Errorf("emit snapshot watermark: %w", err)
+	}
+	var q strings.Builder
+	q.WriteString("BEGIN; SET LOCAL synchronous_commit TO on;")
+	for _, c := range contents {
+		l, err := lit(c)
+		if err != nil {
+			return fmt.Errorf("emit snapshot watermark: %w", err)
+		}
+		q.WriteString(" SELECT pg_logical_emit_message(true, " + prefix + ", " + l + ");")
+	}
+	q.WriteString(" COMMIT")
+	if _, err := pc.Exec(ctx, q.String()).ReadAll(); err != nil {
+		rollback(conn)
+		return classify(fmt.Errorf("emit snapshot watermark: %w", err))
+	}
+	return nil
+}
+
+// rollback ends the transaction a failed multi-statement query may have
+// left open (an error skips the rest of the statements, COMMIT included).
+func rollback(conn *pgx.Conn) {
+	if !conn.IsClosed() {
+		conn.PgConn().Exec(context.Background(), "ROLLBACK").ReadAll()
+	}
 }
 
 // reconcile emits the high watermark of w, a chunk read, and waits until
@@ -470,13 +533,16 @@ func (sn *snapshotter) openWindow(ctx context.Context, conn *pgx.Conn, t *table)
 // remove.
 func (sn *snapshotter) reconcile(ctx context.Context, conn *pgx.Conn, t *table, w *window, readNext func(*window) error) (next *window, err error) {
 	defer sn.windows.remove(w.id)
+	marks := []string{"high:" + w.id}
 	if !w.last {
-		if next, err = sn.openWindow(ctx, conn, t); err != nil {
-			return nil, err
-		}
+		next = sn.newWindow(t)
+		marks = []string{"low:" + next.id, "high:" + w.id}
 	}
-	if err := sn.c.emitWatermark(ctx, conn, "high:"+w.id); err != nil {
-		return next, err
+	if err := sn.emitWatermarks(ctx, conn, marks...); err != nil {
+		if next != nil {
+			sn.windows.remove(next.id)
+		}
+		return nil, err
 	}
 	var nextErr error
 	if next != nil {
@@ -496,17 +562,22 @@ func (sn *snapshotter) reconcile(ctx context.Context, conn *pgx.Conn, t *table, 
 // read reads the chunk of window w: the rows after key `after`, at most
 // limit of them (or chunk_bytes), under a snapshot taken once the stream
 // has passed w's low watermark.
-func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *window, keyCols, keyTypes []string, after []string, limit int) error {
-	tx, err := sn.visibleSnapshot(ctx, conn, w)
-	if err != nil {
+func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *window, keyCols, keyTypes []string, after []string, limit int, hint *sizeHint) error {
+	if err := sn.visibleSnapshot(ctx, conn, w); err != nil {
 		return err
 	}
-	defer tx.Rollback(context.Background())
+	committed := false
+	defer func() {
+		if !committed {
+			rollback(conn)
+		}
+	}()
 	var sql strings.Builder
 	sql.WriteString("SELECT * FROM " + quoteTable(t.id))
 	// Text results (one decoder for stream and snapshot) from an unnamed
-	// statement: a cached plan would fail after ALTER TABLE changes SELECT *.
-	args := []any{pgx.QueryExecModeDescribeExec, pgx.QueryResultFormats{pgx.TextFormatCode}}
+	// statement (a cached plan would fail after ALTER TABLE changes SELECT
+	// *), text parameters, in one round trip.
+	var params [][]byte
 	if len(after) == len(keyCols) && len(after) > 0 {
 		sql.WriteString(" WHERE (" + strings.Join(keyCols, ", ") + ") > (")
 		for i := range after {
@@ -514,17 +585,21 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 				sql.WriteString(", ")
 			}
 			fmt.Fprintf(&sql, "$%d::text::%s", i+1, keyTypes[i])
-			args = append(args, after[i])
+			params = append(params, []byte(after[i]))
 		}
 		sql.WriteString(")")
 	}
 	sql.WriteString(" ORDER BY " + strings.Join(keyCols, ", "))
 	fmt.Fprintf(&sql, " LIMIT %d", limit)
-	rows, err := tx.Query(ctx, sql.String(), args...)
-	if err != nil {
+	rows := conn.PgConn().ExecParams(ctx, sql.String(), params, nil, nil, nil)
+	fds := rows.FieldDescriptions()
+	if fds == nil {
+		_, err := rows.Close()
+		if err == nil {
+			err = errors.New("no result")
+		}
 		return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 	}
-	fds := rows.FieldDescriptions()
 	rel := &Relation{Table: t.id}
 	for _, fd := range fds {
 		rel.Columns = append(rel.Columns, Column{Name: fd.Name, TypeOID: fd.DataTypeOID, TypeMod: fd.TypeModifier})
@@ -538,6 +613,13 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	var bytes int64
 	n := 0
 	ncol := len(fds)
+	// A ChunkWriter takes the chunk as Arrow arrays, decoded here; any
+	// other Writer takes one Change per row.
+	var cc *colChunk
+	if _, ok := sn.c.w.(ChunkWriter); ok {
+		cc = newColChunk(rel, limit, hint)
+		defer cc.release()
+	}
 	// The rows' values are carved out of blocks of slabRows rows: one
 	// allocation per block rather than one per row. Each row's slice is
 	// capped at its own columns, so an append to it reallocates.
@@ -548,28 +630,39 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	// strings once, after the loop.
 	var keyBuf []byte
 	keyEnd := make([]int, len(rel.KeyIdx))
-	w.rows = make([]snapRow, 0, min(limit, 1<<16))
-	for rows.Next() {
-		raw := rows.RawValues()
-		if len(slab) < ncol {
-			slab = make([]any, ncol*min(max(limit-n, 1), slabRows))
-		}
-		r := snapRow{values: slab[:ncol:ncol]}
-		slab = slab[ncol:]
-		for i, v := range raw {
+	if cc == nil {
+		w.rows = make([]snapRow, 0, min(limit, 1<<16))
+	}
+	for rows.NextRow() {
+		raw := rows.Values()
+		for _, v := range raw {
 			bytes += int64(len(v)) + 8
-			if v == nil || r.err != nil {
-				continue
-			}
-			val, err := rel.Columns[i].Map.Decode(v)
-			if err != nil {
-				r.err = err
-				r.raw = rawJSON(rel, raw) // copies the text
-				continue
-			}
-			r.values[i] = val
 		}
-		w.rows = append(w.rows, r)
+		if cc != nil {
+			if err := cc.add(raw); err != nil {
+				rows.Close()
+				return fmt.Errorf("table %s: decode snapshot chunk: %w", t.id, err)
+			}
+		} else {
+			if len(slab) < ncol {
+				slab = make([]any, ncol*min(max(limit-n, 1), slabRows))
+			}
+			r := snapRow{values: slab[:ncol:ncol]}
+			slab = slab[ncol:]
+			for i, v := range raw {
+				if v == nil || r.err != nil {
+					continue
+				}
+				val, err := rel.Columns[i].Map.Decode(v)
+				if err != nil {
+					r.err = err
+					r.raw = rawJSON(rel, raw) // copies the text
+					continue
+				}
+				r.values[i] = val
+			}
+			w.rows = append(w.rows, r)
+		}
 		n++
 		keyBuf = keyBuf[:0]
 		for i, k := range rel.KeyIdx {
@@ -590,12 +683,21 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	}
 	full := n >= limit || bytes >= sn.c.opts.Snapshot.ChunkBytes
 	w.bytes = bytes
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	w.read = n
+	if _, err := rows.Close(); err != nil {
 		return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if _, err := conn.PgConn().Exec(ctx, "COMMIT").ReadAll(); err != nil {
 		return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
+	}
+	committed = true
+	if cc != nil {
+		cols, seq, err := cc.finish(hint)
+		if err != nil {
+			return fmt.Errorf("table %s: snapshot chunk: %w", t.id, err)
+		}
+		w.cols, w.seq, w.bad, w.size = cols, seq, cc.bad, cc.size
+		w.nrows = n - len(cc.bad)
 	}
 	if n == 0 {
 		w.lastKey = after

@@ -674,19 +674,11 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 		w.finish(errTruncatedInWindow)
 		return nil
 	}
-	cs := make([]*change.Change, 0, len(w.rows))
-	var dls []change.DeadLetter
-	for i, r := range w.rows {
-		pos := change.Position{LSN: w.lowLSN, Seq: int64(i + 1)}
-		if r.err != nil {
-			dls = append(dls, change.DeadLetter{Table: w.table, Op: change.OpRead, Pos: pos, TxID: w.lowTx,
-				CommitTime: w.lowTime, Raw: r.raw, Error: r.err.Error()})
-			continue
-		}
-		cs = append(cs, &change.Change{Table: w.table, Op: change.OpRead, Values: r.values, Schema: w.schema,
-			Pos: pos, TxID: w.lowTx, CommitTime: w.lowTime})
+	cs, chunk, dls, n := w.output()
+	if chunk != nil {
+		defer chunk.Release()
 	}
-	if w.schema != nil && len(cs) > 0 {
+	if w.schema != nil && n > 0 {
 		// Make sure the lake has every column the chunk read (a column added
 		// since the last Relation message).
 		if _, err := s.c.w.OpenTable(ctx, w.table, mergeSchema(t.schema, w.schema)); err != nil {
@@ -697,7 +689,7 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	st := t.snapshot
 	st.Status = snapRunning
 	st.LastKey = w.lastKey
-	st.Rows += int64(len(cs))
+	st.Rows += int64(n)
 	if w.last {
 		st.Status = snapDone
 		st.FinishedAt = time.Now().UTC().Format(time.RFC3339)
@@ -706,13 +698,19 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 		st.StartedAt = time.Now().UTC().Format(time.RFC3339)
 	}
 	props := map[string]string{PropSnapshot: st.encode()}
-	if len(w.rows) > 0 {
-		if err := s.beforeLarge(ctx, w.bytes/int64(len(w.rows))); err != nil {
+	if n > 0 {
+		if err := s.beforeLarge(ctx, w.bytes/int64(n)); err != nil {
 			w.finish(err)
 			return err
 		}
 	}
-	if err := s.c.w.WriteBatch(ctx, w.table, cs, props); err != nil {
+	var err error
+	if chunk != nil {
+		err = s.c.w.(ChunkWriter).WriteChunk(ctx, chunk, props)
+	} else {
+		err = s.c.w.WriteBatch(ctx, w.table, cs, props)
+	}
+	if err != nil {
 		w.finish(err)
 		return err
 	}
@@ -724,6 +722,11 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	}
 	t.snapshot = st
 	w.finish(nil)
+	if w.last {
+		// The table's snapshot is complete: commit it now, not at the next
+		// commit_interval.
+		s.lastFlush = time.Time{}
+	}
 	return s.backPressure(ctx)
 }
 

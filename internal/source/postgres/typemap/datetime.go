@@ -27,7 +27,7 @@ const (
 
 var errTimeOfDay = errors.New("24:00:00 is outside the Iceberg time range [00:00, 24:00)")
 
-func decodeDate(text []byte) (any, error) {
+func parseDate(text []byte) (arrow.Date32, error) {
 	switch string(text) {
 	case "infinity":
 		return arrow.Date32(dateInfinity), nil
@@ -36,41 +36,41 @@ func decodeDate(text []byte) (any, error) {
 	}
 	y, m, d, rest, err := parseYMD(text)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	days, err := civilDays(y, m, d, rest)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	// PostgreSQL's dates (4713 BC to 5874897 AD) all fit; the check keeps
 	// the infinity sentinels unambiguous whatever the input.
 	if days <= math.MinInt32 || days >= math.MaxInt32 {
-		return nil, errors.New("date out of range for Iceberg date")
+		return 0, errors.New("date out of range for Iceberg date")
 	}
 	return arrow.Date32(days), nil
 }
 
-func decodeTime(text []byte) (any, error) {
+func parseTime(text []byte) (arrow.Time64, error) {
 	us, n, err := parseClock(text)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	if n != len(text) {
-		return nil, errMalformed
+		return 0, errMalformed
 	}
 	if us >= usPerDay {
-		return nil, errTimeOfDay
+		return 0, errTimeOfDay
 	}
 	return arrow.Time64(us), nil
 }
 
-func decodeTimestamp(text []byte) (any, error) { return parseTimestamp(text, false) }
+func parseTimestampNaive(text []byte) (arrow.Timestamp, error) { return parseTimestamp(text, false) }
 
-func decodeTimestamptz(text []byte) (any, error) { return parseTimestamp(text, true) }
+func parseTimestamptz(text []byte) (arrow.Timestamp, error) { return parseTimestamp(text, true) }
 
 var errTimestampRange = errors.New("timestamp out of range for int64 microseconds since 1970")
 
-func parseTimestamp(text []byte, withZone bool) (any, error) {
+func parseTimestamp(text []byte, withZone bool) (arrow.Timestamp, error) {
 	switch string(text) {
 	case "infinity":
 		return arrow.Timestamp(tsInfinity), nil
@@ -79,42 +79,42 @@ func parseTimestamp(text []byte, withZone bool) (any, error) {
 	}
 	y, m, d, rest, err := parseYMD(text)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	if len(rest) == 0 || rest[0] != ' ' {
-		return nil, errMalformed
+		return 0, errMalformed
 	}
 	rest = rest[1:]
 	tod, n, err := parseClock(rest)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	rest = rest[n:]
 	var offset int64 // seconds east of UTC
 	if withZone {
 		offset, n, err = parseOffset(rest)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		rest = rest[n:]
 	}
 	days, err := civilDays(y, m, d, rest)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	// days*usPerDay + tod - offset, each step checked: PostgreSQL's range
 	// (4713 BC to 294276 AD) reaches past int64 microseconds since 1970 at
 	// its top.
 	const maxDays = math.MaxInt64 / usPerDay
 	if days > maxDays || days < -maxDays {
-		return nil, errTimestampRange
+		return 0, errTimestampRange
 	}
 	us, ok := addChecked(days*usPerDay, tod)
 	if ok {
 		us, ok = addChecked(us, -offset*usPerSecond)
 	}
 	if !ok || us == tsInfinity || us == tsNegInfinity {
-		return nil, errTimestampRange
+		return 0, errTimestampRange
 	}
 	return arrow.Timestamp(us), nil
 }

@@ -41,43 +41,43 @@ func smallInt(text []byte) (v int64, ok bool) {
 	return v, true
 }
 
-func decodeInt32(text []byte) (any, error) {
+func parseInt32(text []byte) (int32, error) {
 	if v, ok := smallInt(text); ok && v >= math.MinInt32 && v <= math.MaxInt32 {
 		return int32(v), nil
 	}
 	v, err := strconv.ParseInt(string(text), 10, 32)
 	if err != nil {
-		return nil, numErr(err)
+		return 0, numErr(err)
 	}
 	return int32(v), nil
 }
 
-func decodeInt64(text []byte) (any, error) {
+func parseInt64(text []byte) (int64, error) {
 	if v, ok := smallInt(text); ok {
 		return v, nil
 	}
 	v, err := strconv.ParseInt(string(text), 10, 64)
 	if err != nil {
-		return nil, numErr(err)
+		return 0, numErr(err)
 	}
 	return v, nil
 }
 
-// decodeUint32 reads oid, xid and cid: unsigned 32-bit, stored as long.
-func decodeUint32(text []byte) (any, error) {
+// parseUint32 reads oid, xid and cid: unsigned 32-bit, stored as long.
+func parseUint32(text []byte) (int64, error) {
 	v, err := strconv.ParseUint(string(text), 10, 32)
 	if err != nil {
-		return nil, numErr(err)
+		return 0, numErr(err)
 	}
 	return int64(v), nil
 }
 
-// decodeUint63 reads xid8: unsigned 64-bit, stored as long. Values above
+// parseUint63 reads xid8: unsigned 64-bit, stored as long. Values above
 // 2^63-1 (an epoch beyond 2^31) are refused rather than wrapped.
-func decodeUint63(text []byte) (any, error) {
+func parseUint63(text []byte) (int64, error) {
 	v, err := strconv.ParseUint(string(text), 10, 63)
 	if err != nil {
-		return nil, numErr(err)
+		return 0, numErr(err)
 	}
 	return int64(v), nil
 }
@@ -85,18 +85,18 @@ func decodeUint63(text []byte) (any, error) {
 // Float text under extra_float_digits=3 is the shortest text that reads
 // back to the same bits; PostgreSQL spells the specials NaN, Infinity and
 // -Infinity, which ParseFloat accepts. "-0" keeps its sign.
-func decodeFloat32(text []byte) (any, error) {
+func parseFloat32(text []byte) (float32, error) {
 	v, err := strconv.ParseFloat(string(text), 32)
 	if err != nil {
-		return nil, numErr(err)
+		return 0, numErr(err)
 	}
 	return float32(v), nil
 }
 
-func decodeFloat64(text []byte) (any, error) {
+func parseFloat64(text []byte) (float64, error) {
 	v, err := strconv.ParseFloat(string(text), 64)
 	if err != nil {
-		return nil, numErr(err)
+		return 0, numErr(err)
 	}
 	return v, nil
 }
@@ -108,27 +108,29 @@ func numErr(err error) error {
 	return errMalformed
 }
 
-func decodeBool(text []byte) (any, error) {
+func parseBool(text []byte) (bool, error) {
 	switch string(text) {
 	case "t":
 		return true, nil
 	case "f":
 		return false, nil
 	}
-	return nil, errMalformed
+	return false, errMalformed
 }
+
+var errNotUTF8 = errors.New("text is not valid UTF-8")
 
 // decodeString keeps the text exactly; it only insists on UTF-8, which
 // Iceberg strings require (a SQL_ASCII database can hold anything).
 func decodeString(text []byte) (any, error) {
 	if !utf8.Valid(text) {
-		return nil, errors.New("text is not valid UTF-8")
+		return nil, errNotUTF8
 	}
 	return string(text), nil
 }
 
-// decodeBytea reads bytea_output=hex: `\x` then two hex digits a byte.
-func decodeBytea(text []byte) (any, error) {
+// parseBytea reads bytea_output=hex: `\x` then two hex digits a byte.
+func parseBytea(text []byte) ([]byte, error) {
 	if len(text) < 2 || text[0] != '\\' || text[1] != 'x' {
 		return nil, errors.New("bytea text is not in hex format (bytea_output=hex)")
 	}
@@ -139,13 +141,13 @@ func decodeBytea(text []byte) (any, error) {
 	return out, nil
 }
 
-// decimalDecoder reads numeric text into decimal(p,s) exactly: never
+// decimalParser reads numeric text into decimal(p,s) exactly: never
 // rounds, never truncates. NaN and ±Infinity have no decimal form.
-func decimalDecoder(p, s int32) decodeFunc {
-	return func(text []byte) (any, error) {
+func decimalParser(p, s int32) func([]byte) (decimal128.Num, error) {
+	return func(text []byte) (decimal128.Num, error) {
 		switch string(text) {
 		case "NaN", "Infinity", "-Infinity":
-			return nil, fmt.Errorf("%s is not representable in decimal(%d,%d)", text, p, s)
+			return decimal128.Num{}, fmt.Errorf("%s is not representable in decimal(%d,%d)", text, p, s)
 		}
 		return parseDecimal(text, p, s)
 	}
@@ -153,7 +155,7 @@ func decimalDecoder(p, s int32) decodeFunc {
 
 // parseDecimal reads [-]digits[.digits] as an unscaled integer at scale s,
 // requiring at most p significant digits.
-func parseDecimal(text []byte, p, s int32) (any, error) {
+func parseDecimal(text []byte, p, s int32) (decimal128.Num, error) {
 	i, neg := 0, false
 	if i < len(text) && (text[i] == '-' || text[i] == '+') {
 		neg = text[i] == '-'
@@ -170,7 +172,7 @@ func parseDecimal(text []byte, p, s int32) (any, error) {
 				nfrac++
 				if nfrac > int(s) {
 					if c != '0' {
-						return nil, fmt.Errorf("more fractional digits than scale %d", s)
+						return decimal128.Num{}, fmt.Errorf("more fractional digits than scale %d", s)
 					}
 					continue
 				}
@@ -182,22 +184,22 @@ func parseDecimal(text []byte, p, s int32) (any, error) {
 			}
 			digits = append(digits, c)
 			if len(digits) > int(p) {
-				return nil, fmt.Errorf("more than %d significant digits for decimal(%d,%d)", p, p, s)
+				return decimal128.Num{}, fmt.Errorf("more than %d significant digits for decimal(%d,%d)", p, p, s)
 			}
 		case c == '.' && !sawDot:
 			sawDot = true
 		default:
-			return nil, errMalformed
+			return decimal128.Num{}, errMalformed
 		}
 	}
 	if nint+nfrac == 0 {
-		return nil, errMalformed
+		return decimal128.Num{}, errMalformed
 	}
 	for f := min(nfrac, int(s)); f < int(s); f++ {
 		if len(digits) > 0 {
 			digits = append(digits, '0')
 			if len(digits) > int(p) {
-				return nil, fmt.Errorf("more than %d significant digits for decimal(%d,%d)", p, p, s)
+				return decimal128.Num{}, fmt.Errorf("more than %d significant digits for decimal(%d,%d)", p, p, s)
 			}
 		}
 	}
@@ -213,7 +215,7 @@ func parseDecimal(text []byte, p, s int32) (any, error) {
 	}
 	b, ok := new(big.Int).SetString(string(digits), 10)
 	if !ok {
-		return nil, errMalformed
+		return decimal128.Num{}, errMalformed
 	}
 	if neg {
 		b.Neg(b)

@@ -262,6 +262,9 @@ func TestDecode(t *testing.T) {
 				text = []byte(c.text)
 			}
 			v, err := m.Decode(text)
+			if aerr := checkAppendText(m, text, v, err); aerr != nil {
+				t.Fatal(aerr)
+			}
 			if c.err != "" {
 				var ve *typemap.ValueError
 				if !errors.As(err, &ve) {

@@ -235,6 +235,9 @@ func TestGolden(t *testing.T) {
 			id := string(row[0])
 			text := row[i]
 			v, err := m.Decode(text)
+			if aerr := checkAppendText(m, text, v, err); aerr != nil {
+				t.Errorf("row %s %s: %v", id, c.Name, aerr)
+			}
 			shown := "NULL"
 			if text != nil {
 				shown = strconv.Quote(string(text))

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -218,36 +219,38 @@ func builtinKind(oid uint32, typmod int32, name string) kind {
 	source := formatType(oid, typmod, name)
 	switch oid {
 	case pgtype.Int2OID, pgtype.Int4OID:
-		return kind{source: source, ice: iceberg.PrimitiveTypes.Int32, arrow: arrow.PrimitiveTypes.Int32, dec: decodeInt32}
+		return scalarKind[int32, *array.Int32Builder](source, iceberg.PrimitiveTypes.Int32, arrow.PrimitiveTypes.Int32, parseInt32)
 	case pgtype.Int8OID:
-		return kind{source: source, ice: iceberg.PrimitiveTypes.Int64, arrow: arrow.PrimitiveTypes.Int64, dec: decodeInt64}
+		return scalarKind[int64, *array.Int64Builder](source, iceberg.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Int64, parseInt64)
 	case pgtype.OIDOID, pgtype.XIDOID, pgtype.CIDOID:
-		return kind{source: source, ice: iceberg.PrimitiveTypes.Int64, arrow: arrow.PrimitiveTypes.Int64, dec: decodeUint32}
+		return scalarKind[int64, *array.Int64Builder](source, iceberg.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Int64, parseUint32)
 	case pgtype.XID8OID:
-		return kind{source: source, ice: iceberg.PrimitiveTypes.Int64, arrow: arrow.PrimitiveTypes.Int64, dec: decodeUint63}
+		return scalarKind[int64, *array.Int64Builder](source, iceberg.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Int64, parseUint63)
 	case pgtype.Float4OID:
-		return kind{source: source, ice: iceberg.PrimitiveTypes.Float32, arrow: arrow.PrimitiveTypes.Float32, dec: decodeFloat32}
+		return scalarKind[float32, *array.Float32Builder](source, iceberg.PrimitiveTypes.Float32, arrow.PrimitiveTypes.Float32, parseFloat32)
 	case pgtype.Float8OID:
-		return kind{source: source, ice: iceberg.PrimitiveTypes.Float64, arrow: arrow.PrimitiveTypes.Float64, dec: decodeFloat64}
+		return scalarKind[float64, *array.Float64Builder](source, iceberg.PrimitiveTypes.Float64, arrow.PrimitiveTypes.Float64, parseFloat64)
 	case pgtype.BoolOID:
-		return kind{source: source, ice: iceberg.PrimitiveTypes.Bool, arrow: arrow.FixedWidthTypes.Boolean, dec: decodeBool}
+		return scalarKind[bool, *array.BooleanBuilder](source, iceberg.PrimitiveTypes.Bool, arrow.FixedWidthTypes.Boolean, parseBool)
 	case pgtype.ByteaOID:
-		return kind{source: source, ice: iceberg.PrimitiveTypes.Binary, arrow: arrow.BinaryTypes.Binary, dec: decodeBytea}
+		return scalarKind[[]byte, *array.BinaryBuilder](source, iceberg.PrimitiveTypes.Binary, arrow.BinaryTypes.Binary, parseBytea)
 	case pgtype.DateOID:
-		return kind{source: source, ice: iceberg.PrimitiveTypes.Date, arrow: arrow.FixedWidthTypes.Date32, dec: decodeDate}
+		return scalarKind[arrow.Date32, *array.Date32Builder](source, iceberg.PrimitiveTypes.Date, arrow.FixedWidthTypes.Date32, parseDate)
 	case pgtype.TimeOID:
-		return kind{source: source, ice: iceberg.PrimitiveTypes.Time, arrow: arrow.FixedWidthTypes.Time64us, dec: decodeTime}
+		return scalarKind[arrow.Time64, *array.Time64Builder](source, iceberg.PrimitiveTypes.Time, arrow.FixedWidthTypes.Time64us, parseTime)
 	case pgtype.TimestampOID:
-		return kind{source: source, ice: iceberg.PrimitiveTypes.Timestamp, arrow: &arrow.TimestampType{Unit: arrow.Microsecond}, dec: decodeTimestamp}
+		return scalarKind[arrow.Timestamp, *array.TimestampBuilder](source, iceberg.PrimitiveTypes.Timestamp, &arrow.TimestampType{Unit: arrow.Microsecond}, parseTimestampNaive)
 	case pgtype.TimestamptzOID:
-		return kind{source: source, ice: iceberg.PrimitiveTypes.TimestampTz, arrow: arrow.FixedWidthTypes.Timestamp_us, dec: decodeTimestamptz}
+		return scalarKind[arrow.Timestamp, *array.TimestampBuilder](source, iceberg.PrimitiveTypes.TimestampTz, arrow.FixedWidthTypes.Timestamp_us, parseTimestamptz)
 	case pgtype.NumericOID:
 		if p, s, ok := decimalOf(typmod); ok {
+			parse := decimalParser(p, s)
 			return kind{
 				source: source,
 				ice:    iceberg.DecimalTypeOf(int(p), int(s)),
 				arrow:  &arrow.Decimal128Type{Precision: p, Scale: s},
-				dec:    decimalDecoder(p, s),
+				dec:    boxed(parse),
+				app:    appendDecimal(parse),
 			}
 		}
 	}
@@ -255,7 +258,7 @@ func builtinKind(oid uint32, typmod int32, name string) kind {
 }
 
 func stringKind(source string) kind {
-	return kind{source: source, ice: iceberg.PrimitiveTypes.String, arrow: arrow.BinaryTypes.String, dec: decodeString}
+	return kind{source: source, ice: iceberg.PrimitiveTypes.String, arrow: arrow.BinaryTypes.String, dec: decodeString, app: appendString}
 }
 
 func listKind(elem kind) kind {

@@ -64,7 +64,8 @@ type kind struct {
 	ice    iceberg.Type
 	arrow  arrow.DataType
 	dec    decodeFunc
-	delim  byte // typdelim, used when this type is an array element
+	app    appendFunc // nil: AppendText decodes with dec, then AppendValue
+	delim  byte       // typdelim, used when this type is an array element
 }
 
 // Mapping decides one column's Iceberg type and decodes its text values.
