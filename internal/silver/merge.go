@@ -58,6 +58,10 @@ type Options struct {
 	// ago; the next merge with rows, or the next after IdleCommit, records it.
 	// 0 records every move (what `tidemark merge` wants).
 	IdleCommit time.Duration
+	// SpillDir is where a build in passes keeps the bronze rows of its
+	// passes while it runs (read once, not once per pass); "": the system's
+	// temporary directory.
+	SpillDir string
 	// Report, if set, is called with every table's result.
 	Report func(Result)
 }
@@ -517,6 +521,21 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 			return false, err
 		}
 	}
+	// Read the range once for the passes left, not once per pass (spill.go).
+	var sp *spill
+	if passes-next > 1 {
+		sp, err = spillPasses(ctx, j.m.mem, j.m.opts.SpillDir, j.b, j.key, from, target.ID, part{i: next, n: passes, chains: chains})
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, err
+			}
+			// The spill is an optimization: without room for it, each pass
+			// reads bronze itself.
+			j.m.log.Warn("silver build could not spill its passes; each pass reads bronze", "table", j.res.Table, "error", err.Error())
+			sp = nil
+		}
+		defer sp.remove()
+	}
 	for p := next; p < passes; p++ {
 		props := map[string]string{
 			propBuildTarget: strconv.FormatInt(target.ID, 10),
@@ -533,7 +552,7 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 		}
 		// A pass's keys are in no other pass, and a crashed pass left nothing:
 		// there are no silver rows to read back.
-		if err := j.merge(ctx, from, target, part{i: p, n: passes, chains: chains}, false, props); err != nil {
+		if err := j.merge(ctx, from, target, part{i: p, n: passes, chains: chains, spill: sp}, false, props); err != nil {
 			return false, err
 		}
 	}
