@@ -115,12 +115,16 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	// operator stops the capture too, and is what Run returns.
 	ctx, stopSilver := context.WithCancelCause(ctx)
 	silverDone := make(chan error, 1)
+	var merger *silver.Merger
+	if cfg.Silver.IsEnabled() {
+		merger = silver.NewMerger(cat, SilverOptions(cfg), log)
+	}
 	go func() {
-		if !cfg.Silver.IsEnabled() {
+		if merger == nil {
 			silverDone <- nil
 			return
 		}
-		m := silver.NewMerger(cat, SilverOptions(cfg), log)
+		m := merger
 		serr := fault.Guard("silver merge", func() error { return m.Run(ctx, cfg.Name, time.Duration(cfg.Silver.Every)) })()
 		if serr != nil {
 			stopSilver(serr)
@@ -186,6 +190,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 		}
 		var committedAtMetric int64
 		opts.OnProgress = func(cp postgres.Checkpoint) {
+			if merger != nil {
+				merger.Wake() // a gated silver table is checked now
+			}
 			n := w.Committed()
 			met.progress(cp, n-committedAtMetric)
 			committedAtMetric = n

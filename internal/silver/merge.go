@@ -123,6 +123,8 @@ type Merger struct {
 	log  *slog.Logger
 	mem  memory.Allocator
 	now  func() time.Time
+	// wake: Wake's signal to Run (capacity 1).
+	wake chan struct{}
 	// rowBytes: per silver table name, the last sampled Arrow size of a
 	// bronze row (float64), so small merges need no sample.
 	rowBytes sync.Map
@@ -133,7 +135,8 @@ func NewMerger(cat *lake.Catalog, opts Options, log *slog.Logger) *Merger {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Merger{cat: cat, opts: opts.withDefaults(), log: log, mem: memory.DefaultAllocator, now: time.Now}
+	return &Merger{cat: cat, opts: opts.withDefaults(), log: log, mem: memory.DefaultAllocator, now: time.Now,
+		wake: make(chan struct{}, 1)}
 }
 
 // MergeAll merges every bronze table of source (one at a time) and
