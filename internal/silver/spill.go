@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -25,11 +26,13 @@ import (
 // file: local, uncompressed Arrow IPC, read back with little more than a
 // copy. The spill is scratch: it lives in a temporary directory removed
 // when the build returns; a crash leaves the build's progress in the
-// summary, and the resumed build spills the passes it still has to do.
+// summary, and the resumed build spills the passes it still has to do;
+// the dead build's spill is removed by the next one (its lock is free).
 
 // spill holds the bronze rows of a build's passes, per pass.
 type spill struct {
 	dir   string
+	lock  *os.File // flocked while the spill is in use
 	mem   memory.Allocator
 	files [][]string // per pass: its files, in order (a new one per schema)
 	rows  []int64    // per pass: the rows written
@@ -59,11 +62,11 @@ func (w *spillWriter) close() error {
 // spill under dir ("" : the system's temporary directory). The caller
 // removes it (spill.remove).
 func spillPasses(ctx context.Context, mem memory.Allocator, dir string, b *lake.Table, key []string, after, to int64, p part) (_ *spill, err error) {
-	d, err := os.MkdirTemp(dir, "tidemark-silver-build-")
+	s, err := newSpill(dir, mem, p.n)
 	if err != nil {
-		return nil, fmt.Errorf("create the spill directory of a silver build: %w", err)
+		return nil, err
 	}
-	s := &spill{dir: d, mem: mem, files: make([][]string, p.n), rows: make([]int64, p.n)}
+	d := s.dir
 	ws := make([]*spillWriter, p.n)
 	defer func() {
 		for _, w := range ws {
@@ -106,6 +109,69 @@ func spillPasses(ctx context.Context, mem memory.Allocator, dir string, b *lake.
 		return nil, fmt.Errorf("spill the bronze rows of %d build passes to %s: %w", p.n-p.i, d, err)
 	}
 	return s, nil
+}
+
+// spillPrefix names the directory of one build's spill.
+const spillPrefix = "tidemark-silver-build-"
+
+// newSpill creates the directory of a spill for n passes under dir (""
+// : the system's temporary directory), locked while the spill is in use,
+// and removes the spills of builds that died (kill -9) under dir: their
+// lock is free.
+func newSpill(dir string, mem memory.Allocator, n int) (*spill, error) {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create the spill directory of a silver build: %w", err)
+		}
+	}
+	removeStaleSpills(dir)
+	d, err := os.MkdirTemp(dir, spillPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("create the spill directory of a silver build: %w", err)
+	}
+	// Locked before it is named "lock": a cleaner never takes a new
+	// spill for a dead one.
+	lock, err := os.Create(filepath.Join(d, "lock.new"))
+	if err == nil {
+		err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	}
+	if err == nil {
+		err = os.Rename(lock.Name(), filepath.Join(d, "lock"))
+	}
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		os.RemoveAll(d)
+		return nil, fmt.Errorf("lock the spill directory %s of a silver build: %w", d, err)
+	}
+	return &spill{dir: d, lock: lock, mem: mem, files: make([][]string, n), rows: make([]int64, n)}, nil
+}
+
+// removeStaleSpills removes the spill directories under dir whose lock no
+// process holds.
+func removeStaleSpills(dir string) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), spillPrefix) {
+			continue
+		}
+		d := filepath.Join(dir, e.Name())
+		f, err := os.Open(filepath.Join(d, "lock"))
+		if err != nil {
+			continue // being created, or not ours
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			os.RemoveAll(d)
+		}
+		f.Close()
+	}
 }
 
 // write appends the rows idx selects from rec (idx is reset) to pass q's
@@ -182,7 +248,11 @@ func (s *spill) readFile(ctx context.Context, name string, fn func(arrow.RecordB
 
 // remove deletes the spill's files.
 func (s *spill) remove() {
-	if s != nil && strings.Contains(filepath.Base(s.dir), "tidemark-silver-build-") {
+	if s == nil {
+		return
+	}
+	if strings.HasPrefix(filepath.Base(s.dir), spillPrefix) {
 		os.RemoveAll(s.dir)
 	}
+	s.lock.Close()
 }
