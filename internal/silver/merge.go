@@ -148,11 +148,15 @@ func (m *Merger) MergeAll(ctx context.Context, source string) error {
 }
 
 // mergeAll is MergeAll; gated reports whether a table waits for its
-// initial snapshot.
+// initial snapshot, or no bronze table exists yet (the capture is
+// starting: its tables' snapshots are about to begin).
 func (m *Merger) mergeAll(ctx context.Context, source string) (gated bool, err error) {
 	tables, err := bronzeTables(ctx, m.cat, source)
 	if err != nil {
 		return false, fmt.Errorf("silver: list the bronze tables of source %s: %w", source, err)
+	}
+	if len(tables) == 0 {
+		return true, nil
 	}
 	var errs []error
 	for _, t := range tables {
@@ -527,7 +531,12 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 	// Read the range once for the passes left, not once per pass (spill.go).
 	var sp *spill
 	if passes-next > 1 {
+		start := time.Now()
 		sp, err = spillPasses(ctx, j.m.mem, j.m.opts.SpillDir, j.b, j.key, from, target.ID, part{i: next, n: passes, chains: chains})
+		if err == nil {
+			j.m.log.Debug("silver build spilled its passes", "table", j.res.Table, "passes", passes-next, "dir", sp.dir,
+				"took", time.Since(start).String())
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return false, err
