@@ -56,10 +56,7 @@ func captureOptions(cfg *config.Config) (postgres.Options, error) {
 	if err != nil {
 		return postgres.Options{}, err
 	}
-	spool := cfg.SpoolDir
-	if spool == "" {
-		spool = filepath.Join(cfg.Warehouse, "_tidemark", "spool")
-	}
+	spool := spoolDir(cfg)
 	// commit_bytes and chunk_bytes were checked against (or derived from)
 	// memory_budget by config.Validate.
 	return postgres.Options{
@@ -80,6 +77,15 @@ func captureOptions(cfg *config.Config) (postgres.Options, error) {
 	}, nil
 }
 
+// spoolDir is where the capture spills large transactions (it empties it
+// when it starts).
+func spoolDir(cfg *config.Config) string {
+	if cfg.SpoolDir != "" {
+		return cfg.SpoolDir
+	}
+	return filepath.Join(cfg.Warehouse, "_tidemark", "spool")
+}
+
 // SilverOptions are the merge options of cfg for tidemark run.
 func SilverOptions(cfg *config.Config) silver.Options {
 	buckets := cfg.Silver.Buckets
@@ -93,6 +99,8 @@ func SilverOptions(cfg *config.Config) silver.Options {
 		MaxChanges:  int64(cfg.Silver.MaxChanges),
 		MaxBytes:    int64(cfg.MemoryBudget / config.SilverShare),
 		IdleCommit:  time.Minute,
+		// Beside the capture's spool, not in it (the capture empties it).
+		SpillDir: spoolDir(cfg) + "-silver",
 	}
 }
 
@@ -115,12 +123,16 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	// operator stops the capture too, and is what Run returns.
 	ctx, stopSilver := context.WithCancelCause(ctx)
 	silverDone := make(chan error, 1)
+	var merger *silver.Merger
+	if cfg.Silver.IsEnabled() {
+		merger = silver.NewMerger(cat, SilverOptions(cfg), log)
+	}
 	go func() {
-		if !cfg.Silver.IsEnabled() {
+		if merger == nil {
 			silverDone <- nil
 			return
 		}
-		m := silver.NewMerger(cat, SilverOptions(cfg), log)
+		m := merger
 		serr := fault.Guard("silver merge", func() error { return m.Run(ctx, cfg.Name, time.Duration(cfg.Silver.Every)) })()
 		if serr != nil {
 			stopSilver(serr)
@@ -186,6 +198,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 		}
 		var committedAtMetric int64
 		opts.OnProgress = func(cp postgres.Checkpoint) {
+			if merger != nil {
+				merger.Wake() // a gated silver table is checked now
+			}
 			n := w.Committed()
 			met.progress(cp, n-committedAtMetric)
 			committedAtMetric = n

@@ -1,8 +1,10 @@
 package silver_test
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,9 +19,16 @@ import (
 // snapshot-only bronze table (every key one 'r' row, as scenario 2 of
 // docs/benchmarks.md builds it) and logs rows/s. Rows:
 // TIDEMARK_SILVER_BUILD_ROWS (default 200000); row payload bytes:
-// TIDEMARK_SILVER_BUILD_PAYLOAD (default 84, pgbench_accounts' filler).
+// TIDEMARK_SILVER_BUILD_PAYLOAD (default 84, pgbench_accounts' filler);
+// Options.MaxBytes: TIDEMARK_SILVER_BUILD_MAX_BYTES (default 16 MiB, what
+// `tidemark run` gives silver of the default memory_budget: a build of
+// more than that runs in passes).
 func BenchmarkFirstBuild(b *testing.B) {
 	rows, payload := 200_000, 84
+	maxBytes := int64(16 << 20)
+	if s := os.Getenv("TIDEMARK_SILVER_BUILD_MAX_BYTES"); s != "" {
+		maxBytes, _ = strconv.ParseInt(s, 10, 64)
+	}
 	if s := os.Getenv("TIDEMARK_SILVER_BUILD_ROWS"); s != "" {
 		rows, _ = strconv.Atoi(s)
 	}
@@ -50,10 +59,13 @@ func BenchmarkFirstBuild(b *testing.B) {
 			}
 			e.flushAt(e.lsn)
 		}
-		m := e.merger(silver.Options{})
+		m := e.merger(silver.Options{MaxBytes: maxBytes})
 		b.StartTimer()
 		start, cpu0 := time.Now(), cpuTime()
-		res := e.merge(m, ordersID)
+		var res silver.Result
+		// Labelled (inherited by the goroutines it starts): a -cpuprofile
+		// shows the build alone with -tagfocus=phase=build.
+		pprof.Do(e.ctx, pprof.Labels("phase", "build"), func(context.Context) { res = e.merge(m, ordersID) })
 		d, cpu := time.Since(start), cpuTime()-cpu0
 		if !res.Published || res.Upserts != int64(rows) {
 			b.Fatalf("build: %+v", res)

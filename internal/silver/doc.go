@@ -6,7 +6,8 @@
 // build and publish, one commit per step), read.go (the bronze rows of the
 // range, grouped by key; the silver rows of the keys they touch), fold.go
 // (one key's changes into its final row: no I/O), write.go (the rows to
-// append, the dead letters), run.go (the loop beside the capture).
+// append, the dead letters), spill.go (a build's passes read bronze once),
+// run.go (the loop beside the capture).
 // gate.go holds the snapshot gate and the state `tidemark status` shows;
 // table.go the names, the schema and its evolution; resnapshot.go how a
 // `tidemark resnapshot` request is applied (gated, then one replacing
@@ -48,7 +49,8 @@
 // into place when done: readers see no table, then the whole table. When
 // that range is larger than Options.MaxChanges the build runs in passes,
 // each folding a hash-slice of the keys over the whole range (memory is a
-// budget), with its progress in the summary. After the build, bronze's
+// budget), with its progress in the summary; the range is read from bronze
+// once and spilled per pass to local files (spill.go). After the build, bronze's
 // order is the source's, and merges proceed in steps of at most
 // MaxChanges bronze rows.
 //

@@ -58,6 +58,10 @@ type Options struct {
 	// ago; the next merge with rows, or the next after IdleCommit, records it.
 	// 0 records every move (what `tidemark merge` wants).
 	IdleCommit time.Duration
+	// SpillDir is where a build in passes keeps the bronze rows of its
+	// passes while it runs (read once, not once per pass); "": the system's
+	// temporary directory.
+	SpillDir string
 	// Report, if set, is called with every table's result.
 	Report func(Result)
 }
@@ -119,6 +123,8 @@ type Merger struct {
 	log  *slog.Logger
 	mem  memory.Allocator
 	now  func() time.Time
+	// wake: Wake's signal to Run (capacity 1).
+	wake chan struct{}
 	// rowBytes: per silver table name, the last sampled Arrow size of a
 	// bronze row (float64), so small merges need no sample.
 	rowBytes sync.Map
@@ -129,7 +135,8 @@ func NewMerger(cat *lake.Catalog, opts Options, log *slog.Logger) *Merger {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Merger{cat: cat, opts: opts.withDefaults(), log: log, mem: memory.DefaultAllocator, now: time.Now}
+	return &Merger{cat: cat, opts: opts.withDefaults(), log: log, mem: memory.DefaultAllocator, now: time.Now,
+		wake: make(chan struct{}, 1)}
 }
 
 // MergeAll merges every bronze table of source (one at a time) and
@@ -141,11 +148,15 @@ func (m *Merger) MergeAll(ctx context.Context, source string) error {
 }
 
 // mergeAll is MergeAll; gated reports whether a table waits for its
-// initial snapshot.
+// initial snapshot, or no bronze table exists yet (the capture is
+// starting: its tables' snapshots are about to begin).
 func (m *Merger) mergeAll(ctx context.Context, source string) (gated bool, err error) {
 	tables, err := bronze.Tables(ctx, m.cat, source)
 	if err != nil {
 		return false, fmt.Errorf("silver: list the bronze tables of source %s: %w", source, err)
+	}
+	if len(tables) == 0 {
+		return true, nil
 	}
 	var errs []error
 	for _, t := range tables {
@@ -517,6 +528,26 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 			return false, err
 		}
 	}
+	// Read the range once for the passes left, not once per pass (spill.go).
+	var sp *spill
+	if passes-next > 1 {
+		start := time.Now()
+		sp, err = spillPasses(ctx, j.m.mem, j.m.opts.SpillDir, j.b, j.key, from, target.ID, part{i: next, n: passes, chains: chains})
+		if err == nil {
+			j.m.log.Debug("silver build spilled its passes", "table", j.res.Table, "passes", passes-next, "dir", sp.dir,
+				"took", time.Since(start).String())
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, err
+			}
+			// The spill is an optimization: without room for it, each pass
+			// reads bronze itself.
+			j.m.log.Warn("silver build could not spill its passes; each pass reads bronze", "table", j.res.Table, "error", err.Error())
+			sp = nil
+		}
+		defer sp.remove()
+	}
 	for p := next; p < passes; p++ {
 		props := map[string]string{
 			propBuildTarget: strconv.FormatInt(target.ID, 10),
@@ -533,7 +564,7 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 		}
 		// A pass's keys are in no other pass, and a crashed pass left nothing:
 		// there are no silver rows to read back.
-		if err := j.merge(ctx, from, target, part{i: p, n: passes, chains: chains}, false, props); err != nil {
+		if err := j.merge(ctx, from, target, part{i: p, n: passes, chains: chains, spill: sp}, false, props); err != nil {
 			return false, err
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -545,4 +547,40 @@ func TestKeyWidened(t *testing.T) {
 	e.merge(m, ordersID)
 	equalLines(t, "a second merge", e.rows(silverIdent(ordersID), "id", "v", "big"),
 		[]string{"id=1 v=a2 big=A2", "id=3 v=c2 big=C2"})
+}
+
+// A build in passes reads bronze once into a local spill (one set of files
+// per pass) that is scratch: removed when the build is done, and a spill
+// left by a build that died (its lock is free) is removed by the next.
+func TestBuildSpillIsScratch(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	e.tx(ordersID, s, snapRunning, "r 1 a A", "r 2 b B", "r 3 c C", "r 4 d D", "r 5 e E", "r 6 f F")
+	e.tx(ordersID, s, nil, "u 2 b1 ~", "d 3 - -", "t - - -") // a truncate is in every pass
+	e.tx(ordersID, s, nil, "c 7 g G", "u 7 g1 ~")
+	e.tx(ordersID, s, snapDone, "r 8 h H", "r 9 i I")
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "tidemark-silver-build-123")
+	if err := os.MkdirAll(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"lock", "pass-0-0.arrows"} {
+		if err := os.WriteFile(filepath.Join(stale, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := e.merge(e.merger(silver.Options{MaxChanges: 2, SpillDir: dir}), ordersID)
+	if !res.Published || res.Commits < 2 {
+		t.Errorf("build: %+v, want published in passes", res)
+	}
+	equalLines(t, "silver", e.rows(silverIdent(ordersID), "id", "v", "big"), []string{
+		"id=7 v=g1 big=G", "id=8 v=h big=H", "id=9 v=i big=I"})
+	left, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range left {
+		t.Errorf("spill directory %s still holds %s after the build", dir, f.Name())
+	}
 }

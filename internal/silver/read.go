@@ -142,16 +142,19 @@ func newInput(key, srcCols []string) *input {
 type part struct {
 	i, n   int
 	chains map[uint64]uint64
+	// spill, if set, holds the rows of this pass, read from bronze once for
+	// every pass (spill.go): the pass reads them there.
+	spill *spill
 }
 
 func (p part) all() bool { return p.n <= 1 }
 
-// has reports whether the key whose encoding hashes to h is in part p.
-func (p part) has(h uint64) bool {
+// of returns the pass (of p.n) of the key whose encoding hashes to h.
+func (p part) of(h uint64) int {
 	if r, ok := p.chains[h]; ok {
 		h = r
 	}
-	return int(h%uint64(p.n)) == p.i
+	return int(h % uint64(p.n))
 }
 
 // keyHash is the FNV-1a hash of a key encoding (hash/fnv's, without its
@@ -266,8 +269,12 @@ func scanChains(ctx context.Context, b *lake.Table, key []string, after, to int6
 // kept (and truncates, which concern every key; rows that cannot be keyed
 // are kept by part 0, so they are dead-lettered once).
 func (in *input) readBronze(ctx context.Context, mem memory.Allocator, b *lake.Table, after, to int64, p part) error {
-	err := b.ScanAppended(ctx, after, to, func(rec arrow.RecordBatch) error {
-		if !p.all() {
+	scan := func(fn func(arrow.RecordBatch) error) error { return b.ScanAppended(ctx, after, to, fn) }
+	if p.spill != nil {
+		scan = func(fn func(arrow.RecordBatch) error) error { return p.spill.read(ctx, p.i, fn) }
+	}
+	err := scan(func(rec arrow.RecordBatch) error {
+		if !p.all() && p.spill == nil {
 			sel, err := in.select_(ctx, mem, rec, p)
 			if err != nil {
 				return err
@@ -292,35 +299,13 @@ func (in *input) readBronze(ctx context.Context, mem memory.Allocator, b *lake.T
 // select_ returns the rows of rec that belong to part p (nil if none), as a
 // new batch the caller releases.
 func (in *input) select_(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, p part) (arrow.RecordBatch, error) {
-	ops, _ := column(rec, bronze.ColOp).(*array.String)
-	keyArrs := make([]arrow.Array, len(in.key))
-	for i, k := range in.key {
-		keyArrs[i] = column(rec, k)
-	}
 	ib := array.NewInt64Builder(mem)
 	defer ib.Release()
-	var buf []byte
-	for i := 0; i < int(rec.NumRows()); i++ {
-		if ops != nil && !ops.IsNull(i) && ops.Value(i) == string(rune(opTruncate)) {
-			ib.Append(int64(i))
-			continue
-		}
-		var err error
-		if ops == nil || slices.Contains(keyArrs, nil) {
-			err = errNullKey
-		} else {
-			buf, err = encodeKey(buf[:0], keyArrs, i)
-		}
-		if err != nil {
-			if p.i == 0 {
-				ib.Append(int64(i))
-			}
-			continue
-		}
-		if p.has(keyHash(buf)) {
+	routeRows(in.key, rec, p, func(i, q int) {
+		if q < 0 || q == p.i {
 			ib.Append(int64(i))
 		}
-	}
+	})
 	if ib.Len() == 0 {
 		return nil, nil
 	}
@@ -331,6 +316,36 @@ func (in *input) select_(ctx context.Context, mem memory.Allocator, rec arrow.Re
 		return nil, fmt.Errorf("select rows of pass %d/%d: %w", p.i+1, p.n, err)
 	}
 	return sel, nil
+}
+
+// routeRows calls fn(i, q) for every row i of rec with the pass q of the
+// n = p.n passes its key belongs to; q is -1 for a truncate, which concerns
+// every pass. Rows that cannot be keyed go to pass 0, so they are
+// dead-lettered once.
+func routeRows(key []string, rec arrow.RecordBatch, p part, fn func(i, q int)) {
+	ops, _ := column(rec, bronze.ColOp).(*array.String)
+	keyArrs := make([]arrow.Array, len(key))
+	for i, k := range key {
+		keyArrs[i] = column(rec, k)
+	}
+	var buf []byte
+	for i := 0; i < int(rec.NumRows()); i++ {
+		if ops != nil && !ops.IsNull(i) && ops.Value(i) == string(rune(opTruncate)) {
+			fn(i, -1)
+			continue
+		}
+		var err error
+		if ops == nil || slices.Contains(keyArrs, nil) {
+			err = errNullKey
+		} else {
+			buf, err = encodeKey(buf[:0], keyArrs, i)
+		}
+		if err != nil {
+			fn(i, 0)
+			continue
+		}
+		fn(i, p.of(keyHash(buf)))
+	}
 }
 
 func column(rec arrow.RecordBatch, name string) arrow.Array {

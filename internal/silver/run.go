@@ -30,6 +30,7 @@ func (m *Merger) Run(ctx context.Context, source string, every time.Duration) er
 		every = DefaultEvery
 	}
 	lastOK := m.now()
+	var wake chan struct{}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -37,6 +38,8 @@ func (m *Merger) Run(ctx context.Context, source string, every time.Duration) er
 		case <-ctx.Done():
 			return nil
 		case <-timer.C:
+		case <-wake:
+			timer.Stop()
 		}
 		start := m.now()
 		gated, err := m.mergeAll(ctx, source)
@@ -59,10 +62,26 @@ func (m *Merger) Run(ctx context.Context, source string, every time.Duration) er
 		// built as soon as the snapshot is done, not up to `every` later (a
 		// gated table costs a few catalog reads).
 		next := every
+		wake = nil
 		if gated {
 			next = min(every, gatedEvery)
+			// Bronze's commits wake a gated table's check (Wake): the
+			// build starts as soon as the snapshot's last chunk is
+			// committed.
+			wake = m.wake
 		}
 		timer.Reset(max(0, next-m.now().Sub(start)))
+	}
+}
+
+// Wake tells Run that bronze committed: while a table waits for its
+// initial snapshot, Run checks it now rather than at its next tick, so
+// that the silver build starts the moment the snapshot is complete. It
+// never blocks.
+func (m *Merger) Wake() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
 	}
 }
 
