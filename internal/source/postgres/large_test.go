@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/source/postgres"
@@ -90,6 +91,23 @@ func (w *watchWriter) WriteBatch(ctx context.Context, id change.TableID, cs []*c
 		w.note(c)
 	}
 	return w.Writer.WriteBatch(ctx, id, cs, props)
+}
+
+// WriteChunk counts the large rows of a snapshot chunk decoded straight
+// into Arrow (the stream's path for a bronze writer).
+func (w *watchWriter) WriteChunk(ctx context.Context, c *change.Chunk, props map[string]string) error {
+	for i := 0; i < c.Rows; i++ {
+		for _, col := range c.Columns {
+			if s, ok := col.(*array.String); ok && s.IsValid(i) && len(s.Value(i)) >= 1<<20 {
+				w.large.Add(1)
+				if w.inFlight() {
+					w.overlapped.Add(1)
+				}
+				break
+			}
+		}
+	}
+	return w.Writer.WriteChunk(ctx, c, props)
 }
 
 func (w *watchWriter) StartFlush(ctx context.Context, cp postgres.Checkpoint) error {
