@@ -25,14 +25,9 @@ func (w *Writer) WriteChunk(ctx context.Context, c *change.Chunk, props map[stri
 		return fmt.Errorf("bronze: chunk for table %s before OpenTable", c.Table)
 	}
 	if c.Rows > 0 {
-		l, err := tb.layoutFor(c.Schema)
+		l, err := w.layout(ctx, c.Table, tb, c.Schema)
 		if err != nil {
-			if err := w.evolve(ctx, c.Table, tb, c.Schema); err != nil {
-				return err
-			}
-			if l, err = tb.layoutFor(c.Schema); err != nil {
-				return err
-			}
+			return err
 		}
 		rec, err := w.chunkRecord(tb, l, c)
 		if err != nil {
@@ -128,31 +123,15 @@ func widen(mem memory.Allocator, a arrow.Array, to arrow.DataType) (arrow.Array,
 	b.Reserve(a.Len())
 	switch src := a.(type) {
 	case *array.Int32:
-		dst, ok := b.(*array.Int64Builder)
-		if !ok {
-			break
+		if dst, ok := b.(*array.Int64Builder); ok {
+			widenEach(src, dst, func(v int32) int64 { return int64(v) })
+			return b.NewArray(), nil
 		}
-		for i := range src.Len() {
-			if src.IsNull(i) {
-				dst.AppendNull()
-			} else {
-				dst.Append(int64(src.Value(i)))
-			}
-		}
-		return b.NewArray(), nil
 	case *array.Float32:
-		dst, ok := b.(*array.Float64Builder)
-		if !ok {
-			break
+		if dst, ok := b.(*array.Float64Builder); ok {
+			widenEach(src, dst, func(v float32) float64 { return float64(v) })
+			return b.NewArray(), nil
 		}
-		for i := range src.Len() {
-			if src.IsNull(i) {
-				dst.AppendNull()
-			} else {
-				dst.Append(float64(src.Value(i)))
-			}
-		}
-		return b.NewArray(), nil
 	case *array.Decimal128:
 		dst, ok := b.(*array.Decimal128Builder)
 		if !ok || src.DataType().(*arrow.Decimal128Type).Scale != to.(*arrow.Decimal128Type).Scale {
@@ -239,4 +218,22 @@ func emptyLists(mem memory.Allocator, dt arrow.DataType, n int) (arrow.Array, er
 	d := array.NewData(dt, n, []*memory.Buffer{nil, offsets}, []arrow.ArrayData{elems.Data()}, 0, 0)
 	defer d.Release()
 	return array.MakeFromData(d), nil
+}
+
+// widenEach appends each value of src, converted, to dst (nulls as nulls).
+func widenEach[N, W any](src interface {
+	Len() int
+	IsNull(int) bool
+	Value(int) N
+}, dst interface {
+	AppendNull()
+	Append(W)
+}, conv func(N) W) {
+	for i := range src.Len() {
+		if src.IsNull(i) {
+			dst.AppendNull()
+		} else {
+			dst.Append(conv(src.Value(i)))
+		}
+	}
 }

@@ -347,6 +347,19 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 	return nil
 }
 
+// layout is tb.layoutFor(s), evolving the table first when s has columns
+// (or wider types) the table lacks.
+func (w *Writer) layout(ctx context.Context, id change.TableID, tb *tableBuf, s *change.Schema) (*layout, error) {
+	l, err := tb.layoutFor(s)
+	if err == nil {
+		return l, nil
+	}
+	if err := w.evolve(ctx, id, tb, s); err != nil {
+		return nil, err
+	}
+	return tb.layoutFor(s)
+}
+
 func (tb *tableBuf) layoutFor(s *change.Schema) (*layout, error) {
 	if l, ok := tb.layout[s]; ok {
 		return l, nil
@@ -383,14 +396,9 @@ func (w *Writer) Write(ctx context.Context, c *change.Change) error {
 	if c.Op != change.OpRead && !tb.cursor.Less(c.Pos) {
 		return nil
 	}
-	l, err := tb.layoutFor(c.Schema)
+	l, err := w.layout(ctx, c.Table, tb, c.Schema)
 	if err != nil {
-		if err := w.evolve(ctx, c.Table, tb, c.Schema); err != nil {
-			return err
-		}
-		if l, err = tb.layoutFor(c.Schema); err != nil {
-			return err
-		}
+		return err
 	}
 	n, err := w.appendRow(tb, l, c)
 	if err != nil {
