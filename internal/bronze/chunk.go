@@ -42,10 +42,7 @@ func (w *Writer) WriteChunk(ctx context.Context, c *change.Chunk, props map[stri
 		tb.bytes += c.Size
 		w.buffered += c.Size
 	}
-	for k, v := range props {
-		tb.props[k] = v
-	}
-	tb.dirty = true
+	tb.noteProgress(props)
 	return nil
 }
 

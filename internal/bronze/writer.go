@@ -501,11 +501,15 @@ func (w *Writer) WriteBatch(ctx context.Context, id change.TableID, cs []*change
 			return err
 		}
 	}
-	for k, v := range props {
-		tb.props[k] = v
-	}
-	tb.dirty = true
+	tb.noteProgress(props)
 	return nil
+}
+
+// noteProgress records props (snapshot progress) for tb's next commit,
+// which then commits even without rows.
+func (tb *tableBuf) noteProgress(props map[string]string) {
+	maps.Copy(tb.props, props)
+	tb.dirty = true
 }
 
 // DeadLetter implements postgres.Writer.

@@ -455,6 +455,19 @@ func keyFilter(key []string, vals []map[any]any) *lake.Filter {
 	return lake.And(fs...)
 }
 
+// offerPrior makes p, a silver row of k, k's prior unless k already has a
+// newer one: silver holding a key twice (counted in dups) keeps the row at
+// the highest position.
+func (in *input) offerPrior(k *keyed, p *prior) {
+	if k.prior != nil {
+		in.dups++
+		if p.pos.less(k.prior.pos) {
+			return
+		}
+	}
+	k.prior = p
+}
+
 // readSilver reads the silver rows of the touched keys. On a merge-on-read
 // table it reads only where each row is and its position columns, and the
 // values of the rows the fold takes values from (see markWhole): a merge
@@ -532,13 +545,7 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 					vals[j][hashable(v)] = v
 				}
 			}
-			if k.prior != nil {
-				in.dups++
-				if p.pos.less(k.prior.pos) {
-					continue
-				}
-			}
-			k.prior = p
+			in.offerPrior(k, p)
 		}
 		return nil
 	})
@@ -729,13 +736,7 @@ func (in *input) readSilverRows(ctx context.Context, s *lake.Table, soft bool) e
 			if dels != nil && !dels.IsNull(i) {
 				p.deleted = dels.Value(i)
 			}
-			if k.prior != nil {
-				in.dups++
-				if p.pos.less(k.prior.pos) {
-					continue
-				}
-			}
-			k.prior = p
+			in.offerPrior(k, p)
 		}
 		return nil
 	})
