@@ -16,7 +16,10 @@ func BenchmarkColChunk(b *testing.B) {
 		{Name: "aid", TypeOID: 23, TypeMod: -1}, {Name: "bid", TypeOID: 23, TypeMod: -1},
 		{Name: "abalance", TypeOID: 23, TypeMod: -1}, {Name: "filler", TypeOID: 1042, TypeMod: 88},
 	}}
-	noLookup := func(oid uint32) (typemap.TypeInfo, error) { b.Fatalf("lookup of oid %d", oid); return typemap.TypeInfo{}, nil }
+	noLookup := func(oid uint32) (typemap.TypeInfo, error) {
+		b.Fatalf("lookup of oid %d", oid)
+		return typemap.TypeInfo{}, nil
+	}
 	if err := mapColumns(rel.Table, rel.Columns, noLookup); err != nil {
 		b.Fatal(err)
 	}
