@@ -134,17 +134,19 @@ func loadOrCreate(ctx context.Context, cat *lake.Catalog, ident []string, sch *i
 }
 
 // tableProperties are the properties of a new bronze table. Parquet
-// dictionary encoding is off except for cdc_op: bronze is written once and
-// read in bulk, most of its columns are unique per row (positions, times,
-// keys), and the dictionary encoder copies every value into its memo table
-// before it finds the dictionary too large, which tripled the memory a
-// 16 MiB value costs at commit and cost 5% of the CPU of a TPC-B stream.
-// zstd still compresses the pages.
+// dictionary encoding is off: bronze is written once and read in bulk, most
+// of its columns are unique per row (positions, times, keys), and the
+// dictionary encoder copies every value into its memo table before it
+// finds the dictionary too large, which tripled the memory a 16 MiB value
+// costs at commit and cost 5% of the CPU of a TPC-B stream. That includes
+// cdc_op: its dictionary saved bytes zstd saves anyway (a page of "r" or of
+// a few ops compresses to almost nothing) but hashed every row, boxing
+// each value (~15% of the CPU of a snapshot commit). Tables created
+// before keep the property they were created with.
 func tableProperties(key string) map[string]string {
 	return map[string]string{
 		PropKey:                     key,
 		"parquet.enable.dictionary": "false",
-		"write.parquet.dict-encoding-enabled.column." + ColOp: "true",
 	}
 }
 

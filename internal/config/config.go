@@ -94,7 +94,8 @@ type Snapshot struct {
 	// Parallelism is the number of tables or chunks copied at once, 1..64.
 	// Default 2.
 	Parallelism int `yaml:"parallelism"`
-	// ChunkRows is the most rows read per chunk. Default 10000.
+	// ChunkRows is the most rows read per chunk. Default 100000 (chunk_bytes
+	// bounds a chunk of wide rows first).
 	ChunkRows int `yaml:"chunk_rows"`
 	// ChunkBytes is the most bytes read per chunk. Default memory_budget/16.
 	ChunkBytes ByteSize `yaml:"chunk_bytes"`

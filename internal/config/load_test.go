@@ -49,7 +49,7 @@ func TestGoodFiles(t *testing.T) {
 			eq(t, "publication_poll", c.PublicationPoll.Std(), 10*time.Second)
 			eq(t, "snapshot.enabled", c.Snapshot.IsEnabled(), true)
 			eq(t, "snapshot.parallelism", c.Snapshot.Parallelism, 2)
-			eq(t, "snapshot.chunk_rows", c.Snapshot.ChunkRows, 10000)
+			eq(t, "snapshot.chunk_rows", c.Snapshot.ChunkRows, 100000)
 			eq(t, "snapshot.chunk_bytes (memory_budget/16)", c.Snapshot.ChunkBytes, 16*config.MiB)
 			eq(t, "retry.initial_backoff", c.Retry.InitialBackoff.Std(), 500*time.Millisecond)
 			eq(t, "retry.max_backoff", c.Retry.MaxBackoff.Std(), 30*time.Second)

@@ -23,7 +23,7 @@ const (
 	DefaultHeartbeatInterval = Duration(time.Second)
 	DefaultPublicationPoll   = Duration(10 * time.Second)
 	DefaultParallelism       = 2
-	DefaultChunkRows         = 10000
+	DefaultChunkRows         = 100000
 	DefaultChunkBytes        = DefaultMemoryBudget / ChunkShare
 	DefaultInitialBackoff    = Duration(500 * time.Millisecond)
 	DefaultMaxBackoff        = Duration(30 * time.Second)
