@@ -93,6 +93,8 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 				switch {
 				case ss.Gated:
 					st.Silver = "gated: " + ss.Reason
+				case ss.Building && ss.BuildPasses > 0:
+					st.Silver = fmt.Sprintf("building (pass %d of %d)", ss.BuildPass, ss.BuildPasses)
 				case ss.Building:
 					st.Silver = "building"
 				case ss.Published:

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -583,4 +585,111 @@ func TestBuildSpillIsScratch(t *testing.T) {
 	for _, f := range left {
 		t.Errorf("spill directory %s still holds %s after the build", dir, f.Name())
 	}
+}
+
+// A build in passes writes whole buckets of the silver table per pass (its
+// partitioning is bucket(16, id)): the table ends with one data file per
+// bucket when there are no more passes than buckets, and passes/16 per
+// bucket beyond, instead of one file per bucket per pass. The rows are
+// those of a build in one commit, key changes across buckets included.
+func TestBuildInPassesWritesFewFilesPerBucket(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		maxChanges int64
+		perBucket  int // most data files a bucket may hold
+	}{
+		{"fewer passes than buckets", 120, 1},
+		{"more passes than buckets", 15, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newLakeEnv(t)
+			s := ordersSchema()
+			e.open(ordersID, s)
+			const keys = 600
+			for c := 0; c < keys/100; c++ {
+				var rows []string
+				for k := c*100 + 1; k <= c*100+100; k++ {
+					rows = append(rows, fmt.Sprintf("r %d v%d B%d", k, k, k))
+				}
+				e.tx(ordersID, s, snapRunning, rows...)
+			}
+			// Updates, deletes and key changes leaving big unchanged (TOAST),
+			// whose keys fall in other buckets: 1 -> 1001 -> 1002, 7 -> 1007.
+			e.tx(ordersID, s, nil, "u 2 w2 ~", "d 3 - -", "d 1 - -", "c 1001 x ~", "u 5 w5 ~", "u 5 w5b ~")
+			e.tx(ordersID, s, nil, "d 1001 - -", "c 1002 y ~", "d 7 - -", "c 1007 z ~")
+			e.tx(ordersID, s, snapDone, "r 601 v601 B601")
+			res := e.merge(e.merger(silver.Options{MaxChanges: tc.maxChanges}), ordersID)
+			if !res.Published || res.DeadLetters != 0 || res.Commits < 2 {
+				t.Fatalf("build: %+v, want published in passes with no dead letters", res)
+			}
+			got := e.rows(silverIdent(ordersID), "id", "v", "big")
+			if len(got) != keys {
+				t.Errorf("silver holds %d rows, want %d", len(got), keys)
+			}
+			for _, w := range []string{"id=1002 v=y big=B1", "id=1007 v=z big=B7", "id=2 v=w2 big=B2", "id=5 v=w5b big=B5", "id=601 v=v601 big=B601"} {
+				if !containsLine(got, w) {
+					t.Errorf("silver lacks %q", w)
+				}
+			}
+			for _, k := range []string{"id=1 ", "id=3 ", "id=7 ", "id=1001 "} {
+				for _, g := range got {
+					if strings.HasPrefix(g, k) {
+						t.Errorf("silver holds %q, a key deleted or changed", g)
+					}
+				}
+			}
+
+			// Data files per bucket, as a reader sees them.
+			tbl, err := e.cat.LoadTable(e.ctx, silverIdent(ordersID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bucket := iceberg.BucketTransform{NumBuckets: silver.DefaultBuckets}
+			fileBuckets := map[int]map[int32]bool{}
+			if _, err := tbl.ScanLive(e.ctx, nil, []string{"id"}, func(rec arrow.RecordBatch, file int, _ lake.Positions) error {
+				ids := rec.Column(0).(*array.Int32)
+				for i := 0; i < ids.Len(); i++ {
+					b := bucket.Apply(iceberg.Optional[iceberg.Literal]{Valid: true, Val: iceberg.Int32Literal(ids.Value(i))})
+					if fileBuckets[file] == nil {
+						fileBuckets[file] = map[int32]bool{}
+					}
+					fileBuckets[file][int32(b.Val.(iceberg.Int32Literal))] = true
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			perBucket := map[int32]int{}
+			for f, bs := range fileBuckets {
+				if len(bs) != 1 {
+					t.Errorf("data file %d holds rows of %d buckets", f, len(bs))
+				}
+				for b := range bs {
+					perBucket[b]++
+				}
+			}
+			// The keys of a chain of key changes are folded in one pass: the
+			// pass of the chain's first key writes the others' rows into their
+			// own buckets, one more file each for the two chains here.
+			const chains = 2
+			for b, n := range perBucket {
+				if n > tc.perBucket+chains {
+					t.Errorf("bucket %d has %d data files after a build of %d commits, want at most %d", b, n, res.Commits, tc.perBucket+chains)
+				}
+			}
+			if n, most := len(fileBuckets), silver.DefaultBuckets*tc.perBucket+chains; n > most {
+				t.Errorf("silver has %d data files after a build of %d commits, want at most %d", n, res.Commits, most)
+			}
+			t.Logf("%d commits, %d data files", res.Commits, len(fileBuckets))
+		})
+	}
+}
+
+func containsLine(lines []string, want string) bool {
+	for _, l := range lines {
+		if l == want {
+			return true
+		}
+	}
+	return false
 }

@@ -111,6 +111,16 @@ func spillPasses(ctx context.Context, mem memory.Allocator, dir string, b *lake.
 	return s, nil
 }
 
+// spillBuffers bounds the write buffers of a spill's open files together:
+// a build of many passes has one open per pass (90 buffers of 1 MiB were a
+// third of a 256 MiB budget).
+const spillBuffers = 8 << 20
+
+// spillBuffer is the write buffer of one of n open spill files.
+func spillBuffer(n int) int {
+	return max(64<<10, min(1<<20, spillBuffers/max(n, 1)))
+}
+
 // spillPrefix names the directory of one build's spill.
 const spillPrefix = "tidemark-silver-build-"
 
@@ -200,7 +210,7 @@ func (s *spill) write(ctx context.Context, ws []*spillWriter, q int, rec arrow.R
 		if err != nil {
 			return err
 		}
-		buf := bufio.NewWriterSize(f, 1<<20)
+		buf := bufio.NewWriterSize(f, spillBuffer(len(ws)))
 		w = &spillWriter{f: f, buf: buf, sch: sel.Schema(),
 			w: ipc.NewWriter(buf, ipc.WithSchema(sel.Schema()), ipc.WithAllocator(s.mem))}
 		ws[q] = w
