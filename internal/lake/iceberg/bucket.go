@@ -14,8 +14,11 @@ type Bucketer struct {
 	// Col is the partition's source column; N the number of buckets.
 	Col string
 	N   int
-	typ iceberggo.Type
-	fn  func(any) iceberggo.Optional[int32]
+	// The transform of a long, a string and binary: Iceberg's bucket hashes
+	// an int, a date, a time or a timestamp as the long it holds, and a
+	// string as its UTF-8 bytes, so the bucket of a value does not depend
+	// on which of those types the column has (widened from int to long, say).
+	long, str, bin func(any) iceberggo.Optional[int32]
 }
 
 // Bucketer returns the table's Bucketer; ok is false when the table is
@@ -42,65 +45,47 @@ func (t *Table) Bucketer() (b *Bucketer, ok bool) {
 	default:
 		return nil, false
 	}
-	return &Bucketer{Col: src.Name, N: bt.NumBuckets, typ: src.Type, fn: bt.Transformer(src.Type)}, true
+	return &Bucketer{Col: src.Name, N: bt.NumBuckets,
+		long: bt.Transformer(iceberggo.PrimitiveTypes.Int64),
+		str:  bt.Transformer(iceberggo.PrimitiveTypes.String),
+		bin:  bt.Transformer(iceberggo.PrimitiveTypes.Binary)}, true
 }
 
 // Of returns the bucket of row i of a, a column holding values of the
-// partition's source column (Arrow's integer types, strings, binary,
-// date32, microsecond timestamps); ok is false for a null or a column of
-// another type.
+// partition's source column (Arrow's signed integer types, strings,
+// binary, date32, microsecond timestamps); ok is false for a null or a
+// column of another type. The result depends only on the value.
 func (b *Bucketer) Of(a arrow.Array, i int) (bucket int, ok bool) {
 	if a.IsNull(i) {
 		return 0, false
 	}
-	var v any
-	switch b.typ.(type) {
-	case iceberggo.Int32Type:
-		switch x := a.(type) {
-		case *array.Int8:
-			v = int32(x.Value(i))
-		case *array.Int16:
-			v = int32(x.Value(i))
-		case *array.Int32:
-			v = x.Value(i)
+	var r iceberggo.Optional[int32]
+	switch x := a.(type) {
+	case *array.Int8:
+		r = b.long(int64(x.Value(i)))
+	case *array.Int16:
+		r = b.long(int64(x.Value(i)))
+	case *array.Int32:
+		r = b.long(int64(x.Value(i)))
+	case *array.Int64:
+		r = b.long(x.Value(i))
+	case *array.Date32:
+		r = b.long(int64(x.Value(i)))
+	case *array.Timestamp:
+		if x.DataType().(*arrow.TimestampType).Unit != arrow.Microsecond {
+			return 0, false
 		}
-	case iceberggo.Int64Type:
-		switch x := a.(type) {
-		case *array.Int8:
-			v = int64(x.Value(i))
-		case *array.Int16:
-			v = int64(x.Value(i))
-		case *array.Int32:
-			v = int64(x.Value(i))
-		case *array.Int64:
-			v = x.Value(i)
-		}
-	case iceberggo.StringType:
-		switch x := a.(type) {
-		case *array.String:
-			v = x.Value(i)
-		case *array.LargeString:
-			v = x.Value(i)
-		}
-	case iceberggo.BinaryType:
-		switch x := a.(type) {
-		case *array.Binary:
-			v = x.Value(i)
-		case *array.LargeBinary:
-			v = x.Value(i)
-		}
-	case iceberggo.DateType:
-		if x, isDate := a.(*array.Date32); isDate {
-			v = iceberggo.Date(x.Value(i))
-		}
-	case iceberggo.TimestampType, iceberggo.TimestampTzType:
-		if x, isTS := a.(*array.Timestamp); isTS && x.DataType().(*arrow.TimestampType).Unit == arrow.Microsecond {
-			v = iceberggo.Timestamp(x.Value(i))
-		}
-	}
-	if v == nil {
+		r = b.long(int64(x.Value(i)))
+	case *array.String:
+		r = b.str(x.Value(i))
+	case *array.LargeString:
+		r = b.str(x.Value(i))
+	case *array.Binary:
+		r = b.bin(x.Value(i))
+	case *array.LargeBinary:
+		r = b.bin(x.Value(i))
+	default:
 		return 0, false
 	}
-	r := b.fn(v)
 	return int(r.Val), r.Valid
 }
