@@ -80,6 +80,8 @@ func spillPasses(ctx context.Context, mem memory.Allocator, dir string, b *lake.
 			s.remove()
 		}
 	}()
+	pend := newPending(p.n)
+	defer pend.release()
 	idx := make([]*array.Int64Builder, p.n)
 	for q := p.i; q < p.n; q++ {
 		idx[q] = array.NewInt64Builder(mem)
@@ -99,22 +101,160 @@ func spillPasses(ctx context.Context, mem memory.Allocator, dir string, b *lake.
 			if idx[q].Len() == 0 {
 				continue
 			}
-			if err := s.write(ctx, ws, q, rec, idx[q]); err != nil {
+			if err := s.add(ctx, ws, pend, q, rec, idx[q]); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+	if err == nil {
+		for q := p.i; q < p.n && err == nil; q++ {
+			err = s.flush(ws, pend, q)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("spill the bronze rows of %d build passes to %s: %w", p.n-p.i, d, err)
 	}
 	return s, nil
 }
 
+// A bronze batch (8192 rows) routed to many passes leaves each a few rows:
+// written as they come, a pass of a build in 96 passes was read back as
+// over a thousand batches of ~85 rows (an IPC message, an input batch and a
+// gather part each). So each pass's rows are coalesced before they are
+// written, into batches of up to spillBatchRows, while all passes together
+// hold at most spillPending bytes of them (beyond, the pass with the most
+// is written).
+const (
+	spillBatchRows = 8192
+	spillPending   = 16 << 20
+)
+
+// pending holds, per pass, the rows not yet written.
+type pending struct {
+	recs  [][]arrow.RecordBatch
+	rows  []int64
+	bytes []int64
+	total int64
+}
+
+func newPending(n int) *pending {
+	return &pending{recs: make([][]arrow.RecordBatch, n), rows: make([]int64, n), bytes: make([]int64, n)}
+}
+
+func (pd *pending) release() {
+	for q, rs := range pd.recs {
+		for _, r := range rs {
+			r.Release()
+		}
+		pd.recs[q] = nil
+	}
+}
+
+// add queues the rows idx selects from rec (idx is reset) for pass q's
+// spill file, and writes what the pass, or all passes together, hold
+// beyond the bounds.
+func (s *spill) add(ctx context.Context, ws []*spillWriter, pd *pending, q int, rec arrow.RecordBatch, idx *array.Int64Builder) error {
+	ia := idx.NewArray()
+	defer ia.Release()
+	sel := rec
+	if int64(ia.Len()) == rec.NumRows() {
+		rec.Retain()
+	} else {
+		var err error
+		if sel, err = lake.Take(ctx, s.mem, rec, ia); err != nil {
+			return err
+		}
+	}
+	if rs := pd.recs[q]; len(rs) > 0 && !rs[0].Schema().Equal(sel.Schema()) {
+		if err := s.flush(ws, pd, q); err != nil {
+			sel.Release()
+			return err
+		}
+	}
+	b := lake.RecordBytes(sel)
+	pd.recs[q] = append(pd.recs[q], sel)
+	pd.rows[q] += sel.NumRows()
+	pd.bytes[q] += b
+	pd.total += b
+	if pd.rows[q] >= spillBatchRows {
+		if err := s.flush(ws, pd, q); err != nil {
+			return err
+		}
+	}
+	for pd.total > spillPending {
+		most := 0
+		for r := range pd.bytes {
+			if pd.bytes[r] > pd.bytes[most] {
+				most = r
+			}
+		}
+		if err := s.flush(ws, pd, most); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flush writes pass q's queued rows as one batch.
+func (s *spill) flush(ws []*spillWriter, pd *pending, q int) error {
+	rs := pd.recs[q]
+	if len(rs) == 0 {
+		return nil
+	}
+	pd.recs[q] = nil
+	pd.total -= pd.bytes[q]
+	pd.rows[q], pd.bytes[q] = 0, 0
+	defer func() {
+		for _, r := range rs {
+			r.Release()
+		}
+	}()
+	rec := rs[0]
+	if len(rs) > 1 {
+		var err error
+		if rec, err = concatRecords(s.mem, rs); err != nil {
+			return err
+		}
+		defer rec.Release()
+	}
+	return s.write(ws, q, rec)
+}
+
+// concatRecords concatenates batches of one schema into one.
+func concatRecords(mem memory.Allocator, rs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	sc := rs[0].Schema()
+	cols := make([]arrow.Array, sc.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	parts := make([]arrow.Array, len(rs))
+	var n int64
+	for _, r := range rs {
+		n += r.NumRows()
+	}
+	for j := range cols {
+		for i, r := range rs {
+			parts[i] = r.Column(j)
+		}
+		c, err := array.Concatenate(parts, mem)
+		if err != nil {
+			return nil, fmt.Errorf("concatenate column %s: %w", sc.Field(j).Name, err)
+		}
+		cols[j] = c
+	}
+	return array.NewRecordBatch(sc, cols, n), nil
+}
+
 // spillBuffers bounds the write buffers of a spill's open files together:
 // a build of many passes has one open per pass (90 buffers of 1 MiB were a
-// third of a 256 MiB budget).
-const spillBuffers = 8 << 20
+// third of a 256 MiB budget). The rows are coalesced before they are
+// written (pending), so the buffers need not be large.
+const spillBuffers = 4 << 20
 
 // spillBuffer is the write buffer of one of n open spill files.
 func spillBuffer(n int) int {
@@ -184,19 +324,9 @@ func removeStaleSpills(dir string) {
 	}
 }
 
-// write appends the rows idx selects from rec (idx is reset) to pass q's
-// spill file, opening a new file for a new schema.
-func (s *spill) write(ctx context.Context, ws []*spillWriter, q int, rec arrow.RecordBatch, idx *array.Int64Builder) error {
-	ia := idx.NewArray()
-	defer ia.Release()
-	sel := rec
-	if int64(ia.Len()) != rec.NumRows() {
-		var err error
-		if sel, err = lake.Take(ctx, s.mem, rec, ia); err != nil {
-			return err
-		}
-		defer sel.Release()
-	}
+// write appends sel to pass q's spill file, opening a new file for a new
+// schema.
+func (s *spill) write(ws []*spillWriter, q int, sel arrow.RecordBatch) error {
 	w := ws[q]
 	if w != nil && !w.sch.Equal(sel.Schema()) {
 		if err := w.close(); err != nil {
