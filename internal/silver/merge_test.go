@@ -597,9 +597,11 @@ func TestBuildInPassesWritesFewFilesPerBucket(t *testing.T) {
 		name       string
 		maxChanges int64
 		perBucket  int // most data files a bucket may hold
+		crashAt    int // the process dies before this commit; a new merger resumes (0: no crash)
 	}{
-		{"fewer passes than buckets", 120, 1},
-		{"more passes than buckets", 15, 3},
+		{"fewer passes than buckets", 120, 1, 0},
+		{"more passes than buckets", 15, 3, 0},
+		{"more passes than buckets, resumed after a crash", 15, 3, 21},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newLakeEnv(t)
@@ -618,7 +620,26 @@ func TestBuildInPassesWritesFewFilesPerBucket(t *testing.T) {
 			e.tx(ordersID, s, nil, "u 2 w2 ~", "d 3 - -", "d 1 - -", "c 1001 x ~", "u 5 w5 ~", "u 5 w5b ~")
 			e.tx(ordersID, s, nil, "d 1001 - -", "c 1002 y ~", "d 7 - -", "c 1007 z ~")
 			e.tx(ordersID, s, snapDone, "r 601 v601 B601")
+			commits := 0
+			if tc.crashAt > 0 {
+				if err := failpoint.Enable(fmt.Sprintf("lake-merge-before-commit=%d*panic", tc.crashAt)); err != nil {
+					t.Fatal(err)
+				}
+				func() {
+					defer func() {
+						if recover() == nil {
+							t.Fatalf("the build did not reach commit %d", tc.crashAt)
+						}
+					}()
+					e.merge(e.merger(silver.Options{MaxChanges: tc.maxChanges}), ordersID)
+				}()
+				if err := failpoint.Enable(""); err != nil {
+					t.Fatal(err)
+				}
+				commits = tc.crashAt - 1
+			}
 			res := e.merge(e.merger(silver.Options{MaxChanges: tc.maxChanges}), ordersID)
+			res.Commits += commits
 			if !res.Published || res.DeadLetters != 0 || res.Commits < 2 {
 				t.Fatalf("build: %+v, want published in passes with no dead letters", res)
 			}
