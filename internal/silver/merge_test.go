@@ -637,6 +637,11 @@ func TestBuildInPassesWritesFewFilesPerBucket(t *testing.T) {
 					t.Fatal(err)
 				}
 				commits = tc.crashAt - 1
+				// `tidemark status` shows how far the build got.
+				st, err := silver.State(e.ctx, e.cat, e.source, "public", "orders")
+				if err != nil || !st.Building || st.BuildPass != commits || st.BuildPasses != 48 {
+					t.Errorf("State after the crash = %+v, %v; want building, pass %d of 48", st, err, commits)
+				}
 			}
 			res := e.merge(e.merger(silver.Options{MaxChanges: tc.maxChanges}), ordersID)
 			res.Commits += commits
