@@ -80,14 +80,18 @@ func spillPasses(ctx context.Context, mem memory.Allocator, dir string, b *lake.
 			s.remove()
 		}
 	}()
-	pend := newPending(p.n)
-	defer pend.release()
 	idx := make([]*array.Int64Builder, p.n)
 	for q := p.i; q < p.n; q++ {
 		idx[q] = array.NewInt64Builder(mem)
 		defer idx[q].Release()
 	}
-	err = b.ScanAppended(ctx, after, to, func(rec arrow.RecordBatch) error {
+	// route writes the rows of a group of bronze batches to their passes.
+	route := func(g *spillGroup) error {
+		rec, err := g.take(mem)
+		if err != nil || rec == nil {
+			return err
+		}
+		defer rec.Release()
 		routeRows(key, rec, p, func(i, q int) {
 			if q < 0 {
 				for r := p.i; r < p.n; r++ {
@@ -101,16 +105,28 @@ func spillPasses(ctx context.Context, mem memory.Allocator, dir string, b *lake.
 			if idx[q].Len() == 0 {
 				continue
 			}
-			if err := s.add(ctx, ws, pend, q, rec, idx[q]); err != nil {
+			if err := s.write(ctx, ws, q, rec, idx[q]); err != nil {
 				return err
 			}
 		}
 		return nil
+	}
+	g := &spillGroup{}
+	defer g.release()
+	err = b.ScanAppended(ctx, after, to, func(rec arrow.RecordBatch) error {
+		if !g.fits(rec) {
+			if err := route(g); err != nil {
+				return err
+			}
+		}
+		g.add(rec)
+		if g.full() {
+			return route(g)
+		}
+		return nil
 	})
 	if err == nil {
-		for q := p.i; q < p.n && err == nil; q++ {
-			err = s.flush(ws, pend, q)
-		}
+		err = route(g)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("spill the bronze rows of %d build passes to %s: %w", p.n-p.i, d, err)
@@ -118,107 +134,57 @@ func spillPasses(ctx context.Context, mem memory.Allocator, dir string, b *lake.
 	return s, nil
 }
 
-// A bronze batch (8192 rows) routed to many passes leaves each a few rows:
-// written as they come, a pass of a build in 96 passes was read back as
-// over a thousand batches of ~85 rows (an IPC message, an input batch and a
-// gather part each). So each pass's rows are coalesced before they are
-// written, into batches of up to spillBatchRows, while all passes together
-// hold at most spillPending bytes of them (beyond, the pass with the most
-// is written).
+// A bronze batch holds 8192 rows: routed to each of many passes alone, it
+// left each a few rows (~85 rows of each of 96 passes), so that the spill
+// cost a Take and an IPC message per pass and batch (most of it their
+// overhead, not the rows), and each pass read back over a thousand tiny
+// batches. So batches are routed in groups of up to spillGroupRows rows or
+// spillGroupBytes of Arrow memory.
 const (
-	spillBatchRows = 8192
-	spillPending   = 16 << 20
+	spillGroupRows  = 65536
+	spillGroupBytes = 8 << 20
 )
 
-// pending holds, per pass, the rows not yet written.
-type pending struct {
-	recs  [][]arrow.RecordBatch
-	rows  []int64
-	bytes []int64
-	total int64
+// spillGroup is bronze batches of one schema waiting to be routed.
+type spillGroup struct {
+	recs        []arrow.RecordBatch
+	rows, bytes int64
 }
 
-func newPending(n int) *pending {
-	return &pending{recs: make([][]arrow.RecordBatch, n), rows: make([]int64, n), bytes: make([]int64, n)}
+// fits reports whether rec may join the group (an empty group, or one of
+// the same schema).
+func (g *spillGroup) fits(rec arrow.RecordBatch) bool {
+	return len(g.recs) == 0 || g.recs[0].Schema().Equal(rec.Schema())
 }
 
-func (pd *pending) release() {
-	for q, rs := range pd.recs {
-		for _, r := range rs {
-			r.Release()
-		}
-		pd.recs[q] = nil
-	}
+func (g *spillGroup) add(rec arrow.RecordBatch) {
+	rec.Retain()
+	g.recs = append(g.recs, rec)
+	g.rows += rec.NumRows()
+	g.bytes += lake.RecordBytes(rec)
 }
 
-// add queues the rows idx selects from rec (idx is reset) for pass q's
-// spill file, and writes what the pass, or all passes together, hold
-// beyond the bounds.
-func (s *spill) add(ctx context.Context, ws []*spillWriter, pd *pending, q int, rec arrow.RecordBatch, idx *array.Int64Builder) error {
-	ia := idx.NewArray()
-	defer ia.Release()
-	sel := rec
-	if int64(ia.Len()) == rec.NumRows() {
-		rec.Retain()
-	} else {
-		var err error
-		if sel, err = lake.Take(ctx, s.mem, rec, ia); err != nil {
-			return err
-		}
+func (g *spillGroup) full() bool { return g.rows >= spillGroupRows || g.bytes >= spillGroupBytes }
+
+// take empties the group and returns its rows as one batch (nil if none),
+// which the caller releases.
+func (g *spillGroup) take(mem memory.Allocator) (arrow.RecordBatch, error) {
+	defer g.release()
+	switch len(g.recs) {
+	case 0:
+		return nil, nil
+	case 1:
+		g.recs[0].Retain()
+		return g.recs[0], nil
 	}
-	if rs := pd.recs[q]; len(rs) > 0 && !rs[0].Schema().Equal(sel.Schema()) {
-		if err := s.flush(ws, pd, q); err != nil {
-			sel.Release()
-			return err
-		}
-	}
-	b := lake.RecordBytes(sel)
-	pd.recs[q] = append(pd.recs[q], sel)
-	pd.rows[q] += sel.NumRows()
-	pd.bytes[q] += b
-	pd.total += b
-	if pd.rows[q] >= spillBatchRows {
-		if err := s.flush(ws, pd, q); err != nil {
-			return err
-		}
-	}
-	for pd.total > spillPending {
-		most := 0
-		for r := range pd.bytes {
-			if pd.bytes[r] > pd.bytes[most] {
-				most = r
-			}
-		}
-		if err := s.flush(ws, pd, most); err != nil {
-			return err
-		}
-	}
-	return nil
+	return concatRecords(mem, g.recs)
 }
 
-// flush writes pass q's queued rows as one batch.
-func (s *spill) flush(ws []*spillWriter, pd *pending, q int) error {
-	rs := pd.recs[q]
-	if len(rs) == 0 {
-		return nil
+func (g *spillGroup) release() {
+	for _, r := range g.recs {
+		r.Release()
 	}
-	pd.recs[q] = nil
-	pd.total -= pd.bytes[q]
-	pd.rows[q], pd.bytes[q] = 0, 0
-	defer func() {
-		for _, r := range rs {
-			r.Release()
-		}
-	}()
-	rec := rs[0]
-	if len(rs) > 1 {
-		var err error
-		if rec, err = concatRecords(s.mem, rs); err != nil {
-			return err
-		}
-		defer rec.Release()
-	}
-	return s.write(ws, q, rec)
+	g.recs, g.rows, g.bytes = nil, 0, 0
 }
 
 // concatRecords concatenates batches of one schema into one.
@@ -252,8 +218,8 @@ func concatRecords(mem memory.Allocator, rs []arrow.RecordBatch) (arrow.RecordBa
 
 // spillBuffers bounds the write buffers of a spill's open files together:
 // a build of many passes has one open per pass (90 buffers of 1 MiB were a
-// third of a 256 MiB budget). The rows are coalesced before they are
-// written (pending), so the buffers need not be large.
+// third of a 256 MiB budget). Rows are routed in groups (spillGroup), so
+// each write is of hundreds of rows: the buffers need not be large.
 const spillBuffers = 4 << 20
 
 // spillBuffer is the write buffer of one of n open spill files.
@@ -324,9 +290,19 @@ func removeStaleSpills(dir string) {
 	}
 }
 
-// write appends sel to pass q's spill file, opening a new file for a new
-// schema.
-func (s *spill) write(ws []*spillWriter, q int, sel arrow.RecordBatch) error {
+// write appends the rows idx selects from rec (idx is reset) to pass q's
+// spill file, opening a new file for a new schema.
+func (s *spill) write(ctx context.Context, ws []*spillWriter, q int, rec arrow.RecordBatch, idx *array.Int64Builder) error {
+	ia := idx.NewArray()
+	defer ia.Release()
+	sel := rec
+	if int64(ia.Len()) != rec.NumRows() {
+		var err error
+		if sel, err = lake.Take(ctx, s.mem, rec, ia); err != nil {
+			return err
+		}
+		defer sel.Release()
+	}
 	w := ws[q]
 	if w != nil && !w.sch.Equal(sel.Schema()) {
 		if err := w.close(); err != nil {
