@@ -1,10 +1,13 @@
 package silver_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -707,7 +710,64 @@ func TestBuildInPassesWritesFewFilesPerBucket(t *testing.T) {
 				t.Errorf("silver has %d data files after a build of %d commits, want at most %d", n, res.Commits, most)
 			}
 			t.Logf("%d commits, %d data files", res.Commits, len(fileBuckets))
+			pyReadKeys(t, e.wh, silverIdent(ordersID), len(got), map[int]string{1002: "y", 1007: "z", 2: "w2", 5: "w5b", 601: "v601", 3: ""})
 		})
+	}
+}
+
+// pyReadKeys reads a silver table of ordersSchema with PyIceberg: all its
+// rows (want of them), and each key of keys by a filter on id, which
+// PyIceberg prunes by the files' bucket partition (a file whose partition
+// value were wrong would be skipped); keys maps an id to its v ("": none).
+func pyReadKeys(t *testing.T, wh string, ident []string, want int, keys map[int]string) {
+	t.Helper()
+	py := os.Getenv("TIDEMARK_PYTHON")
+	if py == "" {
+		t.Log("TIDEMARK_PYTHON not set: skipping the PyIceberg check")
+		return
+	}
+	const script = `
+import json, os, sys
+from pyiceberg.catalog.sql import SqlCatalog
+wh = os.path.abspath(sys.argv[1])
+cat = SqlCatalog("tidemark", uri="sqlite:///" + os.path.join(wh, "catalog.db"), warehouse="file://" + wh)
+t = cat.load_table(tuple(json.loads(sys.argv[2])))
+out = {"total": t.scan().to_arrow().num_rows, "keys": {}}
+for k in json.loads(sys.argv[3]):
+    out["keys"][str(k)] = [r["v"] for r in t.scan(row_filter="id == %d" % k).to_arrow().to_pylist()]
+print(json.dumps(out))
+`
+	identJSON, _ := json.Marshal(ident)
+	var ids []int
+	for k := range keys {
+		ids = append(ids, k)
+	}
+	idsJSON, _ := json.Marshal(ids)
+	cmd := exec.Command(py, "-c", script, wh, string(identJSON), string(idsJSON))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("PyIceberg: %v\n%s", err, stderr.String())
+	}
+	var res struct {
+		Total int                 `json:"total"`
+		Keys  map[string][]string `json:"keys"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("PyIceberg: %v: %s", err, out)
+	}
+	if res.Total != want {
+		t.Errorf("PyIceberg reads %d rows, want %d", res.Total, want)
+	}
+	for k, v := range keys {
+		got := res.Keys[fmt.Sprint(k)]
+		switch {
+		case v == "" && len(got) != 0:
+			t.Errorf("PyIceberg, id = %d: %v, want no row", k, got)
+		case v != "" && (len(got) != 1 || got[0] != v):
+			t.Errorf("PyIceberg, id = %d: %v, want [%s]", k, got, v)
+		}
 	}
 }
 

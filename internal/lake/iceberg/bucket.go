@@ -4,6 +4,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	iceberggo "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 )
 
 // Bucketer computes the partition of a row of a table partitioned by
@@ -24,8 +25,9 @@ type Bucketer struct {
 // Bucketer returns the table's Bucketer; ok is false when the table is
 // not partitioned by one bucket transform of a column whose type Of maps
 // (integers, strings, binary, dates, timestamps).
-func (t *Table) Bucketer() (b *Bucketer, ok bool) {
-	tbl := t.current()
+func (t *Table) Bucketer() (b *Bucketer, ok bool) { return bucketerOf(t.current()) }
+
+func bucketerOf(tbl *table.Table) (b *Bucketer, ok bool) {
 	spec := tbl.Spec()
 	if spec.NumFields() != 1 {
 		return nil, false
