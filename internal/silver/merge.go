@@ -623,17 +623,22 @@ func (b *buildProgress) passDone(p int) {
 		"rows", rows, "rows_per_sec", int64(rate), "eta", eta.Round(time.Second).String())
 }
 
-// passRowOverhead is what a build pass holds per bronze row beside the
-// row's Arrow data: its key index entry, its change, the row's group and
-// output slot (measured: a heap profile of a pass of 125k pgbench_accounts
-// rows held ~50 MB, ~400 B per row of which ~150 B were Arrow data).
-const passRowOverhead = 250
+// What a build pass holds per bronze row: the row's Arrow data twice (the
+// rows read, and the rows written: gathered in key order, a copy) and
+// passRowOverhead beside them (its key index entry, its change, its slots
+// in the key order and the output). Measured: a heap profile of a pass of
+// 125k pgbench_accounts rows (150 B of Arrow each) held ~50 MB, ~400 B per
+// row; a pass of 1 KB rows sized at one copy plus 250 B took a 256 MiB
+// process to 271 MiB.
+const (
+	passRowCopies   = 2
+	passRowOverhead = 100
+)
 
 // passRows is how many bronze rows one build pass may fold: MaxChanges,
-// or fewer when the memory a pass holds, measured per row as the row's
-// Arrow size plus passRowOverhead, would exceed three times MaxBytes (what
-// a merge of MaxBytes of rows holds: the rows read, the rows written, the
-// writer's buffers).
+// or fewer when the memory a pass holds (passRowCopies, passRowOverhead)
+// would exceed three times MaxBytes (what a merge of MaxBytes of rows is
+// budgeted to hold: the rows read, the rows written, the writer's buffers).
 func (j *job) passRows(ctx context.Context, after, to int64, rows int64) (int64, error) {
 	lim := j.m.opts.MaxChanges
 	if rows <= 1 {
@@ -647,7 +652,7 @@ func (j *job) passRows(ctx context.Context, after, to int64, rows int64) (int64,
 		j.rowBytes = max(rb, 1)
 		j.m.rowBytes.Store(j.res.Table, j.rowBytes)
 	}
-	return max(1, min(lim, int64(3*float64(j.m.opts.MaxBytes)/(j.rowBytes+passRowOverhead)))), nil
+	return max(1, min(lim, int64(3*float64(j.m.opts.MaxBytes)/(passRowCopies*j.rowBytes+passRowOverhead)))), nil
 }
 
 // openSilver loads the published silver table, else the one being built;
