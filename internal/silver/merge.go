@@ -334,15 +334,24 @@ func (j *job) maxRows(ctx context.Context, after, to int64, rows int64) (int64, 
 		if rb, ok := j.m.rowBytes.Load(j.res.Table); ok && float64(rows)*rb.(float64) <= float64(j.m.opts.MaxBytes)/4 {
 			return lim, nil
 		}
-		rb, err := j.b.AppendedRowBytes(ctx, after, to)
-		if err != nil {
+		if err := j.sampleRowBytes(ctx, after, to); err != nil {
 			return 0, err
 		}
-		j.rowBytes = max(rb, 1)
-		j.m.rowBytes.Store(j.res.Table, j.rowBytes)
-		j.m.log.Debug("silver sampled bronze row size", "table", j.res.Table, "bytes_per_row", int64(rb))
 	}
 	return max(1, min(lim, int64(float64(j.m.opts.MaxBytes)/j.rowBytes))), nil
+}
+
+// sampleRowBytes sets j.rowBytes from a sample of the bronze range
+// (after, to], and remembers it for the table's next merges.
+func (j *job) sampleRowBytes(ctx context.Context, after, to int64) error {
+	rb, err := j.b.AppendedRowBytes(ctx, after, to)
+	if err != nil {
+		return err
+	}
+	j.rowBytes = max(rb, 1)
+	j.m.rowBytes.Store(j.res.Table, j.rowBytes)
+	j.m.log.Debug("silver sampled bronze row size", "table", j.res.Table, "bytes_per_row", int64(rb))
+	return nil
 }
 
 // cursorProps are the summary keys of a commit that merged through to.
@@ -452,10 +461,12 @@ const (
 // are written after the changes made while the chunk was read. So the
 // whole range up to a complete snapshot is folded at once, never split
 // across commits by snapshot. When it holds more than MaxChanges rows, or
-// more than MaxBytes of them, it is split by key instead: pass i of n folds
-// the keys whose hash is i modulo n (the keys of a chain of key-changing
-// UPDATEs by their chain's hash, scanChains), reading the whole range each
-// time, and commits them (to the table being built, which no one reads).
+// more than a pass may hold in memory (passRows), it is split by key
+// instead: pass i of n folds the keys of its buckets of the silver table
+// (bucketRoute; without a bucket partition, the keys whose hash is i
+// modulo n), the keys of a chain of key-changing UPDATEs with the chain's
+// key of smallest hash (scanChains), and commits them (to the table being built, which no
+// one reads). The range is read once, into a spill of the passes' rows.
 // The last pass records the cursor. Progress is in the summary, so a crash resumes with the next
 // pass. done is false when there is nothing to build from yet.
 func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err error) {
@@ -645,12 +656,9 @@ func (j *job) passRows(ctx context.Context, after, to int64, rows int64) (int64,
 		return lim, nil
 	}
 	if j.rowBytes == 0 {
-		rb, err := j.b.AppendedRowBytes(ctx, after, to)
-		if err != nil {
+		if err := j.sampleRowBytes(ctx, after, to); err != nil {
 			return 0, err
 		}
-		j.rowBytes = max(rb, 1)
-		j.m.rowBytes.Store(j.res.Table, j.rowBytes)
 	}
 	return max(1, min(lim, int64(3*float64(j.m.opts.MaxBytes)/(passRowCopies*j.rowBytes+passRowOverhead)))), nil
 }
