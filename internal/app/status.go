@@ -28,7 +28,8 @@ type TableStatus struct {
 	LagBytes         int64   `json:"lag_bytes"`
 	LagSeconds       float64 `json:"lag_seconds"`
 	Snapshots        int     `json:"lake_snapshots"`
-	// Silver is "published", "building", "gated: <reason>" or "disabled/none".
+	// Silver is "published", "building", "building (pass i of n)" (a build in
+	// passes, i committed), "gated: <reason>" or "disabled/none".
 	Silver       string `json:"silver"`
 	SilverBehind int    `json:"silver_bronze_snapshots_behind"`
 }
@@ -93,6 +94,8 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 				switch {
 				case ss.Gated:
 					st.Silver = "gated: " + ss.Reason
+				case ss.Building && ss.BuildPasses > 0:
+					st.Silver = fmt.Sprintf("building (pass %d of %d)", ss.BuildPass, ss.BuildPasses)
 				case ss.Building:
 					st.Silver = "building"
 				case ss.Published:

@@ -48,8 +48,10 @@
 // in a table built under silver.<source>._building.<schema>, and renames it
 // into place when done: readers see no table, then the whole table. When
 // that range is larger than Options.MaxChanges the build runs in passes,
-// each folding a hash-slice of the keys over the whole range (memory is a
-// budget), with its progress in the summary; the range is read from bronze
+// each folding a slice of the keys over the whole range (memory is a
+// budget): whole buckets of the silver table's partitioning, or a hash
+// slice of one, so each pass writes one data file per bucket it covers
+// (bucketRoute), with its progress in the summary and the log; the range is read from bronze
 // once and spilled per pass to local files (spill.go). After the build, bronze's
 // order is the source's, and merges proceed in steps of at most
 // MaxChanges bronze rows.

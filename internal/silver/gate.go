@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/bronze"
@@ -50,6 +51,10 @@ type TableState struct {
 	// initial snapshot is complete, the merge has not caught up with it).
 	Published bool `json:"published"`
 	Building  bool `json:"building"`
+	// BuildPass of BuildPasses: the passes a build in passes has committed,
+	// of how many (0 of 0: not in passes, or none committed yet).
+	BuildPass   int `json:"build_pass,omitempty"`
+	BuildPasses int `json:"build_passes,omitempty"`
 	// Gated: the silver table is held back; Reason says why.
 	Gated  bool   `json:"gated"`
 	Reason string `json:"reason,omitempty"`
@@ -115,6 +120,13 @@ func State(ctx context.Context, cat *lake.Catalog, source, schema, table string)
 	}
 	if c != lake.NoSnapshot {
 		st.Cursor = c
+	}
+	if sum := s.Summary(); st.Building && sum[propBuildTarget] != "" && c == lake.NoSnapshot {
+		last, err1 := strconv.Atoi(sum[propBuildPass])
+		n, err2 := strconv.Atoi(sum[propBuildPasses])
+		if err1 == nil && err2 == nil {
+			st.BuildPass, st.BuildPasses = last+1, n
+		}
 	}
 	st.Position = s.Summary()[PropPosition]
 	if st.Position != "" {

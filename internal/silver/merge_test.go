@@ -1,15 +1,20 @@
 package silver_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -583,4 +588,194 @@ func TestBuildSpillIsScratch(t *testing.T) {
 	for _, f := range left {
 		t.Errorf("spill directory %s still holds %s after the build", dir, f.Name())
 	}
+}
+
+// A build in passes writes whole buckets of the silver table per pass (its
+// partitioning is bucket(16, id)): the table ends with one data file per
+// bucket when there are no more passes than buckets, and passes/16 per
+// bucket beyond, instead of one file per bucket per pass. The rows are
+// those of a build in one commit, key changes across buckets included.
+func TestBuildInPassesWritesFewFilesPerBucket(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		maxChanges int64
+		perBucket  int // most data files a bucket may hold
+		crashAt    int // the process dies before this commit; a new merger resumes (0: no crash)
+	}{
+		{"fewer passes than buckets", 120, 1, 0},
+		{"more passes than buckets", 15, 3, 0},
+		{"more passes than buckets, resumed after a crash", 15, 3, 21},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newLakeEnv(t)
+			s := ordersSchema()
+			e.open(ordersID, s)
+			const keys = 600
+			for c := 0; c < keys/100; c++ {
+				var rows []string
+				for k := c*100 + 1; k <= c*100+100; k++ {
+					rows = append(rows, fmt.Sprintf("r %d v%d B%d", k, k, k))
+				}
+				e.tx(ordersID, s, snapRunning, rows...)
+			}
+			// Updates, deletes and key changes leaving big unchanged (TOAST),
+			// whose keys fall in other buckets: 1 -> 1001 -> 1002, 7 -> 1007.
+			e.tx(ordersID, s, nil, "u 2 w2 ~", "d 3 - -", "d 1 - -", "c 1001 x ~", "u 5 w5 ~", "u 5 w5b ~")
+			e.tx(ordersID, s, nil, "d 1001 - -", "c 1002 y ~", "d 7 - -", "c 1007 z ~")
+			e.tx(ordersID, s, snapDone, "r 601 v601 B601")
+			commits := 0
+			if tc.crashAt > 0 {
+				if err := failpoint.Enable(fmt.Sprintf("lake-merge-before-commit=%d*panic", tc.crashAt)); err != nil {
+					t.Fatal(err)
+				}
+				func() {
+					defer func() {
+						if recover() == nil {
+							t.Fatalf("the build did not reach commit %d", tc.crashAt)
+						}
+					}()
+					e.merge(e.merger(silver.Options{MaxChanges: tc.maxChanges}), ordersID)
+				}()
+				if err := failpoint.Enable(""); err != nil {
+					t.Fatal(err)
+				}
+				commits = tc.crashAt - 1
+				// `tidemark status` shows how far the build got.
+				st, err := silver.State(e.ctx, e.cat, e.source, "public", "orders")
+				if err != nil || !st.Building || st.BuildPass != commits || st.BuildPasses != 48 {
+					t.Errorf("State after the crash = %+v, %v; want building, pass %d of 48", st, err, commits)
+				}
+			}
+			res := e.merge(e.merger(silver.Options{MaxChanges: tc.maxChanges}), ordersID)
+			res.Commits += commits
+			if !res.Published || res.DeadLetters != 0 || res.Commits < 2 {
+				t.Fatalf("build: %+v, want published in passes with no dead letters", res)
+			}
+			got := e.rows(silverIdent(ordersID), "id", "v", "big")
+			if len(got) != keys {
+				t.Errorf("silver holds %d rows, want %d", len(got), keys)
+			}
+			for _, w := range []string{"id=1002 v=y big=B1", "id=1007 v=z big=B7", "id=2 v=w2 big=B2", "id=5 v=w5b big=B5", "id=601 v=v601 big=B601"} {
+				if !containsLine(got, w) {
+					t.Errorf("silver lacks %q", w)
+				}
+			}
+			for _, k := range []string{"id=1 ", "id=3 ", "id=7 ", "id=1001 "} {
+				for _, g := range got {
+					if strings.HasPrefix(g, k) {
+						t.Errorf("silver holds %q, a key deleted or changed", g)
+					}
+				}
+			}
+
+			// Data files per bucket, as a reader sees them.
+			tbl, err := e.cat.LoadTable(e.ctx, silverIdent(ordersID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bucket := iceberg.BucketTransform{NumBuckets: silver.DefaultBuckets}
+			fileBuckets := map[int]map[int32]bool{}
+			if _, err := tbl.ScanLive(e.ctx, nil, []string{"id"}, func(rec arrow.RecordBatch, file int, _ lake.Positions) error {
+				ids := rec.Column(0).(*array.Int32)
+				for i := 0; i < ids.Len(); i++ {
+					b := bucket.Apply(iceberg.Optional[iceberg.Literal]{Valid: true, Val: iceberg.Int32Literal(ids.Value(i))})
+					if fileBuckets[file] == nil {
+						fileBuckets[file] = map[int32]bool{}
+					}
+					fileBuckets[file][int32(b.Val.(iceberg.Int32Literal))] = true
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			perBucket := map[int32]int{}
+			for f, bs := range fileBuckets {
+				if len(bs) != 1 {
+					t.Errorf("data file %d holds rows of %d buckets", f, len(bs))
+				}
+				for b := range bs {
+					perBucket[b]++
+				}
+			}
+			// The keys of a chain of key changes are folded in one pass: the
+			// pass of the chain's first key writes the others' rows into their
+			// own buckets, one more file each for the two chains here.
+			const chains = 2
+			for b, n := range perBucket {
+				if n > tc.perBucket+chains {
+					t.Errorf("bucket %d has %d data files after a build of %d commits, want at most %d", b, n, res.Commits, tc.perBucket+chains)
+				}
+			}
+			if n, most := len(fileBuckets), silver.DefaultBuckets*tc.perBucket+chains; n > most {
+				t.Errorf("silver has %d data files after a build of %d commits, want at most %d", n, res.Commits, most)
+			}
+			t.Logf("%d commits, %d data files", res.Commits, len(fileBuckets))
+			pyReadKeys(t, e.wh, silverIdent(ordersID), len(got), map[int]string{1002: "y", 1007: "z", 2: "w2", 5: "w5b", 601: "v601", 3: ""})
+		})
+	}
+}
+
+// pyReadKeys reads a silver table of ordersSchema with PyIceberg: all its
+// rows (want of them), and each key of keys by a filter on id, which
+// PyIceberg prunes by the files' bucket partition (a file whose partition
+// value were wrong would be skipped); keys maps an id to its v ("": none).
+func pyReadKeys(t *testing.T, wh string, ident []string, want int, keys map[int]string) {
+	t.Helper()
+	py := os.Getenv("TIDEMARK_PYTHON")
+	if py == "" {
+		t.Log("TIDEMARK_PYTHON not set: skipping the PyIceberg check")
+		return
+	}
+	const script = `
+import json, os, sys
+from pyiceberg.catalog.sql import SqlCatalog
+wh = os.path.abspath(sys.argv[1])
+cat = SqlCatalog("tidemark", uri="sqlite:///" + os.path.join(wh, "catalog.db"), warehouse="file://" + wh)
+t = cat.load_table(tuple(json.loads(sys.argv[2])))
+out = {"total": t.scan().to_arrow().num_rows, "keys": {}}
+for k in json.loads(sys.argv[3]):
+    out["keys"][str(k)] = [r["v"] for r in t.scan(row_filter="id == %d" % k).to_arrow().to_pylist()]
+print(json.dumps(out))
+`
+	identJSON, _ := json.Marshal(ident)
+	var ids []int
+	for k := range keys {
+		ids = append(ids, k)
+	}
+	idsJSON, _ := json.Marshal(ids)
+	cmd := exec.Command(py, "-c", script, wh, string(identJSON), string(idsJSON))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("PyIceberg: %v\n%s", err, stderr.String())
+	}
+	var res struct {
+		Total int                 `json:"total"`
+		Keys  map[string][]string `json:"keys"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("PyIceberg: %v: %s", err, out)
+	}
+	if res.Total != want {
+		t.Errorf("PyIceberg reads %d rows, want %d", res.Total, want)
+	}
+	for k, v := range keys {
+		got := res.Keys[fmt.Sprint(k)]
+		switch {
+		case v == "" && len(got) != 0:
+			t.Errorf("PyIceberg, id = %d: %v, want no row", k, got)
+		case v != "" && (len(got) != 1 || got[0] != v):
+			t.Errorf("PyIceberg, id = %d: %v, want [%s]", k, got, v)
+		}
+	}
+}
+
+func containsLine(lines []string, want string) bool {
+	for _, l := range lines {
+		if l == want {
+			return true
+		}
+	}
+	return false
 }

@@ -136,25 +136,95 @@ func newInput(key, srcCols []string) *input {
 }
 
 // part selects the keys of one pass of a build: those whose key hashes
-// to i modulo n. The zero part (n = 0) selects every key. The keys of a
-// chain of key-changing UPDATEs go to one pass (chains maps their hashes
-// to the chain's: see scanChains).
+// to i modulo n, or, routed by bucket (buckets set), those of the silver
+// table's buckets that pass i covers. The zero part (n = 0) selects every
+// key. The keys of a chain of key-changing UPDATEs go to one pass (chains
+// maps their hashes to the chain's route: see scanChains).
 type part struct {
-	i, n   int
-	chains map[uint64]uint64
+	i, n    int
+	chains  map[uint64]chainRoute
+	buckets *bucketRoute
 	// spill, if set, holds the rows of this pass, read from bronze once for
 	// every pass (spill.go): the pass reads them there.
 	spill *spill
 }
 
+// chainRoute is where the keys of a chain of key changes go: the route of
+// the chain's key with the smallest hash.
+type chainRoute struct {
+	h uint64
+	b int // its bucket, -1 if none
+}
+
+// bucketRoute routes a build's keys by the silver table's partition
+// (bucket(N, col) of a key column), so that a pass writes whole buckets
+// and each data file of the table holds one bucket's rows of one pass:
+// with n <= N passes, pass i covers the buckets b with b*n/N == i (one
+// file per bucket in all); with n > N (a multiple of N), each bucket is
+// split in n/N passes by the key's hash.
+type bucketRoute struct {
+	b   *lake.Bucketer
+	col int // the bucket column's index in the key
+}
+
+// newBucketRoute returns the bucket route of silver table s with key
+// columns key; nil if s is not partitioned by a bucket of a key column of
+// a type lake.Bucketer maps.
+func newBucketRoute(s *lake.Table, key []string) *bucketRoute {
+	b, ok := s.Bucketer()
+	if !ok {
+		return nil
+	}
+	col := slices.Index(key, b.Col)
+	if col < 0 {
+		return nil
+	}
+	return &bucketRoute{b: b, col: col}
+}
+
+// bucket returns the bucket of row i, given the key columns' arrays; -1
+// if it has none (a null, a type the bucketer does not map).
+func (r *bucketRoute) bucket(keyArrs []arrow.Array, i int) int {
+	if r == nil || keyArrs[r.col] == nil {
+		return -1
+	}
+	b, ok := r.b.Of(keyArrs[r.col], i)
+	if !ok {
+		return -1
+	}
+	return b
+}
+
+// bucketPasses rounds a build's pass count n up to one routed by bucket
+// with nb buckets evenly: a divisor of nb (each pass covers as many
+// buckets), or a multiple of nb when n exceeds it.
+func bucketPasses(n, nb int) int {
+	if n > nb {
+		return (n + nb - 1) / nb * nb
+	}
+	for nb%n != 0 {
+		n++
+	}
+	return n
+}
+
 func (p part) all() bool { return p.n <= 1 }
 
-// of returns the pass (of p.n) of the key whose encoding hashes to h.
-func (p part) of(h uint64) int {
+// of returns the pass (of p.n) of the key whose encoding hashes to h, in
+// bucket b (-1: none; used when routed by bucket).
+func (p part) of(h uint64, b int) int {
 	if r, ok := p.chains[h]; ok {
-		h = r
+		h, b = r.h, r.b
 	}
-	return int(h % uint64(p.n))
+	if p.buckets == nil || b < 0 {
+		return int(h % uint64(p.n))
+	}
+	nb := p.buckets.b.N
+	if p.n <= nb {
+		return b * p.n / nb
+	}
+	k := p.n / nb
+	return b*k + int(h%uint64(k))
 }
 
 // keyHash is the FNV-1a hash of a key encoding (hash/fnv's, without its
@@ -176,8 +246,11 @@ func keyHash(enc []byte) uint64 {
 // (transitively: 1 -> 2 -> 3), the smallest key hash of its chain, so that a
 // build routes the whole chain to one pass. The result depends only on the
 // range, not on the order files are read in: a resumed build routes alike.
-func scanChains(ctx context.Context, b *lake.Table, key []string, after, to int64) (map[uint64]uint64, error) {
+func scanChains(ctx context.Context, b *lake.Table, key []string, br *bucketRoute, after, to int64) (map[uint64]chainRoute, error) {
 	dels := map[pos]uint64{}
+	// bucketOf: the bucket of each key hash seen (the smallest, should two
+	// keys of different buckets share a hash: independent of read order).
+	bucketOf := map[uint64]int{}
 	type link struct {
 		del pos // the delete half's position
 		h   uint64
@@ -220,6 +293,10 @@ func scanChains(ctx context.Context, b *lake.Table, key []string, after, to int6
 				continue
 			}
 			p, h := pos{lsns.Value(i), seqs.Value(i)}, keyHash(buf)
+			bk := br.bucket(keyArrs, i)
+			if old, seen := bucketOf[h]; !seen || bk < old {
+				bucketOf[h] = bk
+			}
 			if isDel {
 				dels[p] = h
 			} else {
@@ -255,10 +332,10 @@ func scanChains(ctx context.Context, b *lake.Table, key []string, after, to int6
 			parent[ra], parent[rb] = rb, rb
 		}
 	}
-	chains := make(map[uint64]uint64, len(parent))
+	chains := make(map[uint64]chainRoute, len(parent))
 	for h := range parent {
 		if r := find(h); r != h {
-			chains[h] = r
+			chains[h] = chainRoute{h: r, b: bucketOf[r]}
 		}
 	}
 	return chains, nil
@@ -344,7 +421,7 @@ func routeRows(key []string, rec arrow.RecordBatch, p part, fn func(i, q int)) {
 			fn(i, 0)
 			continue
 		}
-		fn(i, p.of(keyHash(buf)))
+		fn(i, p.of(keyHash(buf), p.buckets.bucket(keyArrs, i)))
 	}
 }
 

@@ -85,7 +85,13 @@ func spillPasses(ctx context.Context, mem memory.Allocator, dir string, b *lake.
 		idx[q] = array.NewInt64Builder(mem)
 		defer idx[q].Release()
 	}
-	err = b.ScanAppended(ctx, after, to, func(rec arrow.RecordBatch) error {
+	// route writes the rows of a group of bronze batches to their passes.
+	route := func(g *spillGroup) error {
+		rec, err := g.take(mem)
+		if err != nil || rec == nil {
+			return err
+		}
+		defer rec.Release()
 		routeRows(key, rec, p, func(i, q int) {
 			if q < 0 {
 				for r := p.i; r < p.n; r++ {
@@ -104,11 +110,121 @@ func spillPasses(ctx context.Context, mem memory.Allocator, dir string, b *lake.
 			}
 		}
 		return nil
+	}
+	g := &spillGroup{}
+	defer g.release()
+	err = b.ScanAppended(ctx, after, to, func(rec arrow.RecordBatch) error {
+		if !g.fits(rec) {
+			if err := route(g); err != nil {
+				return err
+			}
+		}
+		g.add(rec)
+		if g.full() {
+			return route(g)
+		}
+		return nil
 	})
+	if err == nil {
+		err = route(g)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("spill the bronze rows of %d build passes to %s: %w", p.n-p.i, d, err)
 	}
 	return s, nil
+}
+
+// A bronze batch holds 8192 rows: routed to each of many passes alone, it
+// left each a few rows (~85 rows of each of 96 passes), so that the spill
+// cost a Take and an IPC message per pass and batch (most of it their
+// overhead, not the rows), and each pass read back over a thousand tiny
+// batches. So batches are routed in groups of up to spillGroupRows rows or
+// spillGroupBytes of Arrow memory.
+const (
+	spillGroupRows  = 65536
+	spillGroupBytes = 8 << 20
+)
+
+// spillGroup is bronze batches of one schema waiting to be routed.
+type spillGroup struct {
+	recs        []arrow.RecordBatch
+	rows, bytes int64
+}
+
+// fits reports whether rec may join the group (an empty group, or one of
+// the same schema).
+func (g *spillGroup) fits(rec arrow.RecordBatch) bool {
+	return len(g.recs) == 0 || g.recs[0].Schema().Equal(rec.Schema())
+}
+
+func (g *spillGroup) add(rec arrow.RecordBatch) {
+	rec.Retain()
+	g.recs = append(g.recs, rec)
+	g.rows += rec.NumRows()
+	g.bytes += lake.RecordBytes(rec)
+}
+
+func (g *spillGroup) full() bool { return g.rows >= spillGroupRows || g.bytes >= spillGroupBytes }
+
+// take empties the group and returns its rows as one batch (nil if none),
+// which the caller releases.
+func (g *spillGroup) take(mem memory.Allocator) (arrow.RecordBatch, error) {
+	defer g.release()
+	switch len(g.recs) {
+	case 0:
+		return nil, nil
+	case 1:
+		g.recs[0].Retain()
+		return g.recs[0], nil
+	}
+	return concatRecords(mem, g.recs)
+}
+
+func (g *spillGroup) release() {
+	for _, r := range g.recs {
+		r.Release()
+	}
+	g.recs, g.rows, g.bytes = nil, 0, 0
+}
+
+// concatRecords concatenates batches of one schema into one.
+func concatRecords(mem memory.Allocator, rs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	sc := rs[0].Schema()
+	cols := make([]arrow.Array, sc.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	parts := make([]arrow.Array, len(rs))
+	var n int64
+	for _, r := range rs {
+		n += r.NumRows()
+	}
+	for j := range cols {
+		for i, r := range rs {
+			parts[i] = r.Column(j)
+		}
+		c, err := array.Concatenate(parts, mem)
+		if err != nil {
+			return nil, fmt.Errorf("concatenate column %s: %w", sc.Field(j).Name, err)
+		}
+		cols[j] = c
+	}
+	return array.NewRecordBatch(sc, cols, n), nil
+}
+
+// spillBuffers bounds the write buffers of a spill's open files together:
+// a build of many passes has one open per pass (90 buffers of 1 MiB were a
+// third of a 256 MiB budget). Rows are routed in groups (spillGroup), so
+// each write is of hundreds of rows: the buffers need not be large.
+const spillBuffers = 4 << 20
+
+// spillBuffer is the write buffer of one of n open spill files.
+func spillBuffer(n int) int {
+	return max(64<<10, min(1<<20, spillBuffers/max(n, 1)))
 }
 
 // spillPrefix names the directory of one build's spill.
@@ -200,7 +316,7 @@ func (s *spill) write(ctx context.Context, ws []*spillWriter, q int, rec arrow.R
 		if err != nil {
 			return err
 		}
-		buf := bufio.NewWriterSize(f, 1<<20)
+		buf := bufio.NewWriterSize(f, spillBuffer(len(ws)))
 		w = &spillWriter{f: f, buf: buf, sch: sel.Schema(),
 			w: ipc.NewWriter(buf, ipc.WithSchema(sel.Schema()), ipc.WithAllocator(s.mem))}
 		ws[q] = w

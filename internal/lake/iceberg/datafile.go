@@ -49,18 +49,20 @@ type dataFileWriter struct {
 	fs      icebergio.WriteFileIO
 	locs    table.LocationProvider
 	writeID uuid.UUID
-	// part is the day-partition source column's index in sc and the
-	// partition field (day of a timestamp); partCol < 0: unpartitioned.
+	// partCol is the partition source column's index in sc and part the
+	// partition field (day of a timestamp, or bucket: then bucket computes
+	// it); partCol < 0: unpartitioned.
 	partCol int
 	part    iceberggo.PartitionField
+	bucket  *Bucketer
 }
 
 // newDataFileWriter returns a writer for records of schema sc into tbl, or
 // ok=false when tbl is not one it writes: a format version above 2 (whose
-// added files need row lineage), a partition spec other than none or one
-// day() of a top-level timestamp column, or records whose schema is not
-// the table's current Arrow schema (current). The caller then uses
-// iceberg-go's writer.
+// added files need row lineage), a partition spec other than none, one
+// day() of a top-level timestamp column or one bucket() of a column
+// Bucketer maps, or records whose schema is not the table's current Arrow
+// schema (current). The caller then uses iceberg-go's writer.
 func newDataFileWriter(ctx context.Context, tbl *table.Table, current, sc *arrow.Schema) (w *dataFileWriter, ok bool, err error) {
 	if tbl.Metadata().Version() > 2 || !sc.Equal(current) {
 		return nil, false, nil
@@ -71,7 +73,17 @@ func newDataFileWriter(ctx context.Context, tbl *table.Table, current, sc *arrow
 		return nil, false, nil
 	} else if n == 1 {
 		pf := spec.Field(0)
-		if _, day := pf.Transform.(iceberggo.DayTransform); !day {
+		if _, isBucket := pf.Transform.(iceberggo.BucketTransform); isBucket {
+			b, ok := bucketerOf(tbl)
+			if !ok {
+				return nil, false, nil
+			}
+			idx := sc.FieldIndices(b.Col)
+			if len(idx) != 1 {
+				return nil, false, nil
+			}
+			w.partCol, w.part, w.bucket = idx[0], pf, b
+		} else if _, day := pf.Transform.(iceberggo.DayTransform); !day {
 			return nil, false, nil
 		}
 		src, found := tbl.Schema().FindFieldByID(pf.SourceID())
@@ -82,10 +94,12 @@ func newDataFileWriter(ctx context.Context, tbl *table.Table, current, sc *arrow
 		if len(idx) != 1 {
 			return nil, false, nil
 		}
-		if tt, isTS := sc.Field(idx[0]).Type.(*arrow.TimestampType); !isTS || tt.Unit != arrow.Microsecond {
-			return nil, false, nil
+		if w.bucket == nil {
+			if tt, isTS := sc.Field(idx[0]).Type.(*arrow.TimestampType); !isTS || tt.Unit != arrow.Microsecond {
+				return nil, false, nil
+			}
+			w.partCol, w.part = idx[0], pf
 		}
-		w.partCol, w.part = idx[0], pf
 	}
 	fs, err := tbl.FS(ctx)
 	if err != nil {
@@ -102,11 +116,24 @@ func newDataFileWriter(ctx context.Context, tbl *table.Table, current, sc *arrow
 	return w, true, nil
 }
 
-// dayGroup is the rows of one partition: day is the partition value (nil:
-// rows whose timestamp is null).
+// dayGroup is the rows of one partition: day is the partition value, a
+// day or a bucket (nil: rows whose source value is null).
 type dayGroup struct {
 	day  *int32
 	recs []arrow.RecordBatch
+}
+
+// partOf returns the partition value of row i of col, the partition's
+// source column (nullDay for a null).
+func (w *dataFileWriter) partOf(col arrow.Array, i int) int64 {
+	if w.bucket != nil {
+		b, ok := w.bucket.Of(col, i)
+		if !ok {
+			return nullDay
+		}
+		return int64(b)
+	}
+	return dayOf(col.(*array.Timestamp), i)
 }
 
 const microsPerDay = 86_400_000_000
@@ -166,10 +193,10 @@ func (w *dataFileWriter) partition(ctx context.Context, recs []arrow.RecordBatch
 			g.recs = append(g.recs, rec)
 			continue
 		}
-		col := rec.Column(w.partCol).(*array.Timestamp)
-		first, uniform := dayOf(col, 0), true
+		col := rec.Column(w.partCol)
+		first, uniform := w.partOf(col, 0), true
 		for i := 1; i < col.Len() && uniform; i++ {
-			uniform = dayOf(col, i) == first
+			uniform = w.partOf(col, i) == first
 		}
 		if uniform {
 			rec.Retain()
@@ -179,7 +206,7 @@ func (w *dataFileWriter) partition(ctx context.Context, recs []arrow.RecordBatch
 		}
 		rows := map[int64][]int64{}
 		for i := range col.Len() {
-			d := dayOf(col, i)
+			d := w.partOf(col, i)
 			rows[d] = append(rows[d], int64(i))
 		}
 		for d, idx := range rows {
@@ -240,14 +267,18 @@ func (w *dataFileWriter) writeFile(n int, g *dayGroup, props *parquet.WriterProp
 	var values map[int]any
 	if w.partCol >= 0 {
 		human := "null"
-		if g.day != nil {
+		var value any
+		switch {
+		case g.day == nil:
+		case w.bucket != nil:
+			human = w.part.Transform.ToHumanStrType(iceberggo.PrimitiveTypes.Int32, *g.day)
+			value = *g.day
+		default:
 			human = w.part.Transform.ToHumanStrType(iceberggo.PrimitiveTypes.Date, iceberggo.Date(*g.day))
+			value = iceberggo.Date(*g.day)
 		}
 		name = w.part.EscapedName() + "=" + url.QueryEscape(human) + "/" + name
-		values = map[int]any{w.part.FieldID: nil}
-		if g.day != nil {
-			values[w.part.FieldID] = iceberggo.Date(*g.day)
-		}
+		values = map[int]any{w.part.FieldID: value}
 	}
 	path := w.locs.NewDataLocation(name)
 	f, err := w.fs.Create(path)
@@ -411,4 +442,28 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// withSchema returns recs as batches of schema current when their columns
+// are current's, by name, type and nullability, in order (a silver merge
+// builds its batches without the field-id metadata), for the caller to
+// release; ok is false otherwise.
+func withSchema(current *arrow.Schema, recs []arrow.RecordBatch) (_ []arrow.RecordBatch, ok bool) {
+	for _, rec := range recs {
+		sc := rec.Schema()
+		if sc.NumFields() != current.NumFields() {
+			return nil, false
+		}
+		for i, f := range sc.Fields() {
+			c := current.Field(i)
+			if f.Name != c.Name || f.Nullable != c.Nullable || !arrow.TypeEqual(f.Type, c.Type) {
+				return nil, false
+			}
+		}
+	}
+	out := make([]arrow.RecordBatch, len(recs))
+	for i, rec := range recs {
+		out[i] = array.NewRecordBatch(current, rec.Columns(), rec.NumRows())
+	}
+	return out, true
 }

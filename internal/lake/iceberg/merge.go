@@ -389,6 +389,22 @@ func (t *Table) mergeOnce(ctx context.Context, byPos *rowDeletes, del *Filter, r
 		if err := t.rowDelta(ctx, tx, byPos, sc, recs, props); err != nil {
 			return err
 		}
+	} else if del == nil && len(recs) > 0 {
+		// Appends only (a silver build's pass, a merge that deletes
+		// nothing): through the own writer where it writes this table
+		// (stageAppend), which writes each bucket's rows as they are
+		// rather than copying every row into its partition first.
+		if own, ok := withSchema(t.arrowSchema, recs); ok {
+			err := t.stageAppend(ctx, tx, t.arrowSchema, own, props)
+			for _, r := range own {
+				r.Release()
+			}
+			if err != nil {
+				return fmt.Errorf("append: %w", err)
+			}
+		} else if err := t.stageAppend(ctx, tx, sc, recs, props); err != nil {
+			return fmt.Errorf("append: %w", err)
+		}
 	} else if len(recs) > 0 || del == nil || t.tbl.CurrentSnapshot() == nil {
 		rdr, err := array.NewRecordReader(sc, recs)
 		if err != nil {
