@@ -113,17 +113,11 @@ func (t *Table) ScanLiveKeys(ctx context.Context, f *Filter, cols []string, keys
 
 func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols []string, keys []int64, live *LiveRows,
 	fn func(arrow.RecordBatch, int, Positions) error) error {
-	sch := tbl.Schema()
 	// In the order of cols (Schema.Select keeps the table's order).
-	fields := make([]iceberggo.NestedField, len(cols))
-	for i, c := range cols {
-		j := slices.IndexFunc(sch.Fields(), func(f iceberggo.NestedField) bool { return f.Name == c })
-		if j < 0 {
-			return fmt.Errorf("no column %s", c)
-		}
-		fields[i] = sch.Field(j)
+	want, err := selectColumns(tbl.Schema(), cols)
+	if err != nil {
+		return err
 	}
-	want := iceberggo.NewSchema(sch.ID, fields...)
 	var pick *keyProbe
 	if keys != nil {
 		var err error
@@ -157,6 +151,9 @@ func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols 
 		}
 		if task.File.FileFormat() != iceberggo.ParquetFile {
 			return fmt.Errorf("data file %s is %s, not Parquet", task.File.FilePath(), task.File.FileFormat())
+		}
+		if pick != nil && !pick.mayHold(task.File) {
+			continue
 		}
 		i, seen := byPath[task.File.FilePath()]
 		if !seen {
