@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -340,6 +341,108 @@ func testScanLiveKeysPrunes(t *testing.T, widen bool) {
 		}
 		if f, g := files1-files0, groups1-groups0; f != tc.files || g != tc.groups {
 			t.Errorf("keys %v: opened %d files and decoded %d row groups, want %d and %d", tc.keys, f, g, tc.files, tc.groups)
+		}
+	}
+}
+
+// TestReadLiveRows: ReadLiveRows reads the rows asked for, by their
+// position, with the values ScanLive reports for them: rows spread over
+// files and row groups, runs of consecutive rows, the first and last row of
+// a row group, nullable columns, a string column (read the general way),
+// over files written before the key was widened and after.
+func TestReadLiveRows(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t, t.TempDir())
+	sch := iceberggo.NewSchema(0,
+		iceberggo.NestedField{ID: 1, Name: "id", Type: iceberggo.PrimitiveTypes.Int32, Required: true},
+		iceberggo.NestedField{ID: 2, Name: "qty", Type: iceberggo.PrimitiveTypes.Int64},
+		iceberggo.NestedField{ID: 3, Name: "name", Type: iceberggo.PrimitiveTypes.String},
+	)
+	tbl, err := cat.CreateKeyedTable(ctx, []string{"silver", "shop", "public", "rows"}, iceberg.KeyedTableSpec{
+		Schema: sch, Key: []string{"id"}, DeleteMode: iceberg.MergeOnRead,
+		Properties: map[string]string{"write.parquet.row-group-limit": "10"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(from, to int) {
+		t.Helper()
+		sc := tbl.ArrowSchema()
+		b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+		defer b.Release()
+		for id := from; id <= to; id++ {
+			switch x := b.Field(0).(type) {
+			case *array.Int32Builder:
+				x.Append(int32(id))
+			case *array.Int64Builder:
+				x.Append(int64(id))
+			}
+			if id%3 == 0 {
+				b.Field(1).AppendNull()
+			} else {
+				b.Field(1).(*array.Int64Builder).Append(int64(id * 10))
+			}
+			b.Field(2).(*array.StringBuilder).Append(fmt.Sprint("n", id))
+		}
+		rec := b.NewRecordBatch()
+		defer rec.Release()
+		if err := tbl.Append(ctx, []arrow.RecordBatch{rec}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(1, 55)
+	if err := tbl.WidenColumn(ctx, "id", iceberggo.PrimitiveTypes.Int64); err != nil {
+		t.Fatal(err)
+	}
+	add(101, 137)
+
+	cols := []string{"qty", "id", "name"}
+	all := map[iceberg.RowID]string{} // every live row's values
+	live, err := tbl.ScanLive(ctx, nil, cols, func(rec arrow.RecordBatch, file int, pos iceberg.Positions) error {
+		for i := 0; i < int(rec.NumRows()); i++ {
+			all[iceberg.RowID{File: file, Pos: pos.At(i)}] = fmt.Sprintf("%s,%s,%s",
+				rec.Column(0).ValueStr(i), rec.Column(1).ValueStr(i), rec.Column(2).ValueStr(i))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []iceberg.RowID
+	for id := range all {
+		// Every 7th row, row groups' edges, and runs 20-26 and 40-44.
+		if p := id.Pos; p%7 == 0 || p%10 == 9 || p%10 == 0 || (p >= 20 && p <= 26) || (p >= 40 && p <= 44) {
+			ids = append(ids, id)
+		}
+	}
+	for _, c := range [][]string{{"qty", "id"}, {"qty", "id", "name"}} {
+		got := map[iceberg.RowID]string{}
+		err := tbl.ReadLiveRows(ctx, live, ids, c, func(rec arrow.RecordBatch, at []iceberg.RowID) error {
+			for i, id := range at {
+				if _, dup := got[id]; dup {
+					return fmt.Errorf("row %v reported twice", id)
+				}
+				line := ""
+				for j := range c {
+					line += rec.Column(j).ValueStr(i) + ","
+				}
+				got[id] = line
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(ids) {
+			t.Errorf("columns %v: %d rows read, want %d", c, len(got), len(ids))
+		}
+		for _, id := range ids {
+			want := all[id]
+			if len(c) == 2 {
+				want = want[:strings.LastIndex(want, ",")]
+			}
+			if got[id] != want+"," {
+				t.Errorf("columns %v, row %v: got %q, want %q", c, id, got[id], want+",")
+			}
 		}
 	}
 }
