@@ -22,7 +22,7 @@ func TestChangeOlderThanASilverFilesNewestRow(t *testing.T) {
 	s := ordersSchema()
 	e.open(ordersID, s)
 	m := e.merger(silver.Options{Buckets: -1}) // one data file per commit
-	e.tx(ordersID, s, snapDone, "r 1 a A") // LSN 1100
+	e.tx(ordersID, s, snapDone, "r 1 a A")     // LSN 1100
 	e.merge(m, ordersID)
 
 	// One silver data file holds 7 at LSN 1150 and 8 at LSN 5000 (rows
