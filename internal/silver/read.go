@@ -546,10 +546,11 @@ func (in *input) offerPrior(k *keyed, p *prior) {
 }
 
 // readSilver reads the silver rows of the touched keys. On a merge-on-read
-// table it reads only where each row is and its position columns, and the
-// values of the rows the fold takes values from (see markWhole): a merge
-// then costs what it changes, not what silver holds. A copy-on-write table
-// has its rows read whole (readSilverRows).
+// table it reads where each row is (reading only the key columns), then
+// each row's position columns only where the fold needs them (see
+// boundPrior), and the values of the rows the fold takes values from (see
+// markWhole): a merge then costs what it changes, not what silver holds. A
+// copy-on-write table has its rows read whole (readSilverRows).
 func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error {
 	if in.keys.len() == 0 {
 		return nil
@@ -561,7 +562,7 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 		return in.readSilverRows(ctx, s, soft)
 	}
 	in.markWhole(soft)
-	cols := append(slices.Clone(in.key), ColLSN, ColSeq)
+	cols := slices.Clone(in.key)
 	if soft {
 		cols = append(cols, ColDeleted)
 	}
@@ -575,17 +576,19 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 	if byInt != nil && intColumn(s, in.key[0]) {
 		keys = slices.Collect(maps.Keys(byInt))
 	}
+	// The rows of the touched keys, as the scan finds them.
+	type found struct {
+		k       *keyed
+		id      lake.RowID
+		deleted bool
+	}
+	var rows []found
 	var buf []byte
 	live, err := s.ScanLiveKeys(ctx, in.filter(), cols, keys, func(rec arrow.RecordBatch, file int, at lake.Positions) error {
 		keyArrs := rec.Columns()[:nk]
-		lsns, _ := rec.Column(nk).(*array.Int64)
-		seqs, _ := rec.Column(nk + 1).(*array.Int64)
-		if lsns == nil || seqs == nil {
-			return fmt.Errorf("silver rows lack %s or %s", ColLSN, ColSeq)
-		}
 		var dels *array.Boolean
 		if soft {
-			dels, _ = rec.Column(nk + 2).(*array.Boolean)
+			dels, _ = rec.Column(nk).(*array.Boolean)
 		}
 		i64, _ := keyArrs[0].(*array.Int64)
 		i32, _ := keyArrs[0].(*array.Int32)
@@ -610,19 +613,19 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 			if k == nil {
 				continue
 			}
-			k.rows = append(k.rows, lake.RowID{File: file, Pos: at.At(i)})
-			p := &prior{pos: pos{lsns.Value(i), seqs.Value(i)}, ref: -1}
+			f := found{k: k, id: lake.RowID{File: file, Pos: at.At(i)}}
 			if dels != nil && !dels.IsNull(i) {
-				p.deleted = dels.Value(i)
+				f.deleted = dels.Value(i)
 			}
-			if k.whole || k.prior != nil {
+			k.rows = append(k.rows, f.id)
+			rows = append(rows, f)
+			if k.whole || len(k.rows) > 1 {
 				// Read whole below; a duplicate's survivor may be written back.
 				for j, a := range keyArrs {
 					v := goValue(a, i)
 					vals[j][hashable(v)] = v
 				}
 			}
-			in.offerPrior(k, p)
 		}
 		return nil
 	})
@@ -630,6 +633,35 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 		return fmt.Errorf("read silver %s: %w", strings.Join(s.Ident(), "."), err)
 	}
 	in.live = live
+
+	// Each row's position: bounded by its file's statistics, or read.
+	first := in.firstLSN()
+	at := map[lake.RowID]found{} // the rows whose position is read
+	var ids []lake.RowID
+	for _, f := range rows {
+		if p, ok := boundPrior(live, f.k, f.id, first); ok {
+			p.deleted = f.deleted
+			in.offerPrior(f.k, p)
+			continue
+		}
+		at[f.id] = f
+		ids = append(ids, f.id)
+	}
+	err = s.ReadLiveRows(ctx, live, ids, []string{ColLSN, ColSeq}, func(rec arrow.RecordBatch, rids []lake.RowID) error {
+		lsns, _ := rec.Column(0).(*array.Int64)
+		seqs, _ := rec.Column(1).(*array.Int64)
+		if lsns == nil || seqs == nil {
+			return fmt.Errorf("silver rows lack %s or %s", ColLSN, ColSeq)
+		}
+		for i, id := range rids {
+			f := at[id]
+			in.offerPrior(f.k, &prior{pos: pos{lsns.Value(i), seqs.Value(i)}, ref: -1, deleted: f.deleted})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read silver %s: %w", strings.Join(s.Ident(), "."), err)
+	}
 	if len(vals[0]) == 0 {
 		return nil
 	}
@@ -637,6 +669,44 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 		return fmt.Errorf("read silver %s: %w", strings.Join(s.Ident(), "."), err)
 	}
 	return nil
+}
+
+// boundPrior returns the prior of key k, whose only silver row is row id,
+// positioned at the largest position its data file may hold (its largest
+// cdc_source_lsn, the largest seq) when that is below first, the commit
+// position of the earliest change of the merge (truncates included): the
+// fold compares a prior's position only with the key's changes and the
+// truncate, and every comparison then has the outcome the row's own
+// position would give, so it need not be read. ok is false when it must be:
+// the file records no bound, or a change may be older than the row, or the
+// key has several rows (the newest wins) or is read whole (by position).
+func boundPrior(live *lake.LiveRows, k *keyed, id lake.RowID, first int64) (*prior, bool) {
+	if len(k.rows) != 1 || k.whole {
+		return nil, false
+	}
+	u, ok := live.UpperBound(id.File, ColLSN)
+	if !ok || u >= first {
+		return nil, false
+	}
+	return &prior{pos: pos{u, math.MaxInt64}, ref: -1}, true
+}
+
+// firstLSN returns the smallest commit position (LSN) of the changes of
+// the touched keys and of the truncate (math.MinInt64 when there is none).
+func (in *input) firstLSN() int64 {
+	first := int64(math.MaxInt64)
+	if in.trunc != nil {
+		first = in.trunc.lsn
+	}
+	for i := range in.keys.all {
+		for _, c := range in.keys.all[i].changes {
+			first = min(first, c.pos.lsn)
+		}
+	}
+	if first == math.MaxInt64 {
+		return math.MinInt64
+	}
+	return first
 }
 
 // deletedRows returns the silver rows a merge-on-read merge deletes: the

@@ -32,5 +32,15 @@ func SetLiveKeysChunk(n int64) (restore func()) {
 // ScanLiveKeys picks them.
 func MatchKeys(keys, vals []int64) []int32 {
 	p := &keyProbe{keys: keys}
+	p.buildFilter()
 	return p.match(vals, nil, nil)
 }
+
+// LiveKeysScanned returns how many data files ScanLiveKeys opened and how
+// many row groups' key column it decoded so far (direct reads only).
+func LiveKeysScanned() (files, groups int64) {
+	return scanned.files.Load(), scanned.groups.Load()
+}
+
+// LiveFile is the path of data file i of live.
+func LiveFile(live *LiveRows, i int) string { return live.files[i].FilePath() }

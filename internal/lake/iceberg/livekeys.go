@@ -2,15 +2,21 @@ package iceberg
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
+	"sort"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"github.com/apache/arrow-go/v18/parquet/schema"
 	iceberggo "github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
@@ -24,11 +30,28 @@ import (
 // know (anything but int, long and boolean columns written as such) are
 // read as ScanLive reads them, and probed after.
 
-// keyProbe picks the rows whose first column holds one of its keys.
-type keyProbe struct {
-	keys   []int64 // sorted, distinct
+// columns are the columns a scan reports, typed as the table's current
+// schema, and read straight from their pages where a file allows (see
+// direct).
+type columns struct {
 	fields []iceberggo.NestedField
 	schema *arrow.Schema // of the batches reported
+}
+
+func newColumns(want *iceberggo.Schema) (columns, error) {
+	sc, err := table.SchemaToArrowSchema(want, nil, false, false)
+	if err != nil {
+		return columns{}, err
+	}
+	return columns{fields: want.Fields(), schema: sc}, nil
+}
+
+// keyProbe picks the rows whose first column holds one of its keys.
+type keyProbe struct {
+	columns
+	keys  []int64  // sorted, distinct
+	set   []uint64 // the keys' filter (buildFilter)
+	shift uint
 }
 
 func newKeyProbe(want *iceberggo.Schema, keys []int64) (*keyProbe, error) {
@@ -38,47 +61,146 @@ func newKeyProbe(want *iceberggo.Schema, keys []int64) (*keyProbe, error) {
 	default:
 		return nil, fmt.Errorf("keys are integers, but column %s is %s", fields[0].Name, fields[0].Type)
 	}
-	sc, err := table.SchemaToArrowSchema(want, nil, false, false)
+	cols, err := newColumns(want)
 	if err != nil {
 		return nil, err
 	}
 	ks := slices.Clone(keys)
 	slices.Sort(ks)
-	return &keyProbe{keys: slices.Compact(ks), fields: fields, schema: sc}, nil
+	p := &keyProbe{columns: cols, keys: slices.Compact(ks)}
+	p.buildFilter()
+	return p, nil
 }
 
 // match appends to out the indices i of vals whose value is a key (and
-// valid[i], when valid is not nil). Rows are usually in key order (the
-// table's sort order): the probe then walks the keys along with them.
+// valid[i], when valid is not nil). When the keys within the range of
+// vals are few and vals ascend (the table's sort order), each is looked up
+// among them; otherwise each value is tested against the keys' filter
+// (few pass it), and the passing ones looked up among the keys.
 func (p *keyProbe) match(vals []int64, valid []bool, out []int32) []int32 {
-	ks := p.keys
-	if len(ks) == 0 {
+	if len(p.keys) == 0 || len(vals) == 0 {
 		return out
 	}
-	j := 0
-	var prev int64
+	if valid == nil && vals[0] <= vals[len(vals)-1] {
+		ks := p.within(vals[0], vals[len(vals)-1])
+		if len(ks)*bits.Len(uint(len(vals))) < len(vals) && ascending(vals) {
+			i := 0
+			for _, k := range ks {
+				d, _ := slices.BinarySearch(vals[i:], k)
+				for i += d; i < len(vals) && vals[i] == k; i++ {
+					out = append(out, int32(i))
+				}
+			}
+			return out
+		}
+	}
+	set, shift := p.set, p.shift
 	for i, v := range vals {
+		if h := (uint64(v) * fibHash) >> shift; set[h>>6]&(1<<(h&63)) == 0 {
+			continue
+		}
 		if valid != nil && !valid[i] {
 			continue
 		}
-		if i == 0 || v < prev {
-			j, _ = slices.BinarySearch(ks, v)
-		} else {
-			for n := 0; j < len(ks) && ks[j] < v; n++ {
-				if n == 8 {
-					k, _ := slices.BinarySearch(ks[j:], v)
-					j += k
-					break
-				}
-				j++
-			}
-		}
-		prev = v
-		if j < len(ks) && ks[j] == v {
+		if _, ok := slices.BinarySearch(p.keys, v); ok {
 			out = append(out, int32(i))
 		}
 	}
 	return out
+}
+
+// fibHash is 2^64 divided by the golden ratio: multiplying by it spreads
+// consecutive keys over the filter's bits.
+const fibHash = 0x9E3779B97F4A7C15
+
+// buildFilter sets p's filter: a bit set of about 32 bits per key (at
+// most 2^26), bit h(k) set for each key k, so that about one value in 32
+// of those that are not keys passes it.
+func (p *keyProbe) buildFilter() {
+	n := 64
+	for n < 32*len(p.keys) && n < 1<<26 {
+		n <<= 1
+	}
+	p.set = make([]uint64, n/64)
+	p.shift = uint(64 - bits.TrailingZeros(uint(n)))
+	for _, k := range p.keys {
+		h := (uint64(k) * fibHash) >> p.shift
+		p.set[h>>6] |= 1 << (h & 63)
+	}
+}
+
+// within returns the keys in [lo, hi].
+func (p *keyProbe) within(lo, hi int64) []int64 {
+	i, _ := slices.BinarySearch(p.keys, lo)
+	j := i + sort.Search(len(p.keys)-i, func(j int) bool { return p.keys[i+j] > hi })
+	return p.keys[i:j]
+}
+
+// ascending reports whether vals never decrease.
+func ascending(vals []int64) bool {
+	for i := 1; i < len(vals); i++ {
+		if vals[i] < vals[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+// overlaps reports whether one of p's keys lies in [lo, hi].
+func (p *keyProbe) overlaps(lo, hi int64) bool { return len(p.within(lo, hi)) > 0 }
+
+// mayHold reports whether data file df may hold a row of one of p's keys:
+// false only when the key column's bounds its manifest entry records hold
+// none. A key column widened from int to long has 4-byte bounds in the
+// files written before: both widths are read (iceberg-go's planning
+// cannot, see planExpr; and it prunes nothing with more than 200 keys).
+func (p *keyProbe) mayHold(df iceberggo.DataFile) bool {
+	id := p.fields[0].ID
+	lo, ok := intBound(df.LowerBoundValues()[id])
+	if !ok {
+		return true
+	}
+	hi, ok := intBound(df.UpperBoundValues()[id])
+	if !ok {
+		return true
+	}
+	return p.overlaps(lo, hi)
+}
+
+// intBound decodes an int or long bound in Iceberg's single-value
+// encoding (little-endian, 4 or 8 bytes).
+func intBound(b []byte) (int64, bool) {
+	switch len(b) {
+	case 4:
+		return int64(int32(binary.LittleEndian.Uint32(b))), true
+	case 8:
+		return int64(binary.LittleEndian.Uint64(b)), true
+	}
+	return 0, false
+}
+
+// groupMayHold reports whether the row group md may hold a row of one of
+// p's keys: false only when the minimum and maximum its statistics record
+// for the key column (leaf) hold none.
+func (p *keyProbe) groupMayHold(md *metadata.RowGroupMetaData, leaf int) bool {
+	if md.Schema.Column(leaf).SortOrder() != schema.SortSIGNED {
+		return true
+	}
+	cc, err := md.ColumnChunk(leaf)
+	if err != nil {
+		return true
+	}
+	st, err := cc.Statistics()
+	if err != nil || st == nil || !st.HasMinMax() {
+		return true
+	}
+	switch s := st.(type) {
+	case *metadata.Int64Statistics:
+		return p.overlaps(s.Min(), s.Max())
+	case *metadata.Int32Statistics:
+		return p.overlaps(int64(s.Min()), int64(s.Max()))
+	}
+	return true
 }
 
 // filter calls fn with the rows of rec (at positions pos) whose key, in
@@ -126,6 +248,10 @@ func (p *keyProbe) filter(ctx context.Context, mem memory.Allocator, rec arrow.R
 	return fn(sel, Positions{pos: at})
 }
 
+// scanned counts the data files readLiveKeys opened and the row groups
+// whose key column it decoded (the tests check what pruning spares).
+var scanned struct{ files, groups atomic.Int64 }
+
 // liveKeysChunk is the rows of a row group readLiveKeys reads at once (a
 // variable for the tests).
 var liveKeysChunk int64 = scanLiveBatch
@@ -147,7 +273,7 @@ type colBuf struct {
 
 // direct reports whether every column of the file at leaves can be read
 // straight from its pages: present, and stored as the type the table has.
-func (p *keyProbe) direct(pf *file.Reader, leaves []int) bool {
+func (p *columns) direct(pf *file.Reader, leaves []int) bool {
 	sc := pf.MetaData().Schema
 	for i, l := range leaves {
 		if l < 0 {
@@ -182,11 +308,12 @@ func (p *keyProbe) direct(pf *file.Reader, leaves []int) bool {
 // from their pages when the file allows.
 func readLiveKeys(ctx context.Context, fs icebergio.IO, mem memory.Allocator, tbl *table.Table, want *iceberggo.Schema,
 	pick *keyProbe, sc *keyScratch, df iceberggo.DataFile, deleted []int64, fn func(arrow.RecordBatch, Positions) error) error {
-	pf, err := openParquet(fs, mem, df.FilePath())
+	pf, err := openParquet(fs, pagePool, df.FilePath())
 	if err != nil {
 		return err
 	}
 	defer pf.Close()
+	scanned.files.Add(1)
 	ids := make([]int, len(pick.fields))
 	for i, f := range pick.fields {
 		ids[i] = f.ID
@@ -206,6 +333,11 @@ func readLiveKeys(ctx context.Context, fs icebergio.IO, mem memory.Allocator, tb
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if md := pf.MetaData().RowGroup(g); !pick.groupMayHold(md, leaves[0]) {
+			at += md.NumRows()
+			continue
+		}
+		scanned.groups.Add(1)
 		rg := pf.RowGroup(g)
 		if err := pick.readGroup(rg, leaves, at, sc, mem, deleted, fn); err != nil {
 			return fmt.Errorf("row group %d: %w", g, err)
@@ -225,6 +357,13 @@ func (p *keyProbe) readGroup(rg *file.RowGroupReader, leaves []int, at int64, sc
 	deleted []int64, fn func(arrow.RecordBatch, Positions) error) error {
 	n := rg.NumRows()
 	readers := make([]file.ColumnChunkReader, len(leaves))
+	defer func() {
+		for _, r := range readers {
+			if r != nil {
+				r.Close() // its page buffers go back to pagePool
+			}
+		}
+	}()
 	done := make([]int64, len(leaves)) // rows each reader has consumed
 	var err error
 	if readers[0], err = rg.Column(leaves[0]); err != nil {
@@ -248,22 +387,39 @@ func (p *keyProbe) readGroup(rg *file.RowGroupReader, leaves []int, at int64, sc
 		if len(sc.matched) == 0 {
 			continue
 		}
+		// Few matched rows: only theirs are decoded (the others skipped,
+		// which decodes no value); many: the whole chunk.
+		sparse := int64(len(sc.matched)) <= m/16
 		for i := 1; i < len(leaves); i++ {
 			if readers[i] == nil {
 				if readers[i], err = rg.Column(leaves[i]); err != nil {
 					return err
 				}
 			}
-			if skip := off - done[i]; skip > 0 {
-				if err := skipRows(readers[i], skip); err != nil {
+			c := &sc.cols[i]
+			c.size(readers[i], m)
+			for k := 0; k < len(sc.matched); {
+				// The run of rows [a, b) to read.
+				a, b := int64(0), m
+				if sparse {
+					a, b = int64(sc.matched[k]), int64(sc.matched[k])+1
+					for k++; k < len(sc.matched) && int64(sc.matched[k]) == b; k++ {
+						b++
+					}
+				} else {
+					k = len(sc.matched)
+				}
+				if skip := off + a - done[i]; skip > 0 {
+					if err := skipRows(readers[i], skip); err != nil {
+						return fmt.Errorf("column %s: %w", p.fields[i].Name, err)
+					}
+					done[i] += skip
+				}
+				if err := c.read(readers[i], a, b-a); err != nil {
 					return fmt.Errorf("column %s: %w", p.fields[i].Name, err)
 				}
-				done[i] += skip
+				done[i] += b - a
 			}
-			if err := readColumn(readers[i], m, &sc.cols[i]); err != nil {
-				return fmt.Errorf("column %s: %w", p.fields[i].Name, err)
-			}
-			done[i] += m
 		}
 		pos := make([]int64, len(sc.matched))
 		for k, i := range sc.matched {
@@ -311,7 +467,7 @@ func dropDeleted(idx []int32, first int64, deleted []int64) []int32 {
 }
 
 // gather builds the batch of the matched rows of the chunk read into sc.
-func (p *keyProbe) gather(mem memory.Allocator, sc *keyScratch, readers []file.ColumnChunkReader) arrow.RecordBatch {
+func (p *columns) gather(mem memory.Allocator, sc *keyScratch, readers []file.ColumnChunkReader) arrow.RecordBatch {
 	cols := make([]arrow.Array, len(p.fields))
 	for i, f := range p.fields {
 		c := &sc.cols[i]

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -94,28 +96,36 @@ func testScanLiveKeys(t *testing.T, widen bool) {
 	rows := func(cols []string, keys []int64, all bool) []string {
 		t.Helper()
 		var out []string
+		var files []int // of each line of out
 		fn := func(rec arrow.RecordBatch, file int, pos iceberg.Positions) error {
 			for i := 0; i < int(rec.NumRows()); i++ {
 				id := intAt(rec.Column(0), i)
 				if !all && !slices.Contains(keys, id) {
 					continue
 				}
-				line := fmt.Sprintf("%d@%d:%d=", id, file, pos.At(i))
+				line := fmt.Sprintf("%d@%%s:%d=", id, pos.At(i))
 				for c := 1; c < int(rec.NumCols()); c++ {
 					line += rec.Column(c).ValueStr(i) + ","
 				}
 				out = append(out, line)
+				files = append(files, file)
 			}
 			return nil
 		}
+		var live *iceberg.LiveRows
 		var err error
 		if all {
-			_, err = tbl.ScanLive(ctx, nil, cols, fn)
+			live, err = tbl.ScanLive(ctx, nil, cols, fn)
 		} else {
-			_, err = tbl.ScanLiveKeys(ctx, nil, cols, keys, fn)
+			live, err = tbl.ScanLiveKeys(ctx, nil, cols, keys, fn)
 		}
 		if err != nil {
 			t.Fatal(err)
+		}
+		// By path: the file indices are the scan's own (ScanLiveKeys skips
+		// the files that cannot hold a key).
+		for i := range out {
+			out[i] = fmt.Sprintf(out[i], filepath.Base(iceberg.LiveFile(live, files[i])))
 		}
 		slices.Sort(out)
 		return out
@@ -187,12 +197,18 @@ func intAt(a arrow.Array, i int) int64 {
 }
 
 // TestMatchKeys: the probe finds every value that is a key, whatever the
-// order of the values (sorted runs, descending, random, repeated).
+// order of the values (sorted, sorted runs, random, repeated) and however
+// many keys there are (a few keys among sorted values are looked up, many
+// walked along).
 func TestMatchKeys(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 200 {
 		var keys []int64
-		for range rng.IntN(300) {
+		n := rng.IntN(300)
+		if round%2 == 0 {
+			n = rng.IntN(12) // a few keys: looked up among the values
+		}
+		for range n {
 			keys = append(keys, rng.Int64N(2000)-1000)
 		}
 		slices.Sort(keys)
@@ -215,6 +231,218 @@ func TestMatchKeys(t *testing.T) {
 		}
 		if got := iceberg.MatchKeys(keys, vals); !slices.Equal(got, want) {
 			t.Fatalf("round %d: matched %v, want %v", round, got, want)
+		}
+	}
+}
+
+// TestScanLiveKeysPrunes: ScanLiveKeys skips the data files and row groups
+// whose key bounds hold none of the keys, and only those: keys at the
+// first and last row of a file and of a row group are found, over files
+// written before the key was widened from int to long (4-byte bounds) and
+// after.
+func TestScanLiveKeysPrunes(t *testing.T) {
+	for _, widen := range []bool{false, true} {
+		t.Run(fmt.Sprint("widen=", widen), func(t *testing.T) { testScanLiveKeysPrunes(t, widen) })
+	}
+}
+
+func testScanLiveKeysPrunes(t *testing.T, widen bool) {
+	ctx := context.Background()
+	cat := openCatalog(t, t.TempDir())
+	sch := iceberggo.NewSchema(0,
+		iceberggo.NestedField{ID: 1, Name: "id", Type: iceberggo.PrimitiveTypes.Int32, Required: true},
+		iceberggo.NestedField{ID: 2, Name: "qty", Type: iceberggo.PrimitiveTypes.Int64},
+	)
+	// Unpartitioned, 10 rows per row group: every append is one file of
+	// row groups 1-10, 11-20, ... of its range.
+	tbl, err := cat.CreateKeyedTable(ctx, []string{"silver", "shop", "public", "pruned"}, iceberg.KeyedTableSpec{
+		Schema: sch, Key: []string{"id"}, DeleteMode: iceberg.MergeOnRead,
+		Properties: map[string]string{"write.parquet.row-group-limit": "10"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(from, to int) {
+		t.Helper()
+		sc := tbl.ArrowSchema()
+		b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+		defer b.Release()
+		for id := from; id <= to; id++ {
+			switch x := b.Field(0).(type) {
+			case *array.Int32Builder:
+				x.Append(int32(id))
+			case *array.Int64Builder:
+				x.Append(int64(id))
+			}
+			b.Field(1).(*array.Int64Builder).Append(int64(id * 10))
+		}
+		rec := b.NewRecordBatch()
+		defer rec.Release()
+		if err := tbl.Append(ctx, []arrow.RecordBatch{rec}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(1, 100)
+	add(101, 200)
+	if widen {
+		if err := tbl.WidenColumn(ctx, "id", iceberggo.PrimitiveTypes.Int64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(201, 300)
+	add(150, 150) // a duplicate, alone in its file
+	add(-5, -1)
+
+	cols := []string{"id", "qty"}
+	var all []string // every live row, as "id=qty"
+	if _, err := tbl.ScanLive(ctx, nil, cols, func(rec arrow.RecordBatch, _ int, _ iceberg.Positions) error {
+		for i := 0; i < int(rec.NumRows()); i++ {
+			all = append(all, fmt.Sprintf("%d=%s", intAt(rec.Column(0), i), rec.Column(1).ValueStr(i)))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		keys          []int64
+		files, groups int64 // opened, decoded
+	}{
+		{[]int64{1}, 1, 1},
+		{[]int64{100, 101}, 2, 2},     // the last row of a file, the first of the next
+		{[]int64{10, 11}, 1, 2},       // the last row of a row group, the first of the next
+		{[]int64{20, 21, 30}, 1, 2},   // two keys in one row group
+		{[]int64{150}, 2, 2},          // and its duplicate
+		{[]int64{0, 301, 1000}, 0, 0}, // between and beyond every file
+		{[]int64{-5, 300}, 2, 2},
+		{[]int64{-1 << 40, 1 << 40}, 0, 0}, // beyond an int: no file may hold them
+	} {
+		files0, groups0 := iceberg.LiveKeysScanned()
+		var got []string
+		if _, err := tbl.ScanLiveKeys(ctx, nil, cols, tc.keys, func(rec arrow.RecordBatch, _ int, _ iceberg.Positions) error {
+			for i := 0; i < int(rec.NumRows()); i++ {
+				got = append(got, fmt.Sprintf("%d=%s", intAt(rec.Column(0), i), rec.Column(1).ValueStr(i)))
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		files1, groups1 := iceberg.LiveKeysScanned()
+		var want []string
+		for _, l := range all {
+			var id int64
+			fmt.Sscanf(l, "%d=", &id)
+			if slices.Contains(tc.keys, id) {
+				want = append(want, l)
+			}
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("keys %v: got %v, want %v", tc.keys, got, want)
+		}
+		if f, g := files1-files0, groups1-groups0; f != tc.files || g != tc.groups {
+			t.Errorf("keys %v: opened %d files and decoded %d row groups, want %d and %d", tc.keys, f, g, tc.files, tc.groups)
+		}
+	}
+}
+
+// TestReadLiveRows: ReadLiveRows reads the rows asked for, by their
+// position, with the values ScanLive reports for them: rows spread over
+// files and row groups, runs of consecutive rows, the first and last row of
+// a row group, nullable columns, a string column (read the general way),
+// over files written before the key was widened and after.
+func TestReadLiveRows(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t, t.TempDir())
+	sch := iceberggo.NewSchema(0,
+		iceberggo.NestedField{ID: 1, Name: "id", Type: iceberggo.PrimitiveTypes.Int32, Required: true},
+		iceberggo.NestedField{ID: 2, Name: "qty", Type: iceberggo.PrimitiveTypes.Int64},
+		iceberggo.NestedField{ID: 3, Name: "name", Type: iceberggo.PrimitiveTypes.String},
+	)
+	tbl, err := cat.CreateKeyedTable(ctx, []string{"silver", "shop", "public", "rows"}, iceberg.KeyedTableSpec{
+		Schema: sch, Key: []string{"id"}, DeleteMode: iceberg.MergeOnRead,
+		Properties: map[string]string{"write.parquet.row-group-limit": "10"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(from, to int) {
+		t.Helper()
+		sc := tbl.ArrowSchema()
+		b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+		defer b.Release()
+		for id := from; id <= to; id++ {
+			switch x := b.Field(0).(type) {
+			case *array.Int32Builder:
+				x.Append(int32(id))
+			case *array.Int64Builder:
+				x.Append(int64(id))
+			}
+			if id%3 == 0 {
+				b.Field(1).AppendNull()
+			} else {
+				b.Field(1).(*array.Int64Builder).Append(int64(id * 10))
+			}
+			b.Field(2).(*array.StringBuilder).Append(fmt.Sprint("n", id))
+		}
+		rec := b.NewRecordBatch()
+		defer rec.Release()
+		if err := tbl.Append(ctx, []arrow.RecordBatch{rec}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(1, 55)
+	if err := tbl.WidenColumn(ctx, "id", iceberggo.PrimitiveTypes.Int64); err != nil {
+		t.Fatal(err)
+	}
+	add(101, 137)
+
+	cols := []string{"qty", "id", "name"}
+	all := map[iceberg.RowID]string{} // every live row's values
+	live, err := tbl.ScanLive(ctx, nil, cols, func(rec arrow.RecordBatch, file int, pos iceberg.Positions) error {
+		for i := 0; i < int(rec.NumRows()); i++ {
+			all[iceberg.RowID{File: file, Pos: pos.At(i)}] = fmt.Sprintf("%s,%s,%s",
+				rec.Column(0).ValueStr(i), rec.Column(1).ValueStr(i), rec.Column(2).ValueStr(i))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []iceberg.RowID
+	for id := range all {
+		// Every 7th row, row groups' edges, and runs 20-26 and 40-44.
+		if p := id.Pos; p%7 == 0 || p%10 == 9 || p%10 == 0 || (p >= 20 && p <= 26) || (p >= 40 && p <= 44) {
+			ids = append(ids, id)
+		}
+	}
+	for _, c := range [][]string{{"qty", "id"}, {"qty", "id", "name"}} {
+		got := map[iceberg.RowID]string{}
+		err := tbl.ReadLiveRows(ctx, live, ids, c, func(rec arrow.RecordBatch, at []iceberg.RowID) error {
+			for i, id := range at {
+				if _, dup := got[id]; dup {
+					return fmt.Errorf("row %v reported twice", id)
+				}
+				line := ""
+				for j := range c {
+					line += rec.Column(j).ValueStr(i) + ","
+				}
+				got[id] = line
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(ids) {
+			t.Errorf("columns %v: %d rows read, want %d", c, len(got), len(ids))
+		}
+		for _, id := range ids {
+			want := all[id]
+			if len(c) == 2 {
+				want = want[:strings.LastIndex(want, ",")]
+			}
+			if got[id] != want+"," {
+				t.Errorf("columns %v, row %v: got %q, want %q", c, id, got[id], want+",")
+			}
 		}
 	}
 }

@@ -113,17 +113,11 @@ func (t *Table) ScanLiveKeys(ctx context.Context, f *Filter, cols []string, keys
 
 func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols []string, keys []int64, live *LiveRows,
 	fn func(arrow.RecordBatch, int, Positions) error) error {
-	sch := tbl.Schema()
 	// In the order of cols (Schema.Select keeps the table's order).
-	fields := make([]iceberggo.NestedField, len(cols))
-	for i, c := range cols {
-		j := slices.IndexFunc(sch.Fields(), func(f iceberggo.NestedField) bool { return f.Name == c })
-		if j < 0 {
-			return fmt.Errorf("no column %s", c)
-		}
-		fields[i] = sch.Field(j)
+	want, err := selectColumns(tbl.Schema(), cols)
+	if err != nil {
+		return err
 	}
-	want := iceberggo.NewSchema(sch.ID, fields...)
 	var pick *keyProbe
 	if keys != nil {
 		var err error
@@ -157,6 +151,9 @@ func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols 
 		}
 		if task.File.FileFormat() != iceberggo.ParquetFile {
 			return fmt.Errorf("data file %s is %s, not Parquet", task.File.FilePath(), task.File.FileFormat())
+		}
+		if pick != nil && !pick.mayHold(task.File) {
+			continue
 		}
 		i, seen := byPath[task.File.FilePath()]
 		if !seen {
@@ -363,20 +360,24 @@ func openParquet(fs icebergio.IO, mem memory.Allocator, path string) (*file.Read
 
 // footers holds the parsed footers of the Parquet files read last, by path
 // and size (a file is never rewritten in place; the size guards anyway).
-var footers = footerCache{max: 1024}
+var footers = footerCache{max: 32 << 20}
 
-// footerCache is a bounded map of parsed Parquet footers; the oldest entry
-// goes first.
+// footerCache is a map of parsed Parquet footers bounded by their memory
+// (max bytes, estimated as 5 times a footer's serialized size, about what
+// a parsed one holds): the oldest entry goes first. A bound by count would
+// either drop the footers of a table of many small files (a merge then
+// parses each again) or hold too much of a wide table's.
 type footerCache struct {
 	mu    sync.Mutex
-	max   int
+	max   int64
+	used  int64
 	m     map[string]footer
 	order []string
 }
 
 type footer struct {
-	size int64
-	md   *metadata.FileMetaData
+	size, bytes int64
+	md          *metadata.FileMetaData
 }
 
 func (c *footerCache) get(path string, size int64) *metadata.FileMetaData {
@@ -394,11 +395,16 @@ func (c *footerCache) put(path string, size int64, md *metadata.FileMetaData) {
 	if c.m == nil {
 		c.m = map[string]footer{}
 	}
-	if _, ok := c.m[path]; !ok {
+	if old, ok := c.m[path]; ok {
+		c.used -= old.bytes
+	} else {
 		c.order = append(c.order, path)
 	}
-	c.m[path] = footer{size, md}
-	for len(c.order) > c.max {
+	e := footer{size: size, bytes: 5 * int64(md.Size()), md: md}
+	c.m[path] = e
+	c.used += e.bytes
+	for c.used > c.max && len(c.order) > 0 {
+		c.used -= c.m[c.order[0]].bytes
 		delete(c.m, c.order[0])
 		c.order = c.order[1:]
 	}
