@@ -308,20 +308,12 @@ func (p *columns) direct(pf *file.Reader, leaves []int) bool {
 // from their pages when the file allows.
 func readLiveKeys(ctx context.Context, fs icebergio.IO, mem memory.Allocator, tbl *table.Table, want *iceberggo.Schema,
 	pick *keyProbe, sc *keyScratch, df iceberggo.DataFile, deleted []int64, fn func(arrow.RecordBatch, Positions) error) error {
-	pf, err := openParquet(fs, pagePool, df.FilePath())
+	pf, leaves, err := openLeaves(fs, df.FilePath(), pick.fields)
 	if err != nil {
 		return err
 	}
 	defer pf.Close()
 	scanned.files.Add(1)
-	ids := make([]int, len(pick.fields))
-	for i, f := range pick.fields {
-		ids[i] = f.ID
-	}
-	leaves, err := leafColumns(pf, ids)
-	if err != nil {
-		return err
-	}
 	if !pick.direct(pf, leaves) {
 		return readLive(ctx, pf, mem, tbl, want, pick, deleted, fn)
 	}

@@ -126,19 +126,11 @@ func selectColumns(sch *iceberggo.Schema, cols []string) (*iceberggo.Schema, err
 // (ascending, distinct) and those positions.
 func (c *columns) readAt(ctx context.Context, fs icebergio.IO, tbl *table.Table, want *iceberggo.Schema,
 	df iceberggo.DataFile, pos []int64, fn func(arrow.RecordBatch, []int64) error) error {
-	pf, err := openParquet(fs, pagePool, df.FilePath())
+	pf, leaves, err := openLeaves(fs, df.FilePath(), c.fields)
 	if err != nil {
 		return err
 	}
 	defer pf.Close()
-	ids := make([]int, len(c.fields))
-	for i, f := range c.fields {
-		ids[i] = f.ID
-	}
-	leaves, err := leafColumns(pf, ids)
-	if err != nil {
-		return err
-	}
 	mem := memory.DefaultAllocator
 	if !c.direct(pf, leaves) {
 		// Every row read the general way, those at pos kept.

@@ -426,6 +426,25 @@ func eachBatch(ctx context.Context, fr *pqarrow.FileReader, leaves []int, fn fun
 	return rr.Err()
 }
 
+// openLeaves opens data file path from the page pool and finds the leaf
+// column of each of fields (leafColumns). The caller closes the reader.
+func openLeaves(fs icebergio.IO, path string, fields []iceberggo.NestedField) (*file.Reader, []int, error) {
+	pf, err := openParquet(fs, pagePool, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	ids := make([]int, len(fields))
+	for i, f := range fields {
+		ids[i] = f.ID
+	}
+	leaves, err := leafColumns(pf, ids)
+	if err != nil {
+		pf.Close()
+		return nil, nil, err
+	}
+	return pf, leaves, nil
+}
+
 // leafColumns returns the leaf column index of each top-level primitive
 // column ids names by field id (-1 when the file has none).
 func leafColumns(pf *file.Reader, ids []int) ([]int, error) {
