@@ -35,7 +35,8 @@ faults: setup
 
 ## bench: tidemark against pg_recvlogical and COPY on a throwaway PostgreSQL,
 ## printed as a markdown table (docs/benchmarks.md). Sizes and scenarios:
-## make bench BENCH_FLAGS="--snapshot-scale 100 --scenarios 1,2 --reps 5"
+## the issue's sizes by default (~40 min); a quick look:
+## make bench BENCH_FLAGS="--scenarios 2 --reps 1 --snapshot-scale 5 --snapshot-wide-rows 150000"
 .PHONY: bench
 bench: build
 	$(GO) build -o bin/tidemark-bench ./cmd/tidemark-bench
