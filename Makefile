@@ -35,7 +35,7 @@ faults: setup
 
 ## bench: tidemark against pg_recvlogical and COPY on a throwaway PostgreSQL,
 ## printed as a markdown table (docs/benchmarks.md). Sizes and scenarios:
-## the issue's sizes by default (~40 min); a quick look:
+## the issue's sizes by default (~20 min); a quick look:
 ## make bench BENCH_FLAGS="--scenarios 2 --reps 1 --snapshot-scale 5 --snapshot-wide-rows 150000"
 .PHONY: bench
 bench: build

@@ -64,8 +64,8 @@ type Options struct {
 // DefaultOptions are the issue's sizes, which `make bench` uses: 1M TPC-B
 // and 200k wide changes, a 10M-row pgbench_accounts table and 1M wide rows,
 // 60 s of steady load, a merge of 10k keys into 1M ÷ 10M rows, and one
-// 1 GiB transaction of 16 MiB values. A run takes about 40 minutes on 2
-// cores; the flags take smaller sizes for a quicker look (docs/benchmarks.md).
+// 1 GiB transaction of 16 MiB values. A run takes about 20 minutes on 2
+// quiet cores; the flags take smaller sizes for a quicker look (docs/benchmarks.md).
 func DefaultOptions() Options {
 	return Options{
 		Reps:            3,
