@@ -375,12 +375,32 @@ func (w *dataFileWriter) writerProperties(recs []arrow.RecordBatch) (*parquet.Wr
 	for i := range pq.NumColumns() {
 		opts = append(opts, parquet.WithDictionaryCostFallbackFor(pq.Column(i).Path(), true))
 	}
+	// A keyed table's integer key column is what every merge scans
+	// (ScanLiveKeys decodes it in each file a touched key may be in): it is
+	// written plain and uncompressed, so a scan reads it without inflating
+	// it (a 10M-row merge: 508 -> 472 ms). Keys are unique in a file, so a
+	// dictionary never pays for it either.
+	for _, id := range w.tbl.Schema().IdentifierFieldIDs {
+		if f, ok := w.tbl.Schema().FindFieldByID(id); ok && plainKey(f.Type) {
+			opts = append(opts, parquet.WithCompressionFor(f.Name, compress.Codecs.Uncompressed), parquet.WithDictionaryFor(f.Name, false))
+		}
+	}
 	for j, f := range w.sc.Fields() {
 		if longValues(recs, j) {
 			opts = append(opts, parquet.WithStatsFor(f.Name, false))
 		}
 	}
 	return parquet.NewWriterProperties(opts...), nil
+}
+
+// plainKey reports whether a key column of type t is written uncompressed
+// (writerProperties): the integer keys ScanLiveKeys decodes from pages.
+func plainKey(t iceberggo.Type) bool {
+	switch t.(type) {
+	case iceberggo.Int32Type, iceberggo.Int64Type:
+		return true
+	}
+	return false
 }
 
 // longValues reports whether top-level column j of recs, if of strings or

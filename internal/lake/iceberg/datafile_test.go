@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
 
 	"github.com/tidemark/tidemark/internal/lake/iceberg"
 )
@@ -84,5 +86,63 @@ func TestLongValuesWithoutStatistics(t *testing.T) {
 	}
 	if total != rec.NumRows() {
 		t.Errorf("files hold %d rows, want %d", total, rec.NumRows())
+	}
+}
+
+// TestKeyColumnUncompressed: in a keyed table's data files the integer key
+// column, which every merge scans, is stored uncompressed and without a
+// dictionary, keeps its bounds, and the other columns keep the table's
+// codec; the rows read back.
+func TestKeyColumnUncompressed(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t, t.TempDir())
+	tbl := keyedTable(t, cat, []string{"silver", "shop", "public", "k"}, iceberg.MergeOnRead, 300)
+	files, err := iceberg.CurrentDataFiles(ctx, tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no data files")
+	}
+	var rows int64
+	for _, df := range files {
+		rows += df.Count()
+		if _, ok := df.LowerBoundValues()[1]; !ok {
+			t.Errorf("file %s: no lower bound for the key id", df.FilePath())
+		}
+		pf, err := file.OpenParquetFile(strings.TrimPrefix(df.FilePath(), "file://"), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rg := range pf.NumRowGroups() {
+			md := pf.MetaData().RowGroup(rg)
+			for c := range md.NumColumns() {
+				cc, err := md.ColumnChunk(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := cc.PathInSchema().String()
+				switch {
+				case name == "id" && (cc.Compression() != compress.Codecs.Uncompressed || cc.HasDictionaryPage()):
+					t.Errorf("file %s: key column id: codec %v, dictionary %v; want uncompressed, plain", df.FilePath(), cc.Compression(), cc.HasDictionaryPage())
+				case name != "id" && cc.Compression() == compress.Codecs.Uncompressed:
+					t.Errorf("file %s: column %s uncompressed; only the key should be", df.FilePath(), name)
+				}
+			}
+		}
+		pf.Close()
+	}
+	if rows != 300 {
+		t.Errorf("%d rows in the data files, want 300", rows)
+	}
+	got := 0
+	if _, err := tbl.ScanLive(ctx, nil, []string{"id", "qty"}, func(rec arrow.RecordBatch, _ int, _ iceberg.Positions) error {
+		got += int(rec.NumRows())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got != 300 {
+		t.Errorf("read %d rows, want 300", got)
 	}
 }
