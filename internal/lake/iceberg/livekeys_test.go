@@ -248,39 +248,11 @@ func TestScanLiveKeysPrunes(t *testing.T) {
 
 func testScanLiveKeysPrunes(t *testing.T, widen bool) {
 	ctx := context.Background()
-	cat := openCatalog(t, t.TempDir())
-	sch := iceberggo.NewSchema(0,
-		iceberggo.NestedField{ID: 1, Name: "id", Type: iceberggo.PrimitiveTypes.Int32, Required: true},
-		iceberggo.NestedField{ID: 2, Name: "qty", Type: iceberggo.PrimitiveTypes.Int64},
-	)
 	// Unpartitioned, 10 rows per row group: every append is one file of
 	// row groups 1-10, 11-20, ... of its range.
-	tbl, err := cat.CreateKeyedTable(ctx, []string{"silver", "shop", "public", "pruned"}, iceberg.KeyedTableSpec{
-		Schema: sch, Key: []string{"id"}, DeleteMode: iceberg.MergeOnRead,
-		Properties: map[string]string{"write.parquet.row-group-limit": "10"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	add := func(from, to int) {
-		t.Helper()
-		sc := tbl.ArrowSchema()
-		b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-		defer b.Release()
-		for id := from; id <= to; id++ {
-			switch x := b.Field(0).(type) {
-			case *array.Int32Builder:
-				x.Append(int32(id))
-			case *array.Int64Builder:
-				x.Append(int64(id))
-			}
-			b.Field(1).(*array.Int64Builder).Append(int64(id * 10))
-		}
-		rec := b.NewRecordBatch()
-		defer rec.Release()
-		if err := tbl.Append(ctx, []arrow.RecordBatch{rec}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tbl, add := rowGroupsTable(t, "pruned", nil, func(b *array.RecordBuilder, id int) {
+		b.Field(1).(*array.Int64Builder).Append(int64(id * 10))
+	})
 	add(1, 100)
 	add(101, 200)
 	if widen {
@@ -352,43 +324,15 @@ func testScanLiveKeysPrunes(t *testing.T, widen bool) {
 // over files written before the key was widened and after.
 func TestReadLiveRows(t *testing.T) {
 	ctx := context.Background()
-	cat := openCatalog(t, t.TempDir())
-	sch := iceberggo.NewSchema(0,
-		iceberggo.NestedField{ID: 1, Name: "id", Type: iceberggo.PrimitiveTypes.Int32, Required: true},
-		iceberggo.NestedField{ID: 2, Name: "qty", Type: iceberggo.PrimitiveTypes.Int64},
-		iceberggo.NestedField{ID: 3, Name: "name", Type: iceberggo.PrimitiveTypes.String},
-	)
-	tbl, err := cat.CreateKeyedTable(ctx, []string{"silver", "shop", "public", "rows"}, iceberg.KeyedTableSpec{
-		Schema: sch, Key: []string{"id"}, DeleteMode: iceberg.MergeOnRead,
-		Properties: map[string]string{"write.parquet.row-group-limit": "10"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	add := func(from, to int) {
-		t.Helper()
-		sc := tbl.ArrowSchema()
-		b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-		defer b.Release()
-		for id := from; id <= to; id++ {
-			switch x := b.Field(0).(type) {
-			case *array.Int32Builder:
-				x.Append(int32(id))
-			case *array.Int64Builder:
-				x.Append(int64(id))
-			}
-			if id%3 == 0 {
-				b.Field(1).AppendNull()
-			} else {
-				b.Field(1).(*array.Int64Builder).Append(int64(id * 10))
-			}
-			b.Field(2).(*array.StringBuilder).Append(fmt.Sprint("n", id))
+	name := iceberggo.NestedField{ID: 3, Name: "name", Type: iceberggo.PrimitiveTypes.String}
+	tbl, add := rowGroupsTable(t, "rows", []iceberggo.NestedField{name}, func(b *array.RecordBuilder, id int) {
+		if id%3 == 0 {
+			b.Field(1).AppendNull()
+		} else {
+			b.Field(1).(*array.Int64Builder).Append(int64(id * 10))
 		}
-		rec := b.NewRecordBatch()
-		defer rec.Release()
-		if err := tbl.Append(ctx, []arrow.RecordBatch{rec}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+		b.Field(2).(*array.StringBuilder).Append(fmt.Sprint("n", id))
+	})
 	add(1, 55)
 	if err := tbl.WidenColumn(ctx, "id", iceberggo.PrimitiveTypes.Int64); err != nil {
 		t.Fatal(err)
@@ -443,6 +387,45 @@ func TestReadLiveRows(t *testing.T) {
 			if got[id] != want+"," {
 				t.Errorf("columns %v, row %v: got %q, want %q", c, id, got[id], want+",")
 			}
+		}
+	}
+}
+
+// rowGroupsTable creates a merge-on-read keyed table silver.shop.public.<name>
+// of id int (the key), qty long and the extra columns, unpartitioned, with
+// 10 rows per row group; add(from, to) appends ids from..to as one file,
+// fill setting each row's columns after id.
+func rowGroupsTable(t *testing.T, name string, extra []iceberggo.NestedField, fill func(b *array.RecordBuilder, id int)) (*iceberg.Table, func(from, to int)) {
+	t.Helper()
+	ctx := context.Background()
+	cat := openCatalog(t, t.TempDir())
+	fields := append([]iceberggo.NestedField{
+		{ID: 1, Name: "id", Type: iceberggo.PrimitiveTypes.Int32, Required: true},
+		{ID: 2, Name: "qty", Type: iceberggo.PrimitiveTypes.Int64},
+	}, extra...)
+	tbl, err := cat.CreateKeyedTable(ctx, []string{"silver", "shop", "public", name}, iceberg.KeyedTableSpec{
+		Schema: iceberggo.NewSchema(0, fields...), Key: []string{"id"}, DeleteMode: iceberg.MergeOnRead,
+		Properties: map[string]string{"write.parquet.row-group-limit": "10"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl, func(from, to int) {
+		t.Helper()
+		b := array.NewRecordBuilder(memory.DefaultAllocator, tbl.ArrowSchema())
+		defer b.Release()
+		for id := from; id <= to; id++ {
+			switch x := b.Field(0).(type) {
+			case *array.Int32Builder:
+				x.Append(int32(id))
+			case *array.Int64Builder:
+				x.Append(int64(id))
+			}
+			fill(b, id)
+		}
+		rec := b.NewRecordBatch()
+		defer rec.Release()
+		if err := tbl.Append(ctx, []arrow.RecordBatch{rec}, nil); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
