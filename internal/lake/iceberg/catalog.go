@@ -45,6 +45,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -153,7 +154,12 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	if err != nil {
 		return nil, redact(fmt.Errorf("iceberg: open catalog %s: %w", where, err), secrets...)
 	}
-	if err := db.PingContext(ctx); err != nil {
+	// Opening SQLite sets WAL mode and creates the catalog's tables: with
+	// another process opening or committing to the same catalog.db at that
+	// moment, SQLite can answer SQLITE_BUSY at once, without its busy
+	// timeout. Both steps are idempotent: retried a few times.
+	err = retryBusy(ctx, func() error { return db.PingContext(ctx) })
+	if err != nil {
 		_ = db.Close()
 		return nil, redact(classify(fmt.Errorf("iceberg: open catalog %s: %w", where, err), "catalog "+where), secrets...)
 	}
@@ -165,12 +171,33 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 		"init_catalog_tables": "true",
 		"warehouse":           whURL,
 	}
-	cat, err := sqlcat.NewCatalog(CatalogName, db, dialect, props)
+	var cat *sqlcat.Catalog
+	err = retryBusy(ctx, func() (err error) {
+		cat, err = sqlcat.NewCatalog(CatalogName, db, dialect, props)
+		return err
+	})
 	if err != nil {
 		_ = db.Close()
 		return nil, redact(classify(fmt.Errorf("iceberg: open catalog %s: %w", where, err), "catalog "+where), secrets...)
 	}
 	return &Catalog{db: db, cat: cat, warehouse: wh, warehouseURL: whURL, where: where, postgres: dialect == sqlcat.Postgres}, nil
+}
+
+// retryBusy calls fn until it does not fail with SQLite's "database is
+// locked" (SQLITE_BUSY), at most 10 times, waiting 50 ms longer each time
+// (about 2.75 s in all).
+func retryBusy(ctx context.Context, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || attempt == 10 || !strings.Contains(err.Error(), "SQLITE_BUSY") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		}
+	}
 }
 
 // Warehouse returns the absolute warehouse directory.

@@ -1,0 +1,33 @@
+package iceberg
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// retryBusy retries SQLite's immediate "database is locked" (seen in CI when
+// a test read the catalog while `tidemark run` opened it), and nothing else.
+func TestRetryBusy(t *testing.T) {
+	busy := errors.New("database is locked (5) (SQLITE_BUSY)")
+	calls := 0
+	err := retryBusy(context.Background(), func() error {
+		calls++
+		if calls < 3 {
+			return busy
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Errorf("busy twice then ok: err %v after %d calls, want nil after 3", err, calls)
+	}
+	other := errors.New("no such table")
+	calls = 0
+	if err := retryBusy(context.Background(), func() error { calls++; return other }); !errors.Is(err, other) || calls != 1 {
+		t.Errorf("another error: %v after %d calls, want it after 1", err, calls)
+	}
+	calls = 0
+	if err := retryBusy(context.Background(), func() error { calls++; return busy }); !errors.Is(err, busy) || calls != 10 {
+		t.Errorf("always busy: %v after %d calls, want the error after 10", err, calls)
+	}
+}
