@@ -33,11 +33,11 @@ var fields = []field{
 	{"heartbeat_interval", "heartbeat-interval", "interval of the heartbeat message (pg_logical_emit_message) that moves the watermark and the slot on an idle source", func(c *Config) any { return &c.HeartbeatInterval }},
 	{"publication_poll", "publication-poll", "how often to look for tables added to the publication", func(c *Config) any { return &c.PublicationPoll }},
 	{"snapshot.enabled", "snapshot-enabled", "copy existing rows before streaming changes", func(c *Config) any { return &c.Snapshot.Enabled }},
-	{"snapshot.parallelism", "snapshot-parallelism", "snapshot chunks copied at once (1..64)", func(c *Config) any { return &c.Snapshot.Parallelism }},
+	{"snapshot.parallelism", "snapshot-parallelism", "tables snapshotted at once (1..64)", func(c *Config) any { return &c.Snapshot.Parallelism }},
 	{"snapshot.chunk_rows", "snapshot-chunk-rows", "most rows per snapshot chunk", func(c *Config) any { return &c.Snapshot.ChunkRows }},
 	{"snapshot.chunk_bytes", "snapshot-chunk-bytes", "most bytes per snapshot chunk (default: memory-budget/16, less if snapshot-parallelism chunks would not fit)", func(c *Config) any { return &c.Snapshot.ChunkBytes }},
 	{"silver.enabled", "silver-enabled", "keep silver (replica) tables current while running", func(c *Config) any { return &c.Silver.Enabled }},
-	{"silver.every", "silver-every", "silver merge cadence (e.g. 5s, 4h)", func(c *Config) any { return &c.Silver.Every }},
+	{"silver.every", "silver-every", "how often tidemark run merges bronze into silver (e.g. 4h)", func(c *Config) any { return &c.Silver.Every }},
 	{"silver.buckets", "silver-buckets", "silver partitioning bucket(N, first key column); 0: unpartitioned", func(c *Config) any { return &c.Silver.Buckets }},
 	{"silver.delete_mode", "silver-delete-mode", "merge-on-read (position deletes) or copy-on-write", func(c *Config) any { return &c.Silver.DeleteMode }},
 	{"silver.soft_deletes", "silver-soft-deletes", "keep deleted rows in silver with cdc_deleted = true", func(c *Config) any { return &c.Silver.SoftDeletes }},
@@ -61,73 +61,59 @@ type flagValue struct {
 
 // BindFlags registers one flag per setting on fs, bound to c (--source,
 // --commit-interval, --snapshot-parallelism, ...; see docs/configuration.md).
-// It first gives c's fixed defaults so that --help shows them. Use
-// Resolve (or ApplyFlags) to apply only the flags the user set on top of a
-// config file.
+// It first gives c's zero settings the defaults Validate would give them
+// (Defaults), so that --help shows the real ones; a setting derived from
+// another (its usage says "(default: ...)") shows none. Use Resolve (or
+// ApplyFlags) to apply only the flags the user set on top of a config file.
 func (c *Config) BindFlags(fs *pflag.FlagSet) {
-	c.setFixedDefaults()
+	def := Defaults()
 	for i := range fields {
 		f := &fields[i]
-		var v pflag.Value
-		switch p := f.ptr(c).(type) {
-		case *string:
-			v = (*stringValue)(p)
-		case *int:
-			v = (*intValue)(p)
-		case **bool:
-			v = &optBool{p}
-		case *[]string:
-			v = &listValue{p: p}
-		case pflag.Value: // *Secret, *Duration, *ByteSize
-			v = p
-		default:
-			panic(fmt.Sprintf("config: no flag type for %T", p)) // a bug in this package, caught by tests
+		if dst := reflect.ValueOf(f.ptr(c)).Elem(); dst.IsZero() && !f.derived() {
+			dst.Set(reflect.ValueOf(f.ptr(&def)).Elem())
 		}
+		v := valueOf(f.ptr(c))
 		fl := fs.VarPF(&flagValue{Value: v, field: f, src: c}, f.flag, "", f.usage)
 		if _, ok := v.(*optBool); ok {
 			fl.NoOptDefVal = "true"
 		}
-		if fl.DefValue == "0B" {
+		if f.derived() {
 			fl.DefValue = "" // derived in Validate; the usage says from what
 		}
 	}
 }
 
-// setFixedDefaults fills the defaults that do not depend on other fields.
-func (c *Config) setFixedDefaults() {
-	set := func(d *Duration, v Duration) {
-		if *d == 0 {
-			*d = v
-		}
+// valueOf returns the flag value of a field pointer from field.ptr.
+func valueOf(p any) pflag.Value {
+	switch p := p.(type) {
+	case *string:
+		return (*stringValue)(p)
+	case *int:
+		return (*intValue)(p)
+	case **bool:
+		return &optBool{p}
+	case *[]string:
+		return &listValue{p: p}
+	case pflag.Value: // *Secret, *Duration, *ByteSize
+		return p
 	}
-	if c.Warehouse == "" {
-		c.Warehouse = DefaultWarehouse
-	}
-	set(&c.CommitInterval, DefaultCommitInterval)
-	if c.MemoryBudget == 0 {
-		c.MemoryBudget = DefaultMemoryBudget
-	}
-	set(&c.HeartbeatInterval, DefaultHeartbeatInterval)
-	set(&c.PublicationPoll, DefaultPublicationPoll)
-	if c.Snapshot.Enabled == nil {
-		t := true
-		c.Snapshot.Enabled = &t
-	}
-	if c.Snapshot.Parallelism == 0 {
-		c.Snapshot.Parallelism = DefaultParallelism
-	}
-	if c.Snapshot.ChunkRows == 0 {
-		c.Snapshot.ChunkRows = DefaultChunkRows
-	}
-	set(&c.Retry.InitialBackoff, DefaultInitialBackoff)
-	set(&c.Retry.MaxBackoff, DefaultMaxBackoff)
-	set(&c.Retry.MaxElapsed, DefaultMaxElapsed)
-	if c.Log.Level == "" {
-		c.Log.Level = DefaultLogLevel
-	}
-	if c.Log.Format == "" {
-		c.Log.Format = DefaultLogFormat
-	}
+	panic(fmt.Sprintf("config: no flag type for %T", p)) // a bug in this package, caught by tests
+}
+
+// derived reports whether the setting's default is computed from other
+// settings (name, publication, slot, commit_bytes, snapshot.chunk_bytes,
+// spool_dir): its usage then says "(default: ...)".
+func (f *field) derived() bool { return strings.Contains(f.usage, "(default: ") }
+
+// Defaults returns the settings Validate gives a configuration that sets
+// nothing: the fixed defaults (DefaultCommitInterval, DefaultSilverEvery,
+// ...), and the derived ones as Validate derives them from those (name,
+// publication and slot, derived from the source, are empty). BindFlags
+// shows them in --help.
+func Defaults() Config {
+	var c Config
+	_ = c.ValidateOffline() // reports the missing name; every default is filled regardless
+	return c
 }
 
 // ApplyFlags copies into c the value of every flag registered by BindFlags
