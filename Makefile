@@ -9,9 +9,17 @@ export TIDEMARK_PYTHON
 
 .PHONY: build test setup demo faults
 
-## build: compile bin/tidemark
+# What `tidemark --version` prints: VERSION (a release sets it: make build
+# VERSION=v1.2.0; else git describe) and the commit, "+dirty" with
+# uncommitted changes. Go stamps no commit itself in a git worktree or with
+# -buildvcs=false, so the build passes both.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo +dirty)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
+## build: compile bin/tidemark (tidemark --version prints VERSION and COMMIT)
 build:
-	$(GO) build -o bin/tidemark ./cmd/tidemark
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/tidemark ./cmd/tidemark
 
 ## setup: install what the tests need (PostgreSQL binaries, .venv with PyIceberg)
 setup:

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tidemark/tidemark/internal/app"
 	"github.com/tidemark/tidemark/internal/config"
@@ -28,13 +30,19 @@ func main() {
 // usageError marks command-line mistakes (exit code 2).
 type usageError struct{ error }
 
+// stdout receives --help and --version (tests replace it).
+var stdout io.Writer = os.Stdout
+
 func run(ctx context.Context, args []string) int {
 	root := &cobra.Command{
 		Use:           "tidemark",
 		Short:         "Change data capture from PostgreSQL into Apache Iceberg, in one binary",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionString(),
 	}
+	root.SetOut(stdout)
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.Args = func(_ *cobra.Command, args []string) error {
 		if len(args) > 0 {
@@ -48,6 +56,7 @@ func run(ctx context.Context, args []string) int {
 	root.AddCommand(mergeCmd(ctx))
 	root.AddCommand(maintainCmd(ctx))
 	root.AddCommand(resnapshotCmd(ctx))
+	root.AddCommand(versionCmd())
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -119,8 +128,42 @@ func tailCmd(ctx context.Context) *cobra.Command {
 	cmd.Flags().StringVar(&cfgPath, "config", "", "YAML configuration file (flags override it)")
 	cmd.Flags().IntVar(&opts.MaxRecords, "max-records", 0, "stop after N records (0: no limit)")
 	cmd.Flags().DurationVar(&opts.MaxDuration, "max-duration", 0, "stop after this long (0: no limit)")
+	own := ownFlags(cmd)
 	holder.BindFlags(cmd.Flags())
+	// tail reads the stream through a temporary slot of its own: of the
+	// configuration's flags only these matter to it.
+	onlyConfigFlags(cmd, own, "source", "name", "publication", "tables", "log-level", "log-format")
+	quietByDefault(cmd)
 	return cmd
+}
+
+// ownFlags lists the flags cmd has defined so far.
+func ownFlags(cmd *cobra.Command) map[string]bool {
+	own := map[string]bool{}
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { own[f.Name] = true })
+	return own
+}
+
+// onlyConfigFlags hides from --help the configuration flags (BindFlags)
+// other than keep that the command does not use; they are still accepted,
+// so that one set of run flags works for every command.
+func onlyConfigFlags(cmd *cobra.Command, own map[string]bool, keep ...string) {
+	kept := map[string]bool{}
+	for _, k := range keep {
+		kept[k] = true
+	}
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if !own[f.Name] && !kept[f.Name] {
+			_ = cmd.Flags().MarkHidden(f.Name)
+		}
+	})
+}
+
+// quietByDefault is for commands whose output is stdout: their log level
+// is warn unless --log-level (or log.level other than info) says
+// otherwise, and --help says so.
+func quietByDefault(cmd *cobra.Command) {
+	cmd.Flags().Lookup("log-level").DefValue = "warn"
 }
 
 // usageArgs marks an argument-count error as a usage error (exit 2).

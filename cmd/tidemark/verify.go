@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/tidemark/tidemark/internal/app"
 	"github.com/tidemark/tidemark/internal/config"
@@ -97,16 +96,11 @@ could be verified (not published yet, silver behind, keys that kept changing); 2
 	cmd.Flags().IntVar(&opts.MaxReport, "max-report", verify.DefaultMaxReport, "most differing keys listed per table")
 	cmd.Flags().IntVar(&opts.ChunkRows, "chunk-rows", verify.DefaultChunkRows, "target rows per hashed chunk")
 	cmd.Flags().BoolVar(&opts.NoPushdown, "no-pushdown", false, "hash chunks in tidemark instead of at the source (reads every row over the network)")
-	own := map[string]bool{}
-	cmd.Flags().VisitAll(func(f *pflag.Flag) { own[f.Name] = true })
+	own := ownFlags(cmd)
 	holder.BindFlags(cmd.Flags())
 	// Of the configuration's flags only the connection settings matter to
 	// verify: keep --help short.
-	keep := map[string]bool{"source": true, "name": true, "warehouse": true, "catalog": true, "tables": true, "log-level": true, "log-format": true}
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if !own[f.Name] && !keep[f.Name] {
-			_ = cmd.Flags().MarkHidden(f.Name)
-		}
-	})
+	onlyConfigFlags(cmd, own, "source", "name", "warehouse", "catalog", "tables", "log-level", "log-format")
+	quietByDefault(cmd)
 	return cmd
 }
