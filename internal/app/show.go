@@ -1,20 +1,24 @@
 package app
 
 import (
+	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
 var errShowDone = errors.New("show: limit reached")
@@ -70,7 +74,11 @@ func splitLakeName(name string) (levels []string, ok bool) {
 }
 
 // Show prints up to limit rows (0: all) of a lake table named
-// "bronze.<source>.<schema>.<table>", as an aligned table or JSON lines.
+// "bronze.<source>.<schema>.<table>" (or silver..., or
+// bronze.<source>._messages), as an aligned table or JSON lines. A bronze
+// table's rows are printed by position (cdc_source_lsn, cdc_seq): the first
+// limit changes. The table format prints cdc_source_lsn also as
+// PostgreSQL's X/Y, the notation of tidemark status and the logs.
 func Show(ctx context.Context, warehouse string, catalog config.Secret, name string, limit int, format string, out io.Writer) error {
 	cat, err := OpenCatalog(ctx, warehouse, catalog)
 	if err != nil {
@@ -89,39 +97,89 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 		}
 		return err
 	}
+	fields := tbl.ArrowSchema().Fields()
+	lsnCol, seqCol := -1, -1
+	for i, f := range fields {
+		switch f.Name {
+		case bronze.ColLSN:
+			lsnCol = i
+		case bronze.ColSeq:
+			seqCol = i
+		}
+	}
 	var tw *tabwriter.Writer
 	enc := json.NewEncoder(out)
 	if format != "json" {
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		defer tw.Flush()
-		fields := tbl.ArrowSchema().Fields()
 		names := make([]string, len(fields))
 		for i, f := range fields {
 			names[i] = f.Name
+			if i == lsnCol {
+				names[i] += " (pg_lsn)"
+			}
 		}
 		fmt.Fprintln(tw, strings.Join(names, "\t"))
 	}
+	// render copies row r of rec out of the batch: a JSON object, or the
+	// table's cells.
+	render := func(rec arrow.RecordBatch, r int) any {
+		cols := rec.Columns()
+		if tw == nil {
+			row := map[string]any{}
+			for c, col := range cols {
+				row[rec.ColumnName(c)] = col.GetOneForMarshal(r)
+			}
+			return row
+		}
+		vals := make([]string, len(cols))
+		for c, col := range cols {
+			vals[c] = cellString(col, r)
+			if c == lsnCol && !col.IsNull(r) {
+				// the stored integer, and PostgreSQL's notation (status, logs)
+				vals[c] += " (" + postgres.FormatLSN(uint64(col.(*array.Int64).Value(r))) + ")"
+			}
+		}
+		return vals
+	}
+	emit := func(row any) error {
+		if vals, ok := row.([]string); ok {
+			_, err := fmt.Fprintln(tw, strings.Join(vals, "\t"))
+			return err
+		}
+		return enc.Encode(row)
+	}
+	// A bronze table is a change log: print it in the order its changes
+	// apply, (cdc_source_lsn, cdc_seq), the snapshot's r rows before the
+	// changes made after them. (Files hold rows in commit order, and a
+	// snapshot chunk commits after the changes streamed while it was read.)
+	if ident[0] == "bronze" && lsnCol >= 0 && seqCol >= 0 {
+		first := &firstRows{limit: limit}
+		err = tbl.Scan(ctx, func(rec arrow.RecordBatch) error {
+			lsn, seq := rec.Column(lsnCol).(*array.Int64), rec.Column(seqCol).(*array.Int64)
+			for r := 0; r < int(rec.NumRows()); r++ {
+				first.add(lsn.Value(r), seq.Value(r), func() any { return render(rec, r) })
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read %s: %w", name, err)
+		}
+		for _, pr := range first.sorted() {
+			if err := emit(pr.row); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	n := 0
 	err = tbl.Scan(ctx, func(rec arrow.RecordBatch) error {
-		cols := rec.Columns()
 		for r := 0; r < int(rec.NumRows()); r++ {
 			if limit > 0 && n >= limit {
 				return errShowDone
 			}
-			if tw != nil {
-				vals := make([]string, len(cols))
-				for c, col := range cols {
-					vals[c] = cellString(col, r)
-				}
-				fmt.Fprintln(tw, strings.Join(vals, "\t"))
-			} else {
-				row := map[string]any{}
-				for c, col := range cols {
-					row[rec.ColumnName(c)] = col.GetOneForMarshal(r)
-				}
-				if err := enc.Encode(row); err != nil {
-					return err
-				}
+			if err := emit(render(rec, r)); err != nil {
+				return err
 			}
 			n++
 		}
@@ -131,6 +189,65 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 		return fmt.Errorf("read %s: %w", name, err)
 	}
 	return nil
+}
+
+// positionedRow is a rendered row at source position (lsn, seq).
+type positionedRow struct {
+	lsn, seq int64
+	row      any
+}
+
+func (a positionedRow) before(b positionedRow) bool {
+	return a.lsn < b.lsn || a.lsn == b.lsn && a.seq < b.seq
+}
+
+// firstRows keeps the limit (0: all) rows of lowest position: a max-heap
+// by position, so that memory follows the limit, not the table.
+type firstRows struct {
+	limit int
+	rows  []positionedRow
+}
+
+func (f *firstRows) Len() int           { return len(f.rows) }
+func (f *firstRows) Less(i, j int) bool { return f.rows[j].before(f.rows[i]) }
+func (f *firstRows) Swap(i, j int)      { f.rows[i], f.rows[j] = f.rows[j], f.rows[i] }
+func (f *firstRows) Push(x any)         { f.rows = append(f.rows, x.(positionedRow)) }
+func (f *firstRows) Pop() any {
+	last := f.rows[len(f.rows)-1]
+	f.rows = f.rows[:len(f.rows)-1]
+	return last
+}
+
+// add offers the row at (lsn, seq); render is called only if it is kept.
+func (f *firstRows) add(lsn, seq int64, render func() any) {
+	r := positionedRow{lsn: lsn, seq: seq}
+	switch {
+	case f.limit <= 0:
+		r.row = render()
+		f.rows = append(f.rows, r)
+	case len(f.rows) < f.limit:
+		r.row = render()
+		heap.Push(f, r)
+	case r.before(f.rows[0]):
+		r.row = render()
+		f.rows[0] = r
+		heap.Fix(f, 0)
+	}
+}
+
+// sorted returns the rows kept, by position.
+func (f *firstRows) sorted() []positionedRow {
+	out := slices.Clone(f.rows)
+	slices.SortStableFunc(out, func(a, b positionedRow) int {
+		switch {
+		case a.before(b):
+			return -1
+		case b.before(a):
+			return 1
+		}
+		return 0
+	})
+	return out
 }
 
 func cellString(col arrow.Array, r int) string {
