@@ -3,23 +3,27 @@
 #
 # Starts a throwaway PostgreSQL (wal_level=logical, random port, temp dir),
 # creates a `shop` database with a few rows, runs `tidemark run` into
-# ./demo-lake, makes inserts/updates/deletes while it runs, then shows
-# `tidemark status`, the bronze change log of `orders` and its silver replica. Everything but
-# ./demo-lake is removed on exit; explore it afterwards with
+# ./demo-lake, and walks through what change data capture gives you: the
+# existing rows copied (the snapshot), inserts/updates/deletes captured into
+# the bronze change log, the silver replica that holds the tables as they are
+# now, one more change at the source appearing in silver, and `tidemark
+# verify` proving silver equals the source. Everything but ./demo-lake is
+# removed on exit; explore it afterwards with
+#   bin/tidemark status --warehouse ./demo-lake
 #   bin/tidemark show --warehouse ./demo-lake bronze.shop.public.orders
 #
 # Environment:
 #   TIDEMARK_PG_BIN   directory holding initdb/pg_ctl (otherwise found like the tests do)
-#   DEMO_CAPTURE_WAIT seconds to let tidemark start up (default 5)
-#   DEMO_SETTLE_WAIT  seconds to let the changes reach the lake (default 3)
+#   DEMO_TIMEOUT      seconds to wait for each step to reach the lake (default 90)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 LAKE=./demo-lake
-CAPTURE_WAIT=${DEMO_CAPTURE_WAIT:-5}
-SETTLE_WAIT=${DEMO_SETTLE_WAIT:-3}
+TIMEOUT=${DEMO_TIMEOUT:-90}
 
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+# note prints an explanation, indented.
+note() { printf '    %s\n' "$@"; }
 die() { printf 'demo: error: %s\n' "$*" >&2; exit 1; }
 
 # --- find PostgreSQL ----------------------------------------------------------
@@ -166,19 +170,56 @@ INSERT INTO orders (customer_id, amount, status, items) VALUES
   (3,  12.99, 'paid',    '[{"sku": "cobol",  "qty": 3}, {"sku": "moth", "qty": 1}]');
 SQL
 
+# --- waiting for the lake -------------------------------------------------------
+# lsn_num turns PostgreSQL's X/Y notation of a WAL position (LSN) into the
+# integer it stands for: X is the high 32 bits, Y the low ones, both hex.
+lsn_num() {
+	case "$1" in
+	*/*) echo $(((16#${1%/*} << 32) + 16#${1#*/})) ;;
+	*) echo 0 ;;
+	esac
+}
+
+# wait_for_lake LSN: waits until every table of the lake is captured past
+# the source position LSN (X/Y) with its snapshot done, and silver has merged
+# all of it: `tidemark status --format json` says so.
+wait_for_lake() {
+	local target json pos ok i
+	target=$(lsn_num "$1")
+	for i in $(seq 1 $((TIMEOUT * 2))); do
+		kill -0 "$TM_PID" 2>/dev/null || { wait "$TM_PID" || true; TM_PID=; die "tidemark run exited"; }
+		json=$(bin/tidemark status --warehouse "$LAKE" --format json 2>/dev/null) || json=
+		ok=$(grep -c '"table"' <<<"$json" || true)
+		[ "$ok" -gt 0 ] || { sleep 0.5; continue; }
+		for pos in $(sed -n 's/.*"position": "\(.*\)".*/\1/p' <<<"$json"); do
+			[ "$(lsn_num "$pos")" -ge "$target" ] || ok=0
+		done
+		[ "$(grep -c '"snapshot": "done"' <<<"$json")" = "$ok" ] || ok=0
+		[ "$(grep -c '"silver": "published"' <<<"$json")" = "$ok" ] || ok=0
+		grep -q '"silver_bronze_snapshots_behind": [1-9]' <<<"$json" && ok=0
+		[ "$ok" = 0 ] || return 0
+		sleep 0.5
+	done
+	die "the lake did not reach source position $1 within ${TIMEOUT}s (DEMO_TIMEOUT)"
+}
+
+source_lsn() { psql_shop -At -c 'SELECT pg_current_wal_lsn()'; }
+
 # --- run tidemark -----------------------------------------------------------------
 say "building bin/tidemark"
-go build -o bin/tidemark ./cmd/tidemark
+if command -v make >/dev/null 2>&1; then make -s --no-print-directory build; else go build -o bin/tidemark ./cmd/tidemark; fi
+bin/tidemark --version
 
 rm -rf "$LAKE" # the lake belongs to the previous (now gone) demo database
-say "tidemark run --source postgres://postgres:***@127.0.0.1:$PORT/shop --warehouse $LAKE   (its log is printed if anything fails)"
+say "tidemark run --source postgres://postgres:***@127.0.0.1:$PORT/shop --warehouse $LAKE   (in the background; its log is printed if anything fails)"
+note "tidemark creates a replication slot and a publication in PostgreSQL, copies the rows that" \
+	"exist now (the snapshot), and from then on receives every committed change from the slot."
 bin/tidemark run --source "$SOURCE" --warehouse "$LAKE" >"$TMLOG" 2>&1 &
 TM_PID=$!
-sleep "$CAPTURE_WAIT"
-kill -0 "$TM_PID" 2>/dev/null || { wait "$TM_PID" || true; die "tidemark run exited early"; }
+wait_for_lake "$(source_lsn)"
 
 say "changing the source: inserts, updates, deletes"
-psql_shop <<'SQL'
+psql_shop -e <<'SQL'
 INSERT INTO customers (name, email) VALUES ('Edsger Dijkstra', 'edsger@example.com');
 INSERT INTO orders (customer_id, amount, status, items) VALUES
   (4, 7.00, 'pending', '{"sku": "goto", "qty": 0}'),
@@ -190,23 +231,51 @@ COMMIT;
 UPDATE customers SET email = 'grace.hopper@example.com' WHERE id = 3;
 DELETE FROM orders WHERE id = 4;
 SQL
-sleep "$SETTLE_WAIT"
+LSN=$(source_lsn)
+note "PostgreSQL's WAL position is now $LSN (an LSN, written X/Y in hex); waiting for the lake to pass it"
+wait_for_lake "$LSN"
 
 say "tidemark status --warehouse $LAKE"
 bin/tidemark status --warehouse "$LAKE"
+note "One line per captured table. SNAPSHOT done: the existing rows (ROWS) are copied." \
+	"POSITION: the source position the table is complete up to, in PostgreSQL's X/Y notation;" \
+	"WATERMARK: the commit time of that transaction. SILVER published: the replica table exists."
 
-say "tidemark show --warehouse $LAKE bronze.shop.public.orders --limit 20"
+say "tidemark show --warehouse $LAKE bronze.shop.public.orders   (the change log: every change, in source order)"
 bin/tidemark show --warehouse "$LAKE" bronze.shop.public.orders --limit 20
+note "cdc_op says what each row is: r = read by the snapshot, c = insert (create), u = update" \
+	"(the new row), d = delete (only the key is set), t = truncate." \
+	"cdc_source_lsn is the position of the change's transaction at the source: the lake stores" \
+	"it as an integer; in parentheses the same position in PostgreSQL's X/Y notation, as status" \
+	"prints it. Rows are in source order, (cdc_source_lsn, cdc_seq): the snapshot (r) first," \
+	"then the changes. Order 4 was inserted and deleted, so it has a c and a d row."
 
-say "stopping tidemark (SIGTERM)"
+say "tidemark show --warehouse $LAKE silver.shop.public.orders   (the replica: the table as it is now)"
+bin/tidemark show --warehouse "$LAKE" silver.shop.public.orders --limit 20
+note "Silver applies the change log by key: one row per order, as at the source. Order 4 is gone," \
+	"order 1 is shipped, order 2 paid at 179.10. tidemark run merges bronze into silver every 5s."
+
+say "one more change at the source, while tidemark runs"
+psql_shop -e <<'SQL'
+UPDATE orders SET status = 'shipped' WHERE id = 3;
+INSERT INTO orders (customer_id, amount, status, items) VALUES (2, 64.00, 'pending', '[{"sku": "bombe", "qty": 1}]');
+SQL
+LSN=$(source_lsn)
+wait_for_lake "$LSN"
+
+say "tidemark show --warehouse $LAKE silver.shop.public.orders   (order 3 now shipped; order 6 new)"
+bin/tidemark show --warehouse "$LAKE" silver.shop.public.orders --limit 20
+
+say "tidemark verify --source postgres://postgres:***@127.0.0.1:$PORT/shop --warehouse $LAKE"
+note "verify compares every silver table with its source table at one source position (exit 0: equal)."
+bin/tidemark verify --source "$SOURCE" --warehouse "$LAKE"
+
+say "stopping tidemark (SIGTERM: it commits what it has, confirms the position to PostgreSQL, exits 0)"
 rc=0
 stop_tidemark || rc=$?
 [ "$rc" = 0 ] || die "tidemark run exited with status $rc after SIGTERM"
 
-say "tidemark merge --warehouse $LAKE   (drain bronze into silver, then stop)"
-bin/tidemark merge --warehouse "$LAKE"
-
-say "tidemark show --warehouse $LAKE silver.shop.public.orders   (the replica: what is there now)"
-bin/tidemark show --warehouse "$LAKE" silver.shop.public.orders --limit 20
-
 say "done: the lake is in $LAKE (PostgreSQL and its temp dir are removed)"
+note "Look around: bin/tidemark status --warehouse $LAKE" \
+	"            bin/tidemark show --warehouse $LAKE bronze.shop.public.customers" \
+	"Read it with any Iceberg reader (docs/bronze.md: PyIceberg); next: README.md, docs/operations.md."
