@@ -37,7 +37,7 @@ test: setup
 demo:
 	bash scripts/demo.sh
 
-## faults: the fault-injection suite (RELIABILITY.md), 50 crash-loop iterations; prints the fault table
+## faults: the fault-injection suite (docs/reliability.md), 50 crash-loop iterations; prints the fault table
 faults: setup
 	TIDEMARK_REQUIRE_PG=1 $(GO) test -tags faults -count=1 -timeout 60m -v ./internal/faults/ -args -iterations=$(or $(ITERATIONS),50)
 
