@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"encoding/json"
@@ -18,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
@@ -77,7 +79,7 @@ func splitLakeName(name string) (levels []string, ok bool) {
 // "bronze.<source>.<schema>.<table>" (or silver..., or
 // bronze.<source>._messages), as an aligned table or JSON lines. A bronze
 // table's rows are printed by position (cdc_source_lsn, cdc_seq): the first
-// limit changes. The table format prints cdc_source_lsn also as
+// limit changes; a silver table's by key. The table format prints cdc_source_lsn also as
 // PostgreSQL's X/Y, the notation of tidemark status and the logs.
 func Show(ctx context.Context, warehouse string, catalog config.Secret, name string, limit int, format string, out io.Writer) error {
 	cat, err := OpenCatalog(ctx, warehouse, catalog)
@@ -153,12 +155,31 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 	// apply, (cdc_source_lsn, cdc_seq), the snapshot's r rows before the
 	// changes made after them. (Files hold rows in commit order, and a
 	// snapshot chunk commits after the changes streamed while it was read.)
-	if ident[0] == "bronze" && lsnCol >= 0 && seqCol >= 0 {
+	// A silver table is printed by key.
+	var order []int
+	switch {
+	case ident[0] == "bronze" && lsnCol >= 0 && seqCol >= 0:
+		order = []int{lsnCol, seqCol}
+	case ident[0] == "silver":
+		if key, err := silver.KeyOf(tbl); err == nil {
+			for _, k := range key {
+				for i, f := range fields {
+					if f.Name == k {
+						order = append(order, i)
+					}
+				}
+			}
+		}
+	}
+	if len(order) > 0 {
 		first := &firstRows{limit: limit}
 		err = tbl.Scan(ctx, func(rec arrow.RecordBatch) error {
-			lsn, seq := rec.Column(lsnCol).(*array.Int64), rec.Column(seqCol).(*array.Int64)
 			for r := 0; r < int(rec.NumRows()); r++ {
-				first.add(lsn.Value(r), seq.Value(r), func() any { return render(rec, r) })
+				key := make([]sortVal, len(order))
+				for i, c := range order {
+					key[i] = sortValOf(rec.Column(c), r)
+				}
+				first.add(key, func() any { return render(rec, r) })
 			}
 			return nil
 		})
@@ -191,36 +212,89 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 	return nil
 }
 
-// positionedRow is a rendered row at source position (lsn, seq).
-type positionedRow struct {
-	lsn, seq int64
-	row      any
+// sortVal is one value of a row's sort key: NULL first, then numbers by
+// value, other values by their text.
+type sortVal struct {
+	null, isNum bool
+	num         float64
+	n           int64
+	text        string
 }
 
-func (a positionedRow) before(b positionedRow) bool {
-	return a.lsn < b.lsn || a.lsn == b.lsn && a.seq < b.seq
+func sortValOf(col arrow.Array, r int) sortVal {
+	if col.IsNull(r) {
+		return sortVal{null: true}
+	}
+	switch c := col.(type) {
+	case *array.Int64:
+		return sortVal{isNum: true, n: c.Value(r), num: float64(c.Value(r))}
+	case *array.Int32:
+		return sortVal{isNum: true, n: int64(c.Value(r)), num: float64(c.Value(r))}
+	case *array.Int16:
+		return sortVal{isNum: true, n: int64(c.Value(r)), num: float64(c.Value(r))}
+	case *array.Float64:
+		return sortVal{isNum: true, num: c.Value(r)}
+	case *array.Float32:
+		return sortVal{isNum: true, num: float64(c.Value(r))}
+	}
+	return sortVal{text: col.ValueStr(r)}
 }
 
-// firstRows keeps the limit (0: all) rows of lowest position: a max-heap
-// by position, so that memory follows the limit, not the table.
+func (a sortVal) compare(b sortVal) int {
+	switch {
+	case a.null || b.null:
+		return cmp.Compare(btoi(!a.null), btoi(!b.null))
+	case a.isNum && b.isNum:
+		if c := cmp.Compare(a.num, b.num); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.n, b.n) // int64s beyond float64's precision
+	}
+	return strings.Compare(a.text, b.text)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// sortedRow is a rendered row and its sort key.
+type sortedRow struct {
+	key []sortVal
+	row any
+}
+
+func (a sortedRow) compare(b sortedRow) int {
+	for i := range a.key {
+		if c := a.key[i].compare(b.key[i]); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// firstRows keeps the limit (0: all) rows of lowest sort key: a max-heap,
+// so that memory follows the limit, not the table.
 type firstRows struct {
 	limit int
-	rows  []positionedRow
+	rows  []sortedRow
 }
 
 func (f *firstRows) Len() int           { return len(f.rows) }
-func (f *firstRows) Less(i, j int) bool { return f.rows[j].before(f.rows[i]) }
+func (f *firstRows) Less(i, j int) bool { return f.rows[i].compare(f.rows[j]) > 0 }
 func (f *firstRows) Swap(i, j int)      { f.rows[i], f.rows[j] = f.rows[j], f.rows[i] }
-func (f *firstRows) Push(x any)         { f.rows = append(f.rows, x.(positionedRow)) }
+func (f *firstRows) Push(x any)         { f.rows = append(f.rows, x.(sortedRow)) }
 func (f *firstRows) Pop() any {
 	last := f.rows[len(f.rows)-1]
 	f.rows = f.rows[:len(f.rows)-1]
 	return last
 }
 
-// add offers the row at (lsn, seq); render is called only if it is kept.
-func (f *firstRows) add(lsn, seq int64, render func() any) {
-	r := positionedRow{lsn: lsn, seq: seq}
+// add offers a row with sort key key; render is called only if it is kept.
+func (f *firstRows) add(key []sortVal, render func() any) {
+	r := sortedRow{key: key}
 	switch {
 	case f.limit <= 0:
 		r.row = render()
@@ -228,7 +302,7 @@ func (f *firstRows) add(lsn, seq int64, render func() any) {
 	case len(f.rows) < f.limit:
 		r.row = render()
 		heap.Push(f, r)
-	case r.before(f.rows[0]):
+	case r.compare(f.rows[0]) < 0:
 		r.row = render()
 		f.rows[0] = r
 		heap.Fix(f, 0)
@@ -236,17 +310,9 @@ func (f *firstRows) add(lsn, seq int64, render func() any) {
 }
 
 // sorted returns the rows kept, by position.
-func (f *firstRows) sorted() []positionedRow {
+func (f *firstRows) sorted() []sortedRow {
 	out := slices.Clone(f.rows)
-	slices.SortStableFunc(out, func(a, b positionedRow) int {
-		switch {
-		case a.before(b):
-			return -1
-		case b.before(a):
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(out, sortedRow.compare)
 	return out
 }
 

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"slices"
 	"testing"
 )
@@ -46,7 +47,7 @@ func TestFirstRows(t *testing.T) {
 	} {
 		f := &firstRows{limit: tc.limit}
 		for _, p := range in {
-			f.add(p.lsn, p.seq, func() any { return p })
+			f.add([]sortVal{{isNum: true, n: p.lsn, num: float64(p.lsn)}, {isNum: true, n: p.seq, num: float64(p.seq)}}, func() any { return p })
 		}
 		var got []pos
 		for _, r := range f.sorted() {
@@ -58,5 +59,21 @@ func TestFirstRows(t *testing.T) {
 		if tc.limit > 0 && len(f.rows) > tc.limit {
 			t.Errorf("limit %d: kept %d rows", tc.limit, len(f.rows))
 		}
+	}
+}
+
+func TestSortValOrder(t *testing.T) {
+	// NULL first, numbers by value, text by text; int64s beyond float64's precision
+	vals := []sortVal{{null: true}, {isNum: true, n: -5, num: -5}, {isNum: true, n: 2, num: 2}, {isNum: true, n: 10, num: 10},
+		{isNum: true, n: 1<<53 + 1, num: float64(1<<53 + 1)}, {isNum: true, n: 1<<53 + 2, num: float64(1<<53 + 2)}}
+	for i := range vals {
+		for j := range vals {
+			if got, want := vals[i].compare(vals[j]), cmp.Compare(i, j); got != want {
+				t.Errorf("compare(%v, %v) = %d, want %d", vals[i], vals[j], got, want)
+			}
+		}
+	}
+	if (sortVal{text: "a"}).compare(sortVal{text: "b"}) >= 0 {
+		t.Error("text is not compared as text")
 	}
 }
