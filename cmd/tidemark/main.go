@@ -43,6 +43,7 @@ func run(ctx context.Context, args []string) int {
 	}
 	root.SetOut(stdout)
 	root.SetVersionTemplate("{{.Version}}\n")
+	root.Flags().BoolP("version", "v", false, "print the version, the commit it was built from, and the Go version")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.Args = func(_ *cobra.Command, args []string) error {
 		if len(args) > 0 {
@@ -187,7 +188,7 @@ type lakeFlags struct {
 
 func (l *lakeFlags) bind(cmd *cobra.Command, withSource bool) {
 	cmd.Flags().StringVar(&l.cfgPath, "config", "", "YAML configuration file (for warehouse, catalog and source)")
-	cmd.Flags().StringVar(&l.warehouse, "warehouse", "", "lake directory (default ./lake)")
+	cmd.Flags().StringVar(&l.warehouse, "warehouse", "", "lake directory (default "+config.DefaultWarehouse+")")
 	cmd.Flags().Var(&l.catalog, "catalog", "catalog URL (default: SQLite at <warehouse>/catalog.db)")
 	cmd.Flags().StringVar(&l.format, "format", "table", "output format: table or json")
 	if withSource {
