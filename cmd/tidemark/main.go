@@ -234,7 +234,11 @@ func showCmd(ctx context.Context) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show --warehouse DIR TABLE [--limit N]",
 		Short: "Print the rows of a lake table, e.g. bronze.shop.public.orders",
-		Args:  usageArgs(cobra.ExactArgs(1)),
+		Long: "Show prints the rows of a lake table: bronze.<source>.<schema>.<table> (the change log, in\n" +
+			"source order: the first --limit changes by (cdc_source_lsn, cdc_seq)), silver.<source>.<schema>.<table>\n" +
+			"(the replica, by key), or bronze.<source>._messages / ._dead_letter. The table format prints\n" +
+			"cdc_source_lsn as stored (an integer) and in PostgreSQL's X/Y notation, as status prints positions.",
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := lf.resolve(); err != nil {
 				return err
