@@ -203,7 +203,9 @@ wait_for_lake() {
 	die "the lake did not reach source position $1 within ${TIMEOUT}s (DEMO_TIMEOUT)"
 }
 
-source_lsn() { psql_shop -At -c 'SELECT pg_current_wal_lsn()'; }
+# The insert position: with synchronous_commit = off, pg_current_wal_lsn() can
+# be behind a commit that has returned.
+source_lsn() { psql_shop -At -c 'SELECT pg_current_wal_insert_lsn()'; }
 
 # --- run tidemark -----------------------------------------------------------------
 say "building bin/tidemark"
