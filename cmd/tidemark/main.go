@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -83,7 +84,7 @@ func runCmd(ctx context.Context) *cobra.Command {
 		Short: "Capture changes into bronze Iceberg tables until stopped (SIGTERM/SIGINT flush and confirm)",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Resolve(cmd.Flags(), cfgPath)
+			cfg, err := resolveConfig(cmd, cfgPath)
 			if err != nil {
 				return err
 			}
@@ -106,7 +107,7 @@ func tailCmd(ctx context.Context) *cobra.Command {
 		Short: "Stream changes as JSON lines to stdout through a temporary slot (never moves the pipeline)",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Resolve(cmd.Flags(), cfgPath)
+			cfg, err := resolveConfig(cmd, cfgPath)
 			if err != nil {
 				return err
 			}
@@ -139,20 +140,30 @@ type lakeFlags struct {
 	warehouse string
 	catalog   config.Secret
 	source    config.Secret
+	srcFile   string
 	format    string
+	cmd       *cobra.Command
 }
 
 func (l *lakeFlags) bind(cmd *cobra.Command, withSource bool) {
+	l.cmd = cmd
 	cmd.Flags().StringVar(&l.cfgPath, "config", "", "YAML configuration file (for warehouse, catalog and source)")
 	cmd.Flags().StringVar(&l.warehouse, "warehouse", "", "lake directory (default ./lake)")
 	cmd.Flags().Var(&l.catalog, "catalog", "catalog URL (default: SQLite at <warehouse>/catalog.db)")
 	cmd.Flags().StringVar(&l.format, "format", "table", "output format: table or json")
 	if withSource {
-		cmd.Flags().Var(&l.source, "source", "source URL, to measure WAL lag live (optional)")
+		cmd.Flags().Var(&l.source, "source", "source URL, to measure WAL lag live (optional; default $"+config.SourceEnv+")")
+		cmd.Flags().StringVar(&l.srcFile, "source-file", "", "file holding the source URL, instead of --source")
 	}
 }
 
 func (l *lakeFlags) resolve() error {
+	if !l.source.IsZero() && l.srcFile != "" {
+		return usageError{errors.New("--source and --source-file are both given; pass one")}
+	}
+	if l.source.HasPassword() {
+		fmt.Fprintln(os.Stderr, "tidemark: warning: "+config.PasswordWarning("--source"))
+	}
 	if l.cfgPath != "" {
 		cfg, err := config.Load(l.cfgPath)
 		if err != nil {
@@ -164,9 +175,22 @@ func (l *lakeFlags) resolve() error {
 		if l.catalog.IsZero() {
 			l.catalog = cfg.Catalog
 		}
-		if l.source.IsZero() {
-			l.source = cfg.Source
+		if l.source.IsZero() && l.srcFile == "" {
+			if !cfg.Source.IsZero() && cfg.SourceFile != "" {
+				return &config.Error{Path: "source_file", File: l.cfgPath, Msg: "source and source_file are both set; keep one"}
+			}
+			l.source, l.srcFile = cfg.Source, cfg.SourceFile
 		}
+	}
+	if l.srcFile != "" {
+		s, err := config.ReadSourceFile(l.srcFile)
+		if err != nil {
+			return &config.Error{Path: "source_file", Msg: err.Error()}
+		}
+		l.source = s
+	}
+	if l.source.IsZero() && l.cmd != nil && l.cmd.Flags().Lookup("source") != nil {
+		l.source = config.NewSecret(strings.TrimSpace(os.Getenv(config.SourceEnv)))
 	}
 	if l.warehouse == "" {
 		l.warehouse = config.DefaultWarehouse
@@ -220,4 +244,17 @@ func statusCmd(ctx context.Context) *cobra.Command {
 	}
 	lf.bind(cmd, true)
 	return cmd
+}
+
+// resolveConfig builds a command's configuration (config.Resolve) and
+// warns, once, when the source password is on the command line.
+func resolveConfig(cmd *cobra.Command, cfgPath string) (*config.Config, error) {
+	cfg, err := config.Resolve(cmd.Flags(), cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.PasswordOnCommandLine() {
+		app.NewLogger(cfg).Warn(config.PasswordWarning("--source"))
+	}
+	return cfg, nil
 }

@@ -36,7 +36,7 @@ Exit codes: 0 every table equal; 5 differences found; 6 no difference found but 
 could be verified (not published yet, silver behind, keys that kept changing); 2 usage.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Resolve(cmd.Flags(), cfgPath)
+			cfg, err := resolveConfig(cmd, cfgPath)
 			if err != nil {
 				return err
 			}
@@ -102,7 +102,7 @@ could be verified (not published yet, silver behind, keys that kept changing); 2
 	holder.BindFlags(cmd.Flags())
 	// Of the configuration's flags only the connection settings matter to
 	// verify: keep --help short.
-	keep := map[string]bool{"source": true, "name": true, "warehouse": true, "catalog": true, "tables": true, "log-level": true, "log-format": true}
+	keep := map[string]bool{"source": true, "source-file": true, "name": true, "warehouse": true, "catalog": true, "tables": true, "log-level": true, "log-format": true}
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		if !own[f.Name] && !keep[f.Name] {
 			_ = cmd.Flags().MarkHidden(f.Name)
