@@ -71,7 +71,11 @@ func run(ctx context.Context, args []string) int {
 	case fault.ExitFatal:
 		fmt.Fprintln(os.Stderr, "tidemark: stopped to protect your data (exit 3); see docs/operations.md")
 	case fault.ExitTransient:
-		fmt.Fprintln(os.Stderr, "tidemark: transient errors persisted past the retry budget (exit 4)")
+		// The last line says what failed and what to check: it is the line
+		// a supervisor's status shows.
+		last := fault.LastError(err)
+		fmt.Fprintf(os.Stderr, "tidemark: transient errors persisted past the retry budget (exit 4); last error: %s; check: %s\n",
+			fault.OneLine(config.RedactURL(last.Error())), fault.Check(last))
 	}
 	return code
 }

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -135,4 +137,30 @@ func cleanEnv() []string {
 		env = append(env, kv)
 	}
 	return env
+}
+
+// TestGiveUpNamesLastError checks the last line of a run that gives up on
+// an unreachable source: it names the last error (redacted) and what to
+// check, on one line.
+func TestGiveUpNamesLastError(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	addr := freeAddr(t) // nothing listens there
+	cmd := exec.Command(bin, "run", "--source", "postgres://u:"+url.QueryEscape(canary)+"@"+addr+"/db",
+		"--warehouse", filepath.Join(t.TempDir(), "lake"), "--retry-max-elapsed", "1s", "--retry-initial-backoff", "100ms")
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != fault.ExitTransient {
+		t.Fatalf("exit %v, want %d:\n%s", err, fault.ExitTransient, out)
+	}
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	last := lines[len(lines)-1]
+	for _, want := range []string{"exit 4", "last error: connect to source " + addr, "connection refused", "check: nothing accepts connections at " + addr} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last line lacks %q:\n%s", want, last)
+		}
+	}
+	if strings.Contains(string(out), canary) || strings.Contains(string(out), url.QueryEscape(canary)) {
+		t.Errorf("the password appears in the output:\n%s", out)
+	}
 }
