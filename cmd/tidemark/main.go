@@ -84,7 +84,7 @@ func runCmd(ctx context.Context) *cobra.Command {
 	var cfgPath string
 	holder := &config.Config{}
 	cmd := &cobra.Command{
-		Use:   "run --source postgres://user:pass@host:5432/db --warehouse ./lake",
+		Use:   "run --source postgres://user@host:5432/db --warehouse ./lake",
 		Short: "Capture changes into bronze Iceberg tables until stopped (SIGTERM/SIGINT flush and confirm)",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -146,11 +146,13 @@ type lakeFlags struct {
 	source    config.Secret
 	srcFile   string
 	format    string
-	cmd       *cobra.Command
+	// withSource: the command takes a source (--source, --source-file,
+	// the config file's, TIDEMARK_SOURCE).
+	withSource bool
 }
 
 func (l *lakeFlags) bind(cmd *cobra.Command, withSource bool) {
-	l.cmd = cmd
+	l.withSource = withSource
 	cmd.Flags().StringVar(&l.cfgPath, "config", "", "YAML configuration file (for warehouse, catalog and source)")
 	cmd.Flags().StringVar(&l.warehouse, "warehouse", "", "lake directory (default ./lake)")
 	cmd.Flags().Var(&l.catalog, "catalog", "catalog URL (default: SQLite at <warehouse>/catalog.db)")
@@ -179,7 +181,7 @@ func (l *lakeFlags) resolve() error {
 		if l.catalog.IsZero() {
 			l.catalog = cfg.Catalog
 		}
-		if l.source.IsZero() && l.srcFile == "" {
+		if l.withSource && l.source.IsZero() && l.srcFile == "" {
 			if !cfg.Source.IsZero() && cfg.SourceFile != "" {
 				return &config.Error{Path: "source_file", File: l.cfgPath, Msg: "source and source_file are both set; keep one"}
 			}
@@ -193,7 +195,7 @@ func (l *lakeFlags) resolve() error {
 		}
 		l.source = s
 	}
-	if l.source.IsZero() && l.cmd != nil && l.cmd.Flags().Lookup("source") != nil {
+	if l.withSource && l.source.IsZero() {
 		l.source = config.NewSecret(strings.TrimSpace(os.Getenv(config.SourceEnv)))
 	}
 	if l.warehouse == "" {
