@@ -40,6 +40,9 @@ func randomText(mb int) string {
 // through snapshot, bronze, a streamed update and silver; verify finds
 // silver equal to the source. It logs the peak RSS of the run.
 func TestLargeValue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 1.5 GiB of memory and 1-2 minutes")
+	}
 	mb := largeValueMB(t)
 	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
