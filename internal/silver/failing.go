@@ -82,7 +82,8 @@ func (m *Merger) noteFailure(table, schema, name string, err error) error {
 	if werr := writeFailing(m.cat.Warehouse(), fl); werr != nil {
 		m.log.Warn("cannot record the silver merge failure for tidemark status", "table", table, "error", werr.Error())
 	}
-	return fault.With(fault.ErrSilverMergeFailing, fmt.Sprintf("silver table %s: %d merges in a row failed the same way since %s; fix: %s",
+	// The cause (err) is printed after the message: "...; the last failure: <cause>".
+	return fault.With(fault.ErrSilverMergeFailing, fmt.Sprintf("silver table %s: %d merges in a row failed the same way since %s; fix: %s; the last failure",
 		table, f.n, fl.Since.Format(time.RFC3339), fl.Fix), err)
 }
 
