@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -80,7 +81,11 @@ func run(ctx context.Context, args []string) int {
 	case fault.ExitFatal:
 		fmt.Fprintln(os.Stderr, "tidemark: stopped to protect your data (exit 3); see docs/operations.md")
 	case fault.ExitTransient:
-		fmt.Fprintln(os.Stderr, "tidemark: transient errors persisted past the retry budget (exit 4)")
+		// The last line says what failed and what to check: it is the line
+		// a supervisor's status shows.
+		last := fault.LastError(err)
+		fmt.Fprintf(os.Stderr, "tidemark: transient errors persisted past the retry budget (exit 4); last error: %s; check: %s\n",
+			fault.OneLine(config.RedactURL(last.Error())), fault.Check(last))
 	}
 	return code
 }
@@ -89,11 +94,11 @@ func runCmd(ctx context.Context) *cobra.Command {
 	var cfgPath string
 	holder := &config.Config{}
 	cmd := &cobra.Command{
-		Use:   "run --source postgres://user:pass@host:5432/db --warehouse ./lake",
+		Use:   "run --source postgres://user@host:5432/db --warehouse ./lake",
 		Short: "Capture changes into bronze Iceberg tables until stopped (SIGTERM/SIGINT flush and confirm)",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Resolve(cmd.Flags(), cfgPath)
+			cfg, err := resolveConfig(cmd, cfgPath)
 			if err != nil {
 				return err
 			}
@@ -116,7 +121,7 @@ func tailCmd(ctx context.Context) *cobra.Command {
 		Short: "Stream changes as JSON lines to stdout through a temporary slot (never moves the pipeline)",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Resolve(cmd.Flags(), cfgPath)
+			cfg, err := resolveConfig(cmd, cfgPath)
 			if err != nil {
 				return err
 			}
@@ -133,7 +138,7 @@ func tailCmd(ctx context.Context) *cobra.Command {
 	holder.BindFlags(cmd.Flags())
 	// tail reads the stream through a temporary slot of its own: of the
 	// configuration's flags only these matter to it.
-	onlyConfigFlags(cmd, own, "source", "name", "publication", "tables", "log-level", "log-format")
+	onlyConfigFlags(cmd, own, "source", "source-file", "name", "publication", "tables", "log-level", "log-format")
 	quietByDefault(cmd)
 	return cmd
 }
@@ -183,20 +188,32 @@ type lakeFlags struct {
 	warehouse string
 	catalog   config.Secret
 	source    config.Secret
+	srcFile   string
 	format    string
+	// withSource: the command takes a source (--source, --source-file,
+	// the config file's, TIDEMARK_SOURCE).
+	withSource bool
 }
 
 func (l *lakeFlags) bind(cmd *cobra.Command, withSource bool) {
+	l.withSource = withSource
 	cmd.Flags().StringVar(&l.cfgPath, "config", "", "YAML configuration file (for warehouse, catalog and source)")
 	cmd.Flags().StringVar(&l.warehouse, "warehouse", "", "lake directory (default "+config.DefaultWarehouse+")")
 	cmd.Flags().Var(&l.catalog, "catalog", "catalog URL (default: SQLite at <warehouse>/catalog.db)")
 	cmd.Flags().StringVar(&l.format, "format", "table", "output format: table or json")
 	if withSource {
-		cmd.Flags().Var(&l.source, "source", "source URL, to measure WAL lag live (optional)")
+		cmd.Flags().Var(&l.source, "source", "source URL, to measure WAL lag live (optional; default $"+config.SourceEnv+")")
+		cmd.Flags().StringVar(&l.srcFile, "source-file", "", "file holding the source URL, instead of --source")
 	}
 }
 
 func (l *lakeFlags) resolve() error {
+	if !l.source.IsZero() && l.srcFile != "" {
+		return usageError{errors.New("--source and --source-file are both given; pass one")}
+	}
+	if l.source.HasPassword() {
+		fmt.Fprintln(os.Stderr, "tidemark: warning: "+config.PasswordWarning("--source"))
+	}
 	if l.cfgPath != "" {
 		cfg, err := config.Load(l.cfgPath)
 		if err != nil {
@@ -208,9 +225,22 @@ func (l *lakeFlags) resolve() error {
 		if l.catalog.IsZero() {
 			l.catalog = cfg.Catalog
 		}
-		if l.source.IsZero() {
-			l.source = cfg.Source
+		if l.withSource && l.source.IsZero() && l.srcFile == "" {
+			if !cfg.Source.IsZero() && cfg.SourceFile != "" {
+				return &config.Error{Path: "source_file", File: l.cfgPath, Msg: "source and source_file are both set; keep one"}
+			}
+			l.source, l.srcFile = cfg.Source, cfg.SourceFile
 		}
+	}
+	if l.srcFile != "" {
+		s, err := config.ReadSourceFile(l.srcFile)
+		if err != nil {
+			return &config.Error{Path: "source_file", Msg: err.Error()}
+		}
+		l.source = s
+	}
+	if l.withSource && l.source.IsZero() {
+		l.source = config.NewSecret(strings.TrimSpace(os.Getenv(config.SourceEnv)))
 	}
 	if l.warehouse == "" {
 		l.warehouse = config.DefaultWarehouse
@@ -268,4 +298,17 @@ func statusCmd(ctx context.Context) *cobra.Command {
 	}
 	lf.bind(cmd, true)
 	return cmd
+}
+
+// resolveConfig builds a command's configuration (config.Resolve) and
+// warns, once, when the source password is on the command line.
+func resolveConfig(cmd *cobra.Command, cfgPath string) (*config.Config, error) {
+	cfg, err := config.Resolve(cmd.Flags(), cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.PasswordOnCommandLine() {
+		app.NewLogger(cfg).Warn(config.PasswordWarning("--source"))
+	}
+	return cfg, nil
 }

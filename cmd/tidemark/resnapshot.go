@@ -26,7 +26,7 @@ func resnapshotCmd(ctx context.Context) *cobra.Command {
 			"required: resnapshot then drops the old slot, creates a new one and resets the checkpoint to it.\n" +
 			"Takes the same flags as run.",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Resolve(cmd.Flags(), cfgPath)
+			cfg, err := resolveConfig(cmd, cfgPath)
 			if err != nil {
 				return err
 			}

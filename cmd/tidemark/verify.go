@@ -35,7 +35,7 @@ Exit codes: 0 every table equal; 5 differences found; 6 no difference found but 
 could be verified (not published yet, silver behind, keys that kept changing); 2 usage.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Resolve(cmd.Flags(), cfgPath)
+			cfg, err := resolveConfig(cmd, cfgPath)
 			if err != nil {
 				return err
 			}
@@ -100,7 +100,7 @@ could be verified (not published yet, silver behind, keys that kept changing); 2
 	holder.BindFlags(cmd.Flags())
 	// Of the configuration's flags only the connection settings matter to
 	// verify: keep --help short.
-	onlyConfigFlags(cmd, own, "source", "name", "warehouse", "catalog", "tables", "log-level", "log-format")
+	onlyConfigFlags(cmd, own, "source", "source-file", "name", "warehouse", "catalog", "tables", "log-level", "log-format")
 	quietByDefault(cmd)
 	return cmd
 }

@@ -249,7 +249,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			failingSince = time.Now()
 		}
 		if time.Since(failingSince) > time.Duration(cfg.Retry.MaxElapsed) {
-			return fmt.Errorf("giving up after %s of transient errors without progress: %w", time.Duration(cfg.Retry.MaxElapsed), err)
+			return &fault.GaveUpError{After: time.Duration(cfg.Retry.MaxElapsed), Err: err}
 		}
 		log.Warn("transient error, retrying", "error", err.Error(), "retry_in", backoff.String())
 		select {

@@ -29,7 +29,8 @@ type TableStatus struct {
 	LagSeconds       float64 `json:"lag_seconds"`
 	Snapshots        int     `json:"lake_snapshots"`
 	// Silver is "published", "building", "building (pass i of n)" (a build in
-	// passes, i committed), "gated: <reason>" or "disabled/none".
+	// passes, i committed), "gated: <reason>", "failing: [silver_merge_failing]
+	// ..." (the named error of a merge that kept failing) or "disabled/none".
 	Silver       string `json:"silver"`
 	SilverBehind int    `json:"silver_bronze_snapshots_behind"`
 }
@@ -92,6 +93,8 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 			st := TableStatus{Table: strings.Join(ident, "."), Snapshots: tbl.SnapshotCount(), LagBytes: -1, LagSeconds: -1, Silver: "-"}
 			if ss, ok := silverOf[st.Table]; ok {
 				switch {
+				case ss.Failing != nil:
+					st.Silver = ss.Failing.String()
 				case ss.Gated:
 					st.Silver = "gated: " + ss.Reason
 				case ss.Building && ss.BuildPasses > 0:

@@ -34,6 +34,10 @@ import (
 type Config struct {
 	// Source is the PostgreSQL connection: postgres:// URL or key=value DSN.
 	Source Secret `yaml:"source"`
+	// SourceFile names a file that holds Source (one line; a trailing
+	// newline is dropped), so that the password is neither on the command
+	// line nor in the config file. At most one of Source and SourceFile.
+	SourceFile string `yaml:"source_file"`
 	// Name names the source; tables, slot and publication names derive
 	// from it. Default: the database name of Source, lowercased.
 	Name string `yaml:"name"`
@@ -79,12 +83,15 @@ type Config struct {
 	// defaulted, and Validate's errors point at the line or the flag.
 	set  map[string]origin
 	file string // the file Load read
+	// sourceFromFile: Source was read from SourceFile by Validate.
+	sourceFromFile bool
 }
 
 // origin says where a setting came from.
 type origin struct {
 	line int    // line in Config.file
 	flag string // or the flag that set it
+	env  string // or the environment variable that set it
 }
 
 // Snapshot configures the initial copy of existing rows.

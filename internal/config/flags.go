@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -20,7 +21,8 @@ type field struct {
 // fields lists every setting once; BindFlags, ApplyFlags and the docs test
 // are driven by it.
 var fields = []field{
-	{"source", "source", "PostgreSQL source: postgres://user:password@host:port/database or key=value string (required; prefer ${VAR} in the config file or PGPASSWORD to a password on the command line)", func(c *Config) any { return &c.Source }},
+	{"source", "source", "PostgreSQL source: postgres://user@host:port/database or key=value string (required, unless given by --source-file or " + SourceEnv + "; a password here is visible to every user in the process list: use " + SourceEnv + ", --source-file, PGPASSWORD/.pgpass or ${VAR} in the config file)", func(c *Config) any { return &c.Source }},
+	{"source_file", "source-file", "file holding the source connection string (one line), instead of --source", func(c *Config) any { return &c.SourceFile }},
 	{"name", "name", "source name, [a-z_][a-z0-9_]* (default: the source's database name)", func(c *Config) any { return &c.Name }},
 	{"warehouse", "warehouse", "lake root directory", func(c *Config) any { return &c.Warehouse }},
 	{"catalog", "catalog", "Iceberg catalog: postgres:// URL (default: SQLite at <warehouse>/catalog.db)", func(c *Config) any { return &c.Catalog }},
@@ -150,7 +152,9 @@ func (c *Config) ApplyFlags(fs *pflag.FlagSet) {
 
 // Resolve builds the configuration of a command: the file at configPath
 // (none if empty), then the flags set on fs (registered with BindFlags),
-// then Validate. Precedence: defaults < file < flags.
+// then Validate. Precedence: defaults < file < flags; the source comes
+// from --source or --source-file (not both), else from the file's source
+// or source_file (not both), else from $TIDEMARK_SOURCE.
 func Resolve(fs *pflag.FlagSet, configPath string) (*Config, error) {
 	cfg := &Config{}
 	if configPath != "" {
@@ -160,6 +164,9 @@ func Resolve(fs *pflag.FlagSet, configPath string) (*Config, error) {
 		}
 	}
 	cfg.ApplyFlags(fs)
+	if err := cfg.settleSource(fs.Changed, os.LookupEnv); err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

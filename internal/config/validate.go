@@ -101,6 +101,8 @@ func (k *checker) badFrom(path, from, format string, args ...any) {
 	if ok {
 		if o.flag != "" {
 			e.Msg += " (set by --" + o.flag + ")"
+		} else if o.env != "" {
+			e.Msg += " (set by " + o.env + ")"
 		} else if o.line > 0 {
 			e.File, e.Line = k.c.file, o.line
 		}
@@ -112,13 +114,16 @@ func (c *Config) validate(requireSource bool) error {
 	k := &checker{c: c}
 
 	// source and name; stray white space around a pasted URL is harmless
+	c.readSourceFile(k)
 	c.Source = NewSecret(strings.TrimSpace(c.Source.Reveal()))
 	c.Catalog = NewSecret(strings.TrimSpace(c.Catalog.Reveal()))
 	var database string
 	sourceOK := false
 	switch {
 	case c.Source.IsZero() && requireSource:
-		k.bad("source", "required: a postgres:// URL or key=value connection string (set source: in the config file or pass --source)")
+		if c.SourceFile == "" {
+			k.bad("source", "required: a postgres:// URL or key=value connection string (set %s, --source-file or source: in the config file, or pass --source)", SourceEnv)
+		}
 	case !c.Source.IsZero():
 		ci, err := parseConninfo(c.Source.Reveal(), true)
 		if err != nil {

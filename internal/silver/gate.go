@@ -64,6 +64,9 @@ type TableState struct {
 	Cursor   int64  `json:"bronze_snapshot,omitempty"`
 	Position string `json:"position,omitempty"`
 	Behind   int    `json:"bronze_snapshots_behind"`
+	// Failing: the table's merges failed the same way DefaultMaxFailures
+	// times in a row (fault.ErrSilverMergeFailing), until one succeeds.
+	Failing *Failing `json:"failing,omitempty"`
 }
 
 // States reports the silver state of every bronze table of source, sorted
@@ -88,6 +91,11 @@ func States(ctx context.Context, cat *lake.Catalog, source string) ([]TableState
 func State(ctx context.Context, cat *lake.Catalog, source, schema, table string) (TableState, error) {
 	bid := append(bronze.Namespace(source, schema), table)
 	st := TableState{Bronze: strings.Join(bid, "."), Silver: strings.Join(Ident(source, schema, table), ".")}
+	if f, err := readFailing(cat.Warehouse(), st.Silver); err != nil {
+		return st, err
+	} else {
+		st.Failing = f
+	}
 	b, err := cat.LoadTable(ctx, bid)
 	if err != nil {
 		return st, err

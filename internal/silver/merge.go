@@ -62,6 +62,10 @@ type Options struct {
 	// passes while it runs (read once, not once per pass); "": the system's
 	// temporary directory.
 	SpillDir string
+	// MaxFailures is how many merges of a table in a row may fail the same
+	// way before the failure is fault.ErrSilverMergeFailing.
+	// 0: DefaultMaxFailures.
+	MaxFailures int
 	// Report, if set, is called with every table's result.
 	Report func(Result)
 }
@@ -128,6 +132,8 @@ type Merger struct {
 	// rowBytes: per silver table name, the last sampled Arrow size of a
 	// bronze row (float64), so small merges need no sample.
 	rowBytes sync.Map
+	// failed counts each table's merges that failed in a row (failing.go).
+	failed failures
 }
 
 // NewMerger returns a Merger over the catalog's bronze and silver tables.
@@ -183,8 +189,14 @@ func (m *Merger) mergeAll(ctx context.Context, source string) (gated bool, err e
 // or fault.ErrCorruptState needs an operator; others may be retried.
 func (m *Merger) MergeTable(ctx context.Context, source, schema, table string) (Result, error) {
 	res, err := m.mergeTable(ctx, source, schema, table)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
+		err = m.noteFailure(res.Table, schema, table, fmt.Errorf("silver: merge %s: %w", res.Table, err))
+	} else if err != nil {
 		err = fmt.Errorf("silver: merge %s: %w", res.Table, err)
+	} else {
+		m.noteSuccess(res.Table)
+	}
+	if err != nil {
 		switch {
 		case ctx.Err() != nil:
 		case fault.ClassOf(err) == fault.Transient:

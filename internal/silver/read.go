@@ -17,6 +17,7 @@ import (
 	iceberg "github.com/apache/iceberg-go"
 
 	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 )
 
@@ -346,7 +347,13 @@ func scanChains(ctx context.Context, b *lake.Table, key []string, br *bucketRout
 // kept (and truncates, which concern every key; rows that cannot be keyed
 // are kept by part 0, so they are dead-lettered once).
 func (in *input) readBronze(ctx context.Context, mem memory.Allocator, b *lake.Table, after, to int64, p part) error {
-	scan := func(fn func(arrow.RecordBatch) error) error { return b.ScanAppended(ctx, after, to, fn) }
+	scan := func(fn func(arrow.RecordBatch) error) error {
+		// A persistent read failure, for the fault tests.
+		if err := failpoint.Err("silver-read-bronze"); err != nil {
+			return err
+		}
+		return b.ScanAppended(ctx, after, to, fn)
+	}
 	if p.spill != nil {
 		scan = func(fn func(arrow.RecordBatch) error) error { return p.spill.read(ctx, p.i, fn) }
 	}

@@ -46,9 +46,5 @@ func (t *Table) ScanAppendedWhere(ctx context.Context, after, to int64, f *Filte
 	}
 	reader := tbl.Scan(opts...)
 	defer reader.Close()
-	_, itr, err := reader.ReadTasks(ctx, tasks)
-	if err != nil {
-		return t.classify(fmt.Errorf("iceberg: table %s: read appended files: %w", t.name, err))
-	}
-	return t.drain(itr, fn)
+	return t.readTasks(ctx, tbl, reader, tasks, nil, fn)
 }

@@ -118,6 +118,9 @@ func (t *Table) Compact(ctx context.Context, opts CompactOptions) (CompactResult
 	if err != nil {
 		return res, fmt.Errorf("iceberg: compact table %s: plan files: %w", t.name, err)
 	}
+	if tasks, err = withoutBigPages(ctx, base, tasks); err != nil {
+		return res, fmt.Errorf("iceberg: compact table %s: %w", t.name, err)
+	}
 	groups := planCompaction(tasks, target)
 	if len(groups) == 0 {
 		return res, nil

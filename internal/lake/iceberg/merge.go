@@ -313,20 +313,14 @@ func (t *Table) ScanWhere(ctx context.Context, f *Filter, fn func(arrow.RecordBa
 	}
 	scan := tbl.Scan(opts...)
 	defer scan.Close()
-	var itr func(func(arrow.RecordBatch, error) bool)
-	var err error
 	if plan == nil {
-		_, itr, err = scan.ToArrowRecords(ctx)
-	} else {
-		var tasks []table.FileScanTask
-		if tasks, err = plan.PlanFiles(ctx); err == nil {
-			_, itr, err = scan.ReadTasks(ctx, tasks)
-		}
+		plan = scan
 	}
+	tasks, err := plan.PlanFiles(ctx)
 	if err != nil {
 		return t.classify(fmt.Errorf("iceberg: scan table %s: %w", t.name, err))
 	}
-	return t.drain(itr, fn)
+	return t.readTasks(ctx, tbl, scan, tasks, f, fn)
 }
 
 // Merge deletes the rows matching del (nil: none) and appends recs, as one
@@ -545,12 +539,8 @@ func (t *Table) AppendedRowBytes(ctx context.Context, after, to int64) (float64,
 	defer reader.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	_, itr, err := reader.ReadTasks(ctx, tasks[best:best+1])
-	if err != nil {
-		return 0, t.classify(fmt.Errorf("iceberg: table %s: read an appended file: %w", t.name, err))
-	}
 	var perRow float64
-	err = t.drain(itr, func(rec arrow.RecordBatch) error {
+	err = t.readTasks(ctx, tbl, reader, tasks[best:best+1], nil, func(rec arrow.RecordBatch) error {
 		if rec.NumRows() == 0 {
 			return nil
 		}

@@ -338,7 +338,7 @@ func openParquet(fs icebergio.IO, mem memory.Allocator, path string) (*file.Read
 	if err != nil {
 		return nil, err
 	}
-	opts := []file.ReadOption{file.WithReadProps(parquet.NewReaderProperties(mem))}
+	opts := []file.ReadOption{file.WithReadProps(readerProps(mem))}
 	var size int64 = -1
 	if st, err := f.Stat(); err == nil {
 		size = st.Size()

@@ -389,23 +389,14 @@ func (t *Table) evolve(ctx context.Context, what string, build func(*iceberggo.S
 // the first error fn returns and returns it. A table with no snapshot has no
 // rows.
 func (t *Table) Scan(ctx context.Context, fn func(arrow.RecordBatch) error) error {
-	scan := t.current().Scan()
+	tbl := t.current()
+	scan := tbl.Scan()
 	defer scan.Close()
-	_, itr, err := scan.ToArrowRecords(ctx)
+	tasks, err := scan.PlanFiles(ctx)
 	if err != nil {
 		return t.classify(fmt.Errorf("iceberg: scan table %s: %w", t.name, err))
 	}
-	for rec, err := range itr {
-		if err != nil {
-			return t.classify(fmt.Errorf("iceberg: scan table %s: %w", t.name, err))
-		}
-		err = fn(rec)
-		rec.Release()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return t.readTasks(ctx, tbl, scan, tasks, nil, fn)
 }
 
 // classify is classify for errors reading t's files.
