@@ -74,6 +74,17 @@ func (w *Writer) chunkRecord(tb *tableBuf, l *layout, c *change.Chunk) (arrow.Re
 	for _, j := range l.missing {
 		cols[j] = array.MakeArrayOfNull(w.mem, fields[j].Type, n)
 	}
+	for _, f := range l.fill {
+		b := array.NewBuilder(w.mem, fields[f.j].Type)
+		for range n {
+			if err := appendValue(b, f.v); err != nil {
+				b.Release()
+				return nil, fmt.Errorf("column %q (its default): %w", fields[f.j].Name, err)
+			}
+		}
+		cols[f.j] = b.NewArray()
+		b.Release()
+	}
 	x := tb.cdc
 	cols[x.op] = repeatString(w.mem, fields[x.op].Type, change.OpRead.String(), n)
 	cols[x.ts] = fillInt64(w.mem, fields[x.ts].Type, n, func(int) int64 { return c.CommitTime.UnixMicro() })

@@ -272,6 +272,14 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string) (
 			}
 			continue
 		}
+		// Columns bronze gained (even without rows since), and the
+		// defaults of the rows that predate them (defaults.go).
+		if err := evolve(ctx, j.s, j.b, j.key); err != nil {
+			return res, err
+		}
+		if err := j.fill(ctx); err != nil {
+			return res, err
+		}
 		if cur == head.ID {
 			return res, nil
 		}
@@ -761,7 +769,7 @@ func cursorOf(s *lake.Table) (int64, error) {
 // carrying props. priors: read back the silver rows of the touched keys.
 func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p part, priors bool, props map[string]string) error {
 	m, s := j.m, j.s
-	if err := evolve(ctx, s, j.b.Schema(), j.key); err != nil {
+	if err := evolve(ctx, s, j.b, j.key); err != nil {
 		return err
 	}
 	var st Result

@@ -346,7 +346,7 @@ func scanChains(ctx context.Context, b *lake.Table, key []string, br *bucketRout
 // kept (and truncates, which concern every key; rows that cannot be keyed
 // are kept by part 0, so they are dead-lettered once).
 func (in *input) readBronze(ctx context.Context, mem memory.Allocator, b *lake.Table, after, to int64, p part) error {
-	scan := func(fn func(arrow.RecordBatch) error) error { return b.ScanAppended(ctx, after, to, fn) }
+	scan := func(fn func(arrow.RecordBatch) error) error { return scanBronze(ctx, mem, b, after, to, fn) }
 	if p.spill != nil {
 		scan = func(fn func(arrow.RecordBatch) error) error { return p.spill.read(ctx, p.i, fn) }
 	}

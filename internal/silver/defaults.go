@@ -1,0 +1,343 @@
+package silver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/fault"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+)
+
+// This file gives rows that predate a column the value the source reads
+// for them: the constant DEFAULT of `ADD COLUMN … DEFAULT`, which
+// PostgreSQL keeps as the column's missing value and never writes to the
+// WAL. Bronze records it in its table property tidemark.defaults with the
+// bronze snapshot current when it added the column (internal/bronze/
+// defaults.go); the rows that snapshot holds read the value. So:
+//
+//   - a merge reads the bronze rows of snapshots up to that one with NULL in
+//     the column replaced by the value (scanBronze);
+//   - the silver rows written before silver had the column (in data files
+//     without it) are rewritten with the value, in steps of at most
+//     MaxChanges rows, each one commit that carries the cursor forward
+//     (fillStep). Silver's table property tidemark.fill-pending lists the
+//     columns still to fill; it is set in the commit that adds them, so a
+//     crash resumes the fill, and maintenance does not compact the table
+//     meanwhile (a rewritten file would hold the column as NULL).
+
+// PropFillPending is the silver table property listing (JSON) the columns
+// whose older rows still have to be given their default.
+const PropFillPending = "tidemark.fill-pending"
+
+// fillPending parses PropFillPending.
+func fillPending(s *lake.Table) []string {
+	var cols []string
+	if raw := s.Properties()[PropFillPending]; raw != "" {
+		_ = json.Unmarshal([]byte(raw), &cols)
+	}
+	return cols
+}
+
+// FillPending reports the columns of silver table s whose older rows are
+// still being given their default (for status and maintenance).
+func FillPending(s *lake.Table) []string { return fillPending(s) }
+
+// segment is a sub-range (after, to] of bronze snapshots whose rows take
+// the defaults of fills for NULL.
+type segment struct {
+	after, to int64
+	fills     map[string]bronze.Default
+}
+
+// segments splits the bronze range (after, to] at the snapshots at which
+// columns with a default were added.
+func segments(b *lake.Table, after, to int64, defs map[string]bronze.Default) ([]segment, error) {
+	hist, err := b.History(after, to)
+	if err != nil {
+		return nil, err
+	}
+	if len(hist) == 0 {
+		return nil, nil
+	}
+	// last[c]: index in hist of the last snapshot whose rows take c's
+	// default (-1: none, len(hist)-1: all).
+	last := map[string]int{}
+	cuts := []int{}
+	for name, d := range defs {
+		if d.Snapshot == lake.NoSnapshot {
+			continue
+		}
+		k := slices.IndexFunc(hist, func(s lake.SnapshotInfo) bool { return s.ID == d.Snapshot })
+		if k < 0 {
+			// After the range (to is one of its ancestors): all of it.
+			// Else at or before after: none.
+			if _, err := b.History(to, d.Snapshot); err == nil {
+				k = len(hist) - 1
+			}
+		}
+		if k < 0 {
+			continue
+		}
+		last[name] = k
+		if k < len(hist)-1 {
+			cuts = append(cuts, k)
+		}
+	}
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	cuts = append(cuts, len(hist)-1)
+	var out []segment
+	from := after
+	for _, end := range cuts {
+		seg := segment{after: from, to: hist[end].ID, fills: map[string]bronze.Default{}}
+		for name, k := range last {
+			if k >= end {
+				seg.fills[name] = defs[name]
+			}
+		}
+		out = append(out, seg)
+		from = hist[end].ID
+	}
+	return out, nil
+}
+
+// scanBronze is b.ScanAppended(after, to) with the defaults of bronze's
+// tidemark.defaults applied to the rows that predate their columns.
+func scanBronze(ctx context.Context, mem memory.Allocator, b *lake.Table, after, to int64, fn func(arrow.RecordBatch) error) error {
+	defs, err := bronze.Defaults(b.Properties())
+	if err != nil {
+		return fmt.Errorf("bronze table %s: %w", strings.Join(b.Ident(), "."), err)
+	}
+	if len(defs) == 0 {
+		return b.ScanAppended(ctx, after, to, fn)
+	}
+	segs, err := segments(b, after, to, defs)
+	if err != nil {
+		return err
+	}
+	for _, seg := range segs {
+		if len(seg.fills) == 0 {
+			if err := b.ScanAppended(ctx, seg.after, seg.to, fn); err != nil {
+				return err
+			}
+			continue
+		}
+		err := b.ScanAppended(ctx, seg.after, seg.to, func(rec arrow.RecordBatch) error {
+			out, err := withDefaults(ctx, mem, rec, seg.fills)
+			if err != nil {
+				return err
+			}
+			defer out.Release()
+			return fn(out)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withDefaults returns rec with NULL in the columns of fills replaced by
+// their defaults (a new reference the caller releases).
+func withDefaults(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, fills map[string]bronze.Default) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, rec.NumCols())
+	changed := false
+	for i, f := range rec.Schema().Fields() {
+		cols[i] = rec.Column(i)
+		d, ok := fills[f.Name]
+		if !ok || cols[i].NullN() == 0 {
+			continue
+		}
+		c, err := coalesce(ctx, mem, cols[i], d)
+		if err != nil {
+			for k, a := range cols[:i] {
+				if a != rec.Column(k) {
+					a.Release()
+				}
+			}
+			return nil, fmt.Errorf("column %q: %w", f.Name, err)
+		}
+		cols[i] = c
+		changed = true
+	}
+	if !changed {
+		rec.Retain()
+		return rec, nil
+	}
+	out := array.NewRecordBatch(rec.Schema(), cols, rec.NumRows())
+	for i, a := range cols {
+		if a != rec.Column(i) {
+			a.Release()
+		}
+	}
+	return out, nil
+}
+
+// coalesce returns col with its NULLs replaced by d's value.
+func coalesce(ctx context.Context, mem memory.Allocator, col arrow.Array, d bronze.Default) (arrow.Array, error) {
+	one, err := bronze.DefaultArray(mem, col.DataType(), d)
+	if err != nil {
+		return nil, err
+	}
+	defer one.Release()
+	cat, err := array.Concatenate([]arrow.Array{col, one}, mem)
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Release()
+	ib := array.NewInt64Builder(mem)
+	defer ib.Release()
+	n := col.Len()
+	ib.Reserve(n)
+	for i := range n {
+		if col.IsNull(i) {
+			ib.Append(int64(n))
+		} else {
+			ib.Append(int64(i))
+		}
+	}
+	idx := ib.NewArray()
+	defer idx.Release()
+	return compute.TakeArray(compute.WithAllocator(ctx, mem), cat, idx)
+}
+
+// fillStep gives at most limit silver rows that predate column col its
+// default, in one commit that carries the silver summary's tidemark keys
+// forward. done: there were none left.
+func (j *job) fillStep(ctx context.Context, col string, d bronze.Default, limit int64) (done bool, err error) {
+	s := j.s
+	sch := s.ArrowSchema()
+	names := make([]string, len(sch.Fields()))
+	for i, f := range sch.Fields() {
+		names[i] = f.Name
+	}
+	var (
+		recs []arrow.RecordBatch
+		ids  []lake.RowID
+		n    int64
+	)
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	live, err := s.ScanLiveWithout(ctx, col, names, func(rec arrow.RecordBatch, file int, pos lake.Positions) error {
+		take := min(rec.NumRows(), limit-n)
+		if take <= 0 {
+			return nil
+		}
+		part := rec.NewSlice(0, take)
+		defer part.Release()
+		out, err := withDefaults(ctx, j.m.mem, part, map[string]bronze.Default{col: d})
+		if err != nil {
+			return err
+		}
+		// The table's own Arrow schema (field ids), same columns.
+		cols := make([]arrow.Array, out.NumCols())
+		for i := range cols {
+			cols[i] = out.Column(i)
+		}
+		recs = append(recs, array.NewRecordBatch(sch, cols, out.NumRows()))
+		out.Release()
+		for i := range int(take) {
+			ids = append(ids, lake.RowID{File: file, Pos: pos.At(i)})
+		}
+		n += take
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	if n == 0 {
+		return true, nil
+	}
+	props := map[string]string{}
+	for k, v := range s.Summary() {
+		if strings.HasPrefix(k, "tidemark.") {
+			props[k] = v
+		}
+	}
+	if s.MergeOnRead() {
+		err = s.MergeRows(ctx, live, ids, nil, recs, props)
+	} else {
+		err = j.fillCopyOnWrite(ctx, recs, props)
+	}
+	if err != nil {
+		if errors.Is(err, lake.ErrCommitConflict) {
+			return false, fault.MarkTransient(err)
+		}
+		return false, err
+	}
+	j.m.log.Info("silver rows given the default of a column added at the source", "table", strings.Join(s.Ident(), "."),
+		"column", col, "rows", n)
+	return false, nil
+}
+
+// fillCopyOnWrite replaces the rows of recs' keys (a one-column key) by
+// recs on a copy-on-write table.
+func (j *job) fillCopyOnWrite(ctx context.Context, recs []arrow.RecordBatch, props map[string]string) error {
+	if len(j.key) != 1 {
+		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
+			"silver table %s (copy-on-write, key of %d columns): the rows that predate a column added with a default cannot be rewritten in steps; "+
+				"drop the silver table (the next merge rebuilds it from bronze) or use merge-on-read", strings.Join(j.s.Ident(), "."), len(j.key)), nil)
+	}
+	var keys []any
+	for _, r := range recs {
+		a := column(r, j.key[0])
+		for i := range a.Len() {
+			keys = append(keys, goValue(a, i))
+		}
+	}
+	return j.s.Merge(ctx, lake.In(j.key[0], keys), recs, props)
+}
+
+// fill gives the silver rows that predate the columns PropFillPending
+// lists their defaults, step by step, then clears the property.
+func (j *job) fill(ctx context.Context) error {
+	pending := fillPending(j.s)
+	if len(pending) == 0 {
+		return nil
+	}
+	defs, err := bronze.Defaults(j.b.Properties())
+	if err != nil {
+		return err
+	}
+	limit := int64(j.m.opts.MaxChanges)
+	for len(pending) > 0 {
+		col := pending[0]
+		d, ok := defs[col]
+		if ok {
+			for {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				done, err := j.fillStep(ctx, col, d, limit)
+				if err != nil {
+					return err
+				}
+				if done {
+					break
+				}
+			}
+		}
+		pending = pending[1:]
+		js, _ := json.Marshal(pending)
+		if len(pending) == 0 {
+			js = []byte("[]")
+		}
+		if err := j.s.SetProperties(ctx, map[string]string{PropFillPending: string(js)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
