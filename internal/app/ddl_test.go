@@ -211,10 +211,25 @@ func TestE2EAddColumnWithDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(py, filepath.Join(root, "scripts", "pyiceberg_read.py"), "--warehouse", wh,
-		"silver."+source+".public.items").Output()
+	compareDDLRows(t, "PyIceberg read of silver", want, pyRows(t, py, filepath.Join(root, "scripts", "pyiceberg_read.py"),
+		"--warehouse", wh, "silver."+source+".public.items"))
+	// The documented replay rule, applied by PyIceberg (scripts/bronze_replay.py
+	// follows docs/bronze.md step by step).
+	compareDDLRows(t, "PyIceberg replay of bronze", want, pyRows(t, py, filepath.Join(root, "scripts", "bronze_replay.py"),
+		"--warehouse", wh, "--key", "id", "bronze."+source+".public.items"))
+}
+
+// pyRows runs a Python reader that prints {"rows": [...]} and returns the
+// rows by key (id), integers as int64.
+func pyRows(t *testing.T, py string, args ...string) map[string]bronzetest.Row {
+	t.Helper()
+	out, err := exec.Command(py, args...).Output()
 	if err != nil {
-		t.Fatalf("PyIceberg reading silver: %v", err)
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("%v: %v\n%s", args, err, ee.Stderr)
+		}
+		t.Fatalf("%v: %v", args, err)
 	}
 	var res struct {
 		Rows []map[string]any `json:"rows"`
@@ -222,19 +237,18 @@ func TestE2EAddColumnWithDefault(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatal(err)
 	}
-	py2 := map[string]bronzetest.Row{}
+	rows := map[string]bronzetest.Row{}
 	for _, row := range res.Rows {
 		r := bronzetest.Row{}
-		for _, c := range []string{"id", "version", "payload", "late", "n"} {
-			v := row[c]
+		for c, v := range row {
 			if f, ok := v.(float64); ok {
 				v = int64(f)
 			}
 			r[c] = v
 		}
-		py2[bronzetest.KeyOf(r, []string{"id"})] = r
+		rows[bronzetest.KeyOf(r, []string{"id"})] = r
 	}
-	compareDDLRows(t, "PyIceberg read of silver", want, py2)
+	return rows
 }
 
 // compareRows compares the columns id, version, payload, late and n of the
