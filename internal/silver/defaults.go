@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 )
@@ -212,9 +213,10 @@ func coalesce(ctx context.Context, mem memory.Allocator, col arrow.Array, d bron
 }
 
 // fillStep gives at most limit silver rows that predate column col its
-// default, in one commit that carries the silver summary's tidemark keys
+// default (fewer once their batches hold maxBytes of Arrow memory), in one
+// commit that carries the silver summary's tidemark keys
 // forward. done: there were none left.
-func (j *job) fillStep(ctx context.Context, col string, d bronze.Default, limit int64) (done bool, err error) {
+func (j *job) fillStep(ctx context.Context, col string, d bronze.Default, limit, maxBytes int64) (done bool, err error) {
 	s := j.s
 	sch := s.ArrowSchema()
 	names := make([]string, len(sch.Fields()))
@@ -222,9 +224,10 @@ func (j *job) fillStep(ctx context.Context, col string, d bronze.Default, limit 
 		names[i] = f.Name
 	}
 	var (
-		recs []arrow.RecordBatch
-		ids  []lake.RowID
-		n    int64
+		recs  []arrow.RecordBatch
+		ids   []lake.RowID
+		n     int64
+		bytes int64 // Arrow memory of the rows taken (their batches' buffers: an upper bound)
 	)
 	defer func() {
 		for _, r := range recs {
@@ -233,9 +236,10 @@ func (j *job) fillStep(ctx context.Context, col string, d bronze.Default, limit 
 	}()
 	live, err := s.ScanLiveWithout(ctx, col, names, func(rec arrow.RecordBatch, file int, pos lake.Positions) error {
 		take := min(rec.NumRows(), limit-n)
-		if take <= 0 {
+		if take <= 0 || (n > 0 && bytes >= maxBytes) {
 			return nil
 		}
+		bytes += lake.RecordBytes(rec)
 		part := rec.NewSlice(0, take)
 		defer part.Release()
 		out, err := withDefaults(ctx, j.m.mem, part, map[string]bronze.Default{col: d})
@@ -280,6 +284,10 @@ func (j *job) fillStep(ctx context.Context, col string, d bronze.Default, limit 
 	}
 	j.m.log.Info("silver rows given the default of a column added at the source", "table", strings.Join(s.Ident(), "."),
 		"column", col, "rows", n)
+	// The step is committed; a crash here resumes with the next one.
+	if err := failpoint.Err("silver-after-fill-step"); err != nil {
+		return false, err
+	}
 	return false, nil
 }
 
@@ -321,7 +329,7 @@ func (j *job) fill(ctx context.Context) error {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				done, err := j.fillStep(ctx, col, d, limit)
+				done, err := j.fillStep(ctx, col, d, limit, j.m.opts.MaxBytes)
 				if err != nil {
 					return err
 				}
