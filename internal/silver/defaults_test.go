@@ -58,6 +58,9 @@ func TestMergeGivesOlderRowsTheDefault(t *testing.T) {
 	if p := silver.FillPending(s); len(p) != 1 || p[0] != "late" {
 		t.Errorf("after a crash inside the fill: %s = %v, want [late]", silver.PropFillPending, p)
 	}
+	if st, err := silver.State(e.ctx, e.cat, e.source, ordersID.Schema, ordersID.Name); err != nil || !slices.Equal(st.Filling, []string{"late"}) {
+		t.Errorf("silver.State while filling: %+v, %v; want Filling [late]", st, err)
+	}
 	half := 0
 	for _, l := range e.rows(silverIdent(ordersID), "id", "late") {
 		if strings.HasSuffix(l, "late=x") {

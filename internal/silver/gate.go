@@ -64,6 +64,9 @@ type TableState struct {
 	Cursor   int64  `json:"bronze_snapshot,omitempty"`
 	Position string `json:"position,omitempty"`
 	Behind   int    `json:"bronze_snapshots_behind"`
+	// Filling names the columns added at the source with a default whose
+	// older silver rows are still being given it (defaults.go).
+	Filling []string `json:"filling_defaults,omitempty"`
 }
 
 // States reports the silver state of every bronze table of source, sorted
@@ -114,6 +117,7 @@ func State(ctx context.Context, cat *lake.Catalog, source, schema, table string)
 		}
 		return st, nil
 	}
+	st.Filling = fillPending(s)
 	c, err := cursorOf(s)
 	if err != nil {
 		return st, err
