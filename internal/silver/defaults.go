@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"maps"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -61,53 +61,59 @@ type segment struct {
 }
 
 // segments splits the bronze range (after, to] at the snapshots at which
-// columns with a default were added.
+// columns with a default were added. Bronze's history is one line, so a
+// snapshot's sequence number says whether it is before, inside or after
+// the range; a snapshot no longer in the metadata (expired) is before it.
 func segments(b *lake.Table, after, to int64, defs map[string]bronze.Default) ([]segment, error) {
+	seqOf := func(id int64) (int64, bool) {
+		if id == lake.NoSnapshot {
+			return 0, true
+		}
+		si, err := b.Snapshot(id)
+		return si.SequenceNumber, err == nil
+	}
+	lo, ok1 := seqOf(after)
+	hi, ok2 := seqOf(to)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("bronze table %s: snapshot %d or %d is not in its metadata", strings.Join(b.Ident(), "."), after, to)
+	}
+	all := map[string]bronze.Default{}
+	inside := map[string]int64{} // column -> sequence number of its snapshot, within (lo, hi)
+	for name, d := range defs {
+		seq, ok := seqOf(d.Snapshot)
+		switch {
+		case d.Snapshot == lake.NoSnapshot || !ok || seq <= lo:
+		case seq >= hi:
+			all[name] = d
+		default:
+			inside[name] = seq
+		}
+	}
+	if len(inside) == 0 {
+		return []segment{{after: after, to: to, fills: all}}, nil
+	}
 	hist, err := b.History(after, to)
 	if err != nil {
 		return nil, err
 	}
-	if len(hist) == 0 {
-		return nil, nil
-	}
-	// last[c]: index in hist of the last snapshot whose rows take c's
-	// default (-1: none, len(hist)-1: all).
-	last := map[string]int{}
-	cuts := []int{}
-	for name, d := range defs {
-		if d.Snapshot == lake.NoSnapshot {
-			continue
-		}
-		k := slices.IndexFunc(hist, func(s lake.SnapshotInfo) bool { return s.ID == d.Snapshot })
-		if k < 0 {
-			// After the range (to is one of its ancestors): all of it.
-			// Else at or before after: none.
-			if _, err := b.History(to, d.Snapshot); err == nil {
-				k = len(hist) - 1
-			}
-		}
-		if k < 0 {
-			continue
-		}
-		last[name] = k
-		if k < len(hist)-1 {
-			cuts = append(cuts, k)
-		}
-	}
-	slices.Sort(cuts)
-	cuts = slices.Compact(cuts)
-	cuts = append(cuts, len(hist)-1)
 	var out []segment
 	from := after
-	for _, end := range cuts {
-		seg := segment{after: from, to: hist[end].ID, fills: map[string]bronze.Default{}}
-		for name, k := range last {
-			if k >= end {
+	for i, si := range hist {
+		cut := i == len(hist)-1
+		for _, seq := range inside {
+			cut = cut || seq == si.SequenceNumber
+		}
+		if !cut {
+			continue
+		}
+		seg := segment{after: from, to: si.ID, fills: maps.Clone(all)}
+		for name, seq := range inside {
+			if seq >= si.SequenceNumber {
 				seg.fills[name] = defs[name]
 			}
 		}
 		out = append(out, seg)
-		from = hist[end].ID
+		from = si.ID
 	}
 	return out, nil
 }
