@@ -146,6 +146,9 @@ func (w *Writer) defaultsNote(tb *tableBuf, s *change.Schema, add []iceberg.Nest
 // row carry: rows written without such a column get its missing value.
 func (tb *tableBuf) arm(s *change.Schema) {
 	for _, f := range s.Fields {
+		if f.Missing != nil {
+			tb.missing[f.Name] = f.Missing
+		}
 		if f.Missing == nil || tb.seen[f.Name] {
 			continue
 		}
@@ -157,19 +160,36 @@ func (tb *tableBuf) arm(s *change.Schema) {
 	}
 }
 
-// noteSeen disarms the columns of s: a row that carries a column means
-// the source has it, and a later row without it follows a DROP COLUMN
-// (NULL, as for any dropped column).
-func (tb *tableBuf) noteSeen(s *change.Schema) {
+// noteSeen disarms the columns of s, whose first row sits at pos: a row
+// that carries a column means the source has it, and a later change without
+// it follows a DROP COLUMN (NULL, as for any dropped column). A snapshot
+// chunk without it whose low watermark is below pos was read before the
+// ALTER, though, and gets the missing value (chunkFill).
+func (tb *tableBuf) noteSeen(s *change.Schema, pos change.Position) {
 	changed := false
 	for _, f := range s.Fields {
 		if _, ok := tb.armed[f.Name]; ok {
 			delete(tb.armed, f.Name)
 			changed = true
 		}
-		tb.seen[f.Name] = true
+		if !tb.seen[f.Name] {
+			tb.seen[f.Name] = true
+			tb.firstSeen[f.Name] = pos
+		}
 	}
 	if changed {
 		tb.layout = map[*change.Schema]*layout{}
 	}
+}
+
+// chunkFill is the missing value of column name for the rows of a chunk at
+// low watermark lsn that lack it, if they get one: the column has one, and
+// its first row in this process came after the chunk's low watermark (the
+// chunk was read before the ALTER that added it).
+func (tb *tableBuf) chunkFill(name string, lsn uint64) (any, bool) {
+	v, ok := tb.missing[name]
+	if !ok || !tb.seen[name] || lsn >= tb.firstSeen[name].LSN {
+		return nil, false
+	}
+	return v, true
 }

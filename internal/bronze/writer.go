@@ -170,8 +170,10 @@ type tableBuf struct {
 
 	// armed: columns whose missing value is written into rows that lack
 	// them; seen: columns a row has carried (defaults.go).
-	armed map[string]any
-	seen  map[string]bool
+	armed     map[string]any
+	seen      map[string]bool
+	firstSeen map[string]change.Position
+	missing   map[string]any // every missing value OpenTable was told of
 }
 
 // cdcIdx are the builder indexes of the metadata columns (-1: the table has
@@ -192,7 +194,8 @@ type fill struct {
 }
 
 func newTableBuf(ident []string, tbl *lake.Table, mem memory.Allocator) (*tableBuf, error) {
-	tb := &tableBuf{ident: ident, tbl: tbl, props: map[string]string{}, armed: map[string]any{}, seen: map[string]bool{}}
+	tb := &tableBuf{ident: ident, tbl: tbl, props: map[string]string{}, armed: map[string]any{}, seen: map[string]bool{},
+		firstSeen: map[string]change.Position{}, missing: map[string]any{}}
 	sum := tbl.Summary()
 	for k, v := range sum {
 		if strings.HasPrefix(k, "tidemark.") {
@@ -369,22 +372,23 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 
 // layout is tb.layoutFor(s), evolving the table first when s has columns
 // (or wider types) the table lacks.
-func (w *Writer) layout(ctx context.Context, id change.TableID, tb *tableBuf, s *change.Schema) (*layout, error) {
-	l, err := tb.layoutFor(s)
+// pos is the position of the first row written with it.
+func (w *Writer) layout(ctx context.Context, id change.TableID, tb *tableBuf, s *change.Schema, pos change.Position) (*layout, error) {
+	l, err := tb.layoutFor(s, pos)
 	if err == nil {
 		return l, nil
 	}
 	if err := w.evolve(ctx, id, tb, s); err != nil {
 		return nil, err
 	}
-	return tb.layoutFor(s)
+	return tb.layoutFor(s, pos)
 }
 
-func (tb *tableBuf) layoutFor(s *change.Schema) (*layout, error) {
+func (tb *tableBuf) layoutFor(s *change.Schema, pos change.Position) (*layout, error) {
 	if l, ok := tb.layout[s]; ok {
 		return l, nil
 	}
-	tb.noteSeen(s)
+	tb.noteSeen(s, pos)
 	l := &layout{idx: make([]int, len(s.Fields))}
 	used := map[int]bool{}
 	for i, f := range s.Fields {
@@ -421,7 +425,7 @@ func (w *Writer) Write(ctx context.Context, c *change.Change) error {
 	if c.Op != change.OpRead && !tb.cursor.Less(c.Pos) {
 		return nil
 	}
-	l, err := w.layout(ctx, c.Table, tb, c.Schema)
+	l, err := w.layout(ctx, c.Table, tb, c.Schema, c.Pos)
 	if err != nil {
 		return err
 	}
