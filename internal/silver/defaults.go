@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -35,6 +36,10 @@ import (
 //     columns still to fill; it is set in the commit that adds them, so a
 //     crash resumes the fill, and maintenance does not compact the table
 //     meanwhile (a rewritten file would hold the column as NULL).
+
+// errFillFirst: the merge must wait for the pending fill (the caller runs
+// it, then merges).
+var errFillFirst = errors.New("silver: a default fill is pending on a copy-on-write table")
 
 // PropFillPending is the silver table property listing (JSON) the columns
 // whose older rows still have to be given their default.
@@ -240,9 +245,28 @@ func (j *job) fillStep(ctx context.Context, col string, d bronze.Default, limit,
 			r.Release()
 		}
 	}()
+	// A copy-on-write delete rewrites the files it may touch with their
+	// other rows, and a rewritten file holds the column (as NULL), so the
+	// fill would miss them: there one step takes every file.
+	whole := !s.MergeOnRead()
+	if whole {
+		limit, maxBytes = math.MaxInt64, math.MaxInt64
+	}
+	files := map[int]bool{} // whole: file -> taken
 	live, err := s.ScanLiveWithout(ctx, col, names, func(rec arrow.RecordBatch, file int, pos lake.Positions) error {
 		take := min(rec.NumRows(), limit-n)
-		if take <= 0 || (n > 0 && bytes >= maxBytes) {
+		full := take <= 0 || (n > 0 && bytes >= maxBytes)
+		if whole {
+			taken, seen := files[file]
+			if !seen {
+				taken = !full
+				files[file] = taken
+			}
+			if !taken {
+				return nil
+			}
+			take = rec.NumRows()
+		} else if full {
 			return nil
 		}
 		bytes += lake.RecordBytes(rec)

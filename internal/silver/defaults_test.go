@@ -11,6 +11,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/failpoint"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/silver"
 )
 
@@ -19,6 +20,12 @@ import (
 // steps of at most MaxChanges rows that resume after a crash; rows the
 // source sent with the column keep their value.
 func TestMergeGivesOlderRowsTheDefault(t *testing.T) {
+	for _, mode := range []string{lake.MergeOnRead, lake.CopyOnWrite} {
+		t.Run(mode, func(t *testing.T) { testMergeGivesOlderRowsTheDefault(t, mode) })
+	}
+}
+
+func testMergeGivesOlderRowsTheDefault(t *testing.T, mode string) {
 	e := newLakeEnv(t)
 	old := ordersSchema()
 	e.open(ordersID, old)
@@ -27,7 +34,7 @@ func TestMergeGivesOlderRowsTheDefault(t *testing.T) {
 		snap = append(snap, fmt.Sprintf("r %d a -", i))
 	}
 	e.tx(ordersID, old, snapDone, snap...)
-	m := e.merger(silver.Options{MaxChanges: 7})
+	m := e.merger(silver.Options{MaxChanges: 7, DeleteMode: mode})
 	e.merge(m, ordersID)
 	// In bronze, not yet in silver, before the column.
 	e.tx(ordersID, old, nil, "u 4 g -")
@@ -43,7 +50,8 @@ func TestMergeGivesOlderRowsTheDefault(t *testing.T) {
 	// Changes the source sent with the column keep what it sent.
 	e.tx(ordersID, s2, nil, "u 3 d - y", "c 40 e - -", "d 5")
 
-	if err := failpoint.Enable("silver-after-fill-step=2*error"); err != nil {
+	crashAt := map[string]string{lake.MergeOnRead: "2*error", lake.CopyOnWrite: "1*error"}[mode]
+	if err := failpoint.Enable("silver-after-fill-step=" + crashAt); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { failpoint.Enable("") })
@@ -67,14 +75,15 @@ func TestMergeGivesOlderRowsTheDefault(t *testing.T) {
 			half++
 		}
 	}
-	if half == 0 || half >= 29 {
+	if mode == lake.MergeOnRead && (half == 0 || half >= 29) {
 		t.Errorf("after two fill steps of at most 7 rows: %d rows read the default", half)
 	}
 
 	failpoint.Enable("silver-after-fill-step=1000*error") // only counts the steps
 	e.merge(m, ordersID)
-	if n := failpoint.Hits("silver-after-fill-step"); n < 3 {
-		t.Errorf("the fill took %d more steps, want at least 3 (29 rows, 7 per step, 14 filled before)", n)
+	// Copy-on-write fills in one step.
+	if n, least := failpoint.Hits("silver-after-fill-step"), map[string]int64{lake.MergeOnRead: 3, lake.CopyOnWrite: 0}[mode]; n < least {
+		t.Errorf("the fill took %d more steps, want at least %d (29 rows, 7 per step, some filled before)", n, least)
 	}
 	failpoint.Enable("")
 	var want []string

@@ -302,7 +302,13 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string) (
 			}
 		}
 		j.rows = rows
-		if err := j.merge(ctx, cur, to, part{}, true, cursorProps(to)); err != nil {
+		j.fillFirst = true
+		err = j.merge(ctx, cur, to, part{}, true, cursorProps(to))
+		j.fillFirst = false
+		if errors.Is(err, errFillFirst) {
+			continue
+		}
+		if err != nil {
 			return res, err
 		}
 	}
@@ -320,6 +326,9 @@ type job struct {
 	// replace: the commit deletes every silver row first (a re-snapshot,
 	// resnapshot.go).
 	replace bool
+	// fillFirst: a merge that finds a default fill pending on a
+	// copy-on-write table returns errFillFirst (defaults.go).
+	fillFirst bool
 	// rowBytes is the Arrow size of one bronze row, sampled once per job
 	// (0: not yet).
 	rowBytes float64
@@ -771,6 +780,11 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 	m, s := j.m, j.s
 	if err := evolve(ctx, s, j.b, j.key); err != nil {
 		return err
+	}
+	if j.fillFirst && !s.MergeOnRead() && len(fillPending(s)) > 0 {
+		// A copy-on-write commit would rewrite files without the new
+		// column with their other rows, which the fill would then miss.
+		return errFillFirst
 	}
 	var st Result
 	var srcCols []string
