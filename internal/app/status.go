@@ -101,6 +101,8 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 					st.Silver = fmt.Sprintf("building (pass %d of %d)", ss.BuildPass, ss.BuildPasses)
 				case ss.Building:
 					st.Silver = "building"
+				case ss.Published && len(ss.Filling) > 0:
+					st.Silver = "published (giving older rows the default of " + strings.Join(ss.Filling, ", ") + ")"
 				case ss.Published:
 					st.Silver = "published"
 				}

@@ -25,7 +25,7 @@ func (w *Writer) WriteChunk(ctx context.Context, c *change.Chunk, props map[stri
 		return fmt.Errorf("bronze: chunk for table %s before OpenTable", c.Table)
 	}
 	if c.Rows > 0 {
-		l, err := w.layout(ctx, c.Table, tb, c.Schema)
+		l, err := w.layout(ctx, c.Table, tb, c.Schema, c.Pos(0))
 		if err != nil {
 			return err
 		}
@@ -71,8 +71,24 @@ func (w *Writer) chunkRecord(tb *tableBuf, l *layout, c *change.Chunk) (arrow.Re
 		}
 		cols[j] = conv
 	}
+	fills := l.fill
 	for _, j := range l.missing {
+		if v, ok := tb.chunkFill(fields[j].Name, c.LSN); ok {
+			fills = append(fills[:len(fills):len(fills)], fill{j, v})
+			continue
+		}
 		cols[j] = array.MakeArrayOfNull(w.mem, fields[j].Type, n)
+	}
+	for _, f := range fills {
+		b := array.NewBuilder(w.mem, fields[f.j].Type)
+		for range n {
+			if err := appendValue(b, f.v); err != nil {
+				b.Release()
+				return nil, fmt.Errorf("column %q (its default): %w", fields[f.j].Name, err)
+			}
+		}
+		cols[f.j] = b.NewArray()
+		b.Release()
 	}
 	x := tb.cdc
 	cols[x.op] = repeatString(w.mem, fields[x.op].Type, change.OpRead.String(), n)

@@ -167,6 +167,13 @@ type tableBuf struct {
 	pending change.Position // highest buffered
 	props   map[string]string
 	dirty   bool // props changed since the last commit
+
+	// armed: columns whose missing value is written into rows that lack
+	// them; seen: columns a row has carried (defaults.go).
+	armed     map[string]any
+	seen      map[string]bool
+	firstSeen map[string]change.Position
+	missing   map[string]any // every missing value OpenTable was told of
 }
 
 // cdcIdx are the builder indexes of the metadata columns (-1: the table has
@@ -176,10 +183,19 @@ type cdcIdx struct{ op, ts, processedAt, lsn, txID, seq, unchanged int }
 type layout struct {
 	idx     []int // change field i -> builder field
 	missing []int // builder source fields no change field fills
+	fill    []fill
+}
+
+// fill is a builder source field no change field fills that gets its
+// missing value (defaults.go).
+type fill struct {
+	j int
+	v any
 }
 
 func newTableBuf(ident []string, tbl *lake.Table, mem memory.Allocator) (*tableBuf, error) {
-	tb := &tableBuf{ident: ident, tbl: tbl, props: map[string]string{}}
+	tb := &tableBuf{ident: ident, tbl: tbl, props: map[string]string{}, armed: map[string]any{}, seen: map[string]bool{},
+		firstSeen: map[string]change.Position{}, missing: map[string]any{}}
 	sum := tbl.Summary()
 	for k, v := range sum {
 		if strings.HasPrefix(k, "tidemark.") {
@@ -262,6 +278,7 @@ func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Sch
 	if err := w.evolve(ctx, id, tb, s); err != nil {
 		return postgres.TableState{}, err
 	}
+	tb.arm(s)
 	props := map[string]string{}
 	for k, v := range tb.props {
 		props[k] = v
@@ -332,7 +349,11 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 		return err
 	}
 	if len(add) > 0 {
-		if err := tb.tbl.AddColumns(ctx, add); err != nil {
+		note, err := w.defaultsNote(tb, s, add)
+		if err != nil {
+			return err
+		}
+		if err := tb.tbl.AddColumnsNoting(ctx, add, note); err != nil {
 			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: add columns to %s", id, tb.name()), err)
 		}
 		for _, f := range add {
@@ -351,21 +372,23 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 
 // layout is tb.layoutFor(s), evolving the table first when s has columns
 // (or wider types) the table lacks.
-func (w *Writer) layout(ctx context.Context, id change.TableID, tb *tableBuf, s *change.Schema) (*layout, error) {
-	l, err := tb.layoutFor(s)
+// pos is the position of the first row written with it.
+func (w *Writer) layout(ctx context.Context, id change.TableID, tb *tableBuf, s *change.Schema, pos change.Position) (*layout, error) {
+	l, err := tb.layoutFor(s, pos)
 	if err == nil {
 		return l, nil
 	}
 	if err := w.evolve(ctx, id, tb, s); err != nil {
 		return nil, err
 	}
-	return tb.layoutFor(s)
+	return tb.layoutFor(s, pos)
 }
 
-func (tb *tableBuf) layoutFor(s *change.Schema) (*layout, error) {
+func (tb *tableBuf) layoutFor(s *change.Schema, pos change.Position) (*layout, error) {
 	if l, ok := tb.layout[s]; ok {
 		return l, nil
 	}
+	tb.noteSeen(s, pos)
 	l := &layout{idx: make([]int, len(s.Fields))}
 	used := map[int]bool{}
 	for i, f := range s.Fields {
@@ -378,7 +401,11 @@ func (tb *tableBuf) layoutFor(s *change.Schema) (*layout, error) {
 	}
 	for name, j := range tb.field {
 		if !used[j] && !strings.HasPrefix(name, "cdc_") {
-			l.missing = append(l.missing, j)
+			if v, ok := tb.armed[name]; ok {
+				l.fill = append(l.fill, fill{j, v})
+			} else {
+				l.missing = append(l.missing, j)
+			}
 		}
 	}
 	tb.layout[s] = l
@@ -398,7 +425,7 @@ func (w *Writer) Write(ctx context.Context, c *change.Change) error {
 	if c.Op != change.OpRead && !tb.cursor.Less(c.Pos) {
 		return nil
 	}
-	l, err := w.layout(ctx, c.Table, tb, c.Schema)
+	l, err := w.layout(ctx, c.Table, tb, c.Schema, c.Pos)
 	if err != nil {
 		return err
 	}
@@ -428,6 +455,12 @@ func (w *Writer) appendRow(tb *tableBuf, l *layout, c *change.Change) (int64, er
 	}
 	for _, j := range l.missing {
 		b.Field(j).AppendNull()
+	}
+	for _, f := range l.fill {
+		if err := appendValue(b.Field(f.j), f.v); err != nil {
+			return 0, fmt.Errorf("column %q (its default): %w", tb.sch.Field(f.j).Name, err)
+		}
+		n += valueSize(f.v)
 	}
 	x := tb.cdc
 	b.Field(x.op).(*array.StringBuilder).Append(c.Op.String())

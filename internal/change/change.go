@@ -85,6 +85,13 @@ type Field struct {
 	Type iceberg.Type
 	// SourceType is the source's own name for the type, for messages.
 	SourceType string
+	// Missing is the value the source reads for this column in rows
+	// written before the column existed (PostgreSQL's attmissingval: the
+	// constant DEFAULT of an ADD COLUMN, which writes nothing to the WAL for
+	// the existing rows), in the form of Values; nil when there is none.
+	// MissingText is its source text, for people.
+	Missing     any
+	MissingText string
 }
 
 // Schema is the column layout a Change's Values follow. Schemas are

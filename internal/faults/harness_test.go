@@ -115,6 +115,7 @@ var covered = []result{
 	{"15 TRUNCATE", "-", "covered: internal/silver TestSilverEqualsTheSource, TestTruncate; internal/app TestE2ECrashRecovery", "-"},
 	{"16 schema change mid-stream and while stopped", "-", "covered: internal/source/postgres TestSnapshotAndStreamBasics, TestSchemaChangeWhileStopped (incompatible_schema for text->int); internal/silver TestSchemaEvolution", "-"},
 	{"17 writes and DDL during the snapshot", "-", "covered: internal/source/postgres TestWritesAndDDLDuringTheSnapshot (3 writers + ADD COLUMN + ALTER TYPE)", "-"},
+	{"33 DDL that rewrites rows without change events", "-", "covered for ADD COLUMN … DEFAULT <constant> (nullable and NOT NULL, while running and while stopped, kill -9 around each): internal/app TestE2EAddColumnWithDefault, internal/silver TestMergeGivesOlderRowsTheDefault, internal/bronze TestRowsWithoutAnAddedColumnGetItsDefault; volatile defaults, ALTER COLUMN TYPE … USING, VACUUM FULL, CLUSTER are NOT detected yet (issue 12)", "-"},
 	{"21 huge values", "-", "covered: internal/source/postgres TestHugeValuePasses (16 MiB); a 200 MB value under a memory limit is NOT proven", "-"},
 	{"22-24 special numbers, time values, JSON, odd identifiers", "-", "covered: internal/app TestBadInputSpecialValues, TestBadInputIdentifiers, TestBadInputRefusedIdentifiers, TestBadInputRefusedAfterStart", "-"},
 	{"30 TLS", "-", "covered: internal/source/postgres TestTLS (verify-full captures; wrong host / unknown CA: bad_config, exit 2)", "-"},

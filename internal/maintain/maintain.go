@@ -207,7 +207,10 @@ func (m *Maintainer) Table(ctx context.Context, source string, ident []string) (
 	if res.Before, err = tbl.Footprint(ctx); err != nil {
 		return res, fmt.Errorf("maintain %s: %w", res.Table, err)
 	}
-	if !m.opts.NoCompact {
+	// A silver table still giving older rows the default of a column added
+	// at the source is not compacted: a rewritten file would hold the
+	// column as NULL, and the fill finds its rows by the files without it.
+	if !m.opts.NoCompact && len(silver.FillPending(tbl)) == 0 {
 		c, err := tbl.Compact(ctx, lake.CompactOptions{TargetFileSize: m.opts.TargetFileSize, DryRun: m.opts.DryRun})
 		res.Compact = c
 		switch {

@@ -67,6 +67,9 @@ type TableState struct {
 	// Failing: the table's merges failed the same way DefaultMaxFailures
 	// times in a row (fault.ErrSilverMergeFailing), until one succeeds.
 	Failing *Failing `json:"failing,omitempty"`
+	// Filling names the columns added at the source with a default whose
+	// older silver rows are still being given it (defaults.go).
+	Filling []string `json:"filling_defaults,omitempty"`
 }
 
 // States reports the silver state of every bronze table of source, sorted
@@ -122,6 +125,7 @@ func State(ctx context.Context, cat *lake.Catalog, source, schema, table string)
 		}
 		return st, nil
 	}
+	st.Filling = fillPending(s)
 	c, err := cursorOf(s)
 	if err != nil {
 		return st, err

@@ -284,6 +284,14 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string) (
 			}
 			continue
 		}
+		// Columns bronze gained (even without rows since), and the
+		// defaults of the rows that predate them (defaults.go).
+		if err := evolve(ctx, j.s, j.b, j.key); err != nil {
+			return res, err
+		}
+		if err := j.fill(ctx); err != nil {
+			return res, err
+		}
 		if cur == head.ID {
 			return res, nil
 		}
@@ -306,7 +314,13 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string) (
 			}
 		}
 		j.rows = rows
-		if err := j.merge(ctx, cur, to, part{}, true, cursorProps(to)); err != nil {
+		j.fillFirst = true
+		err = j.merge(ctx, cur, to, part{}, true, cursorProps(to))
+		j.fillFirst = false
+		if errors.Is(err, errFillFirst) {
+			continue
+		}
+		if err != nil {
 			return res, err
 		}
 	}
@@ -324,6 +338,9 @@ type job struct {
 	// replace: the commit deletes every silver row first (a re-snapshot,
 	// resnapshot.go).
 	replace bool
+	// fillFirst: a merge that finds a default fill pending on a
+	// copy-on-write table returns errFillFirst (defaults.go).
+	fillFirst bool
 	// rowBytes is the Arrow size of one bronze row, sampled once per job
 	// (0: not yet).
 	rowBytes float64
@@ -773,8 +790,13 @@ func cursorOf(s *lake.Table) (int64, error) {
 // carrying props. priors: read back the silver rows of the touched keys.
 func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p part, priors bool, props map[string]string) error {
 	m, s := j.m, j.s
-	if err := evolve(ctx, s, j.b.Schema(), j.key); err != nil {
+	if err := evolve(ctx, s, j.b, j.key); err != nil {
 		return err
+	}
+	if j.fillFirst && !s.MergeOnRead() && len(fillPending(s)) > 0 {
+		// A copy-on-write commit would rewrite files without the new
+		// column with their other rows, which the fill would then miss.
+		return errFillFirst
 	}
 	var st Result
 	var srcCols []string

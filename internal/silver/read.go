@@ -352,7 +352,7 @@ func (in *input) readBronze(ctx context.Context, mem memory.Allocator, b *lake.T
 		if err := failpoint.Err("silver-read-bronze"); err != nil {
 			return err
 		}
-		return b.ScanAppended(ctx, after, to, fn)
+		return scanBronze(ctx, mem, b, after, to, fn)
 	}
 	if p.spill != nil {
 		scan = func(fn func(arrow.RecordBatch) error) error { return p.spill.read(ctx, p.i, fn) }

@@ -113,7 +113,7 @@ func spillPasses(ctx context.Context, mem memory.Allocator, dir string, b *lake.
 	}
 	g := &spillGroup{}
 	defer g.release()
-	err = b.ScanAppended(ctx, after, to, func(rec arrow.RecordBatch) error {
+	err = scanBronze(ctx, mem, b, after, to, func(rec arrow.RecordBatch) error {
 		if !g.fits(rec) {
 			if err := route(g); err != nil {
 				return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/apache/iceberg-go"
@@ -135,7 +136,18 @@ func schemaFor(b *iceberg.Schema, key []string, soft bool) *iceberg.Schema {
 // column added in bronze is added (optional, null in older rows), a widened
 // type is widened. A column bronze no longer fills stays. Anything else is
 // fault.ErrIncompatibleSchema naming the table and column.
-func evolve(ctx context.Context, s *lake.Table, b *iceberg.Schema, key []string) error {
+func evolve(ctx context.Context, s *lake.Table, b *lake.Table, key []string) error {
+	defs, err := bronze.Defaults(b.Properties())
+	if err != nil {
+		return fmt.Errorf("bronze table %s: %w", strings.Join(b.Ident(), "."), err)
+	}
+	return evolveSchema(ctx, s, b.Schema(), key, defs)
+}
+
+// evolveSchema is evolve with bronze's schema and defaults. Columns added
+// with a default (defs) to a table that has rows are listed in
+// PropFillPending in the same commit (defaults.go).
+func evolveSchema(ctx context.Context, s *lake.Table, b *iceberg.Schema, key []string, defs map[string]bronze.Default) error {
 	name := strings.Join(s.Ident(), ".")
 	cur := s.Schema()
 	if err := checkKey(s, key); err != nil {
@@ -161,7 +173,23 @@ func evolve(ctx context.Context, s *lake.Table, b *iceberg.Schema, key []string)
 		}
 	}
 	if len(add) > 0 {
-		if err := s.AddColumns(ctx, add); err != nil {
+		note := func(snap int64) map[string]string {
+			if snap == lake.NoSnapshot {
+				return nil
+			}
+			pending := fillPending(s)
+			for _, f := range add {
+				if _, ok := defs[f.Name]; ok && !slices.Contains(pending, f.Name) {
+					pending = append(pending, f.Name)
+				}
+			}
+			if len(pending) == 0 {
+				return nil
+			}
+			js, _ := json.Marshal(pending)
+			return map[string]string{PropFillPending: string(js)}
+		}
+		if err := s.AddColumnsNoting(ctx, add, note); err != nil {
 			if errors.Is(err, lake.ErrIncompatibleType) {
 				return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("silver table %s: add columns", name), err)
 			}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
@@ -357,4 +358,72 @@ func Fold(rows []Row, key []string) (map[string]Row, []string) {
 		}
 	}
 	return state, out
+}
+
+// ApplyDefaults applies the documented rule for columns added with a
+// default (docs/bronze.md, "Columns added with a default") to rows, the
+// rows of bronze table ident: every row the bronze snapshot recorded in the
+// column's tidemark.defaults entry holds was written before the column
+// existed, and reads its default where it holds NULL.
+func ApplyDefaults(t testing.TB, warehouse string, rows []Row, ident ...string) {
+	t.Helper()
+	ctx := context.Background()
+	cat, err := lake.Open(ctx, lake.Config{Warehouse: warehouse})
+	if err != nil {
+		t.Fatalf("bronzetest: open the lake at %s: %v", warehouse, err)
+	}
+	defer cat.Close()
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatalf("bronzetest: load %s: %v", strings.Join(ident, "."), err)
+	}
+	defs, err := bronze.Defaults(tbl.Properties())
+	if err != nil {
+		t.Fatalf("bronzetest: %s: %v", strings.Join(ident, "."), err)
+	}
+	for name, d := range defs {
+		if d.Snapshot == lake.NoSnapshot {
+			continue
+		}
+		f, ok := tbl.ArrowSchema().FieldsByName(name)
+		if !ok || len(f) != 1 {
+			t.Fatalf("bronzetest: %s records a default for column %q, which it does not have", strings.Join(ident, "."), name)
+		}
+		one, err := bronze.DefaultArray(memory.DefaultAllocator, f[0].Type, d)
+		if err != nil {
+			t.Fatalf("bronzetest: %s column %q: %v", strings.Join(ident, "."), name, err)
+		}
+		v, err := Value(one, 0)
+		one.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := map[string]bool{}
+		err = tbl.ScanAppended(ctx, lake.NoSnapshot, d.Snapshot, func(rec arrow.RecordBatch) error {
+			var lsns, seqs *array.Int64
+			for c := range rec.Columns() {
+				switch rec.ColumnName(c) {
+				case bronze.ColLSN:
+					lsns, _ = rec.Column(c).(*array.Int64)
+				case bronze.ColSeq:
+					seqs, _ = rec.Column(c).(*array.Int64)
+				}
+			}
+			if lsns == nil || seqs == nil {
+				return fmt.Errorf("no %s/%s columns", bronze.ColLSN, bronze.ColSeq)
+			}
+			for i := range lsns.Len() {
+				before[fmt.Sprintf("%d:%d", lsns.Value(i), seqs.Value(i))] = true
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("bronzetest: %s: read the rows of snapshot %d: %v", strings.Join(ident, "."), d.Snapshot, err)
+		}
+		for _, r := range rows {
+			if before[r.Pos()] && r[name] == nil {
+				r[name] = v
+			}
+		}
+	}
 }

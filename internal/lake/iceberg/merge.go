@@ -190,10 +190,14 @@ type SnapshotInfo struct {
 	// AddedRecords is the summary's added-records (0 if absent).
 	AddedRecords int64
 	TimestampMs  int64
+	// SequenceNumber is the snapshot's data sequence number: it grows
+	// along a table's history.
+	SequenceNumber int64
 }
 
 func snapshotInfo(s *table.Snapshot) SnapshotInfo {
-	si := SnapshotInfo{ID: s.SnapshotID, ParentID: NoSnapshot, TimestampMs: s.TimestampMs, Props: map[string]string{}}
+	si := SnapshotInfo{ID: s.SnapshotID, ParentID: NoSnapshot, TimestampMs: s.TimestampMs, SequenceNumber: s.SequenceNumber,
+		Props: map[string]string{}}
 	if s.ParentSnapshotID != nil {
 		si.ParentID = *s.ParentSnapshotID
 	}

@@ -104,15 +104,45 @@ func (t *Table) ScanLiveKeys(ctx context.Context, f *Filter, cols []string, keys
 	if tbl.CurrentSnapshot() == nil {
 		return live, nil
 	}
-	err := t.scanLive(ctx, tbl, f, cols, keys, live, fn)
+	err := t.scanLive(ctx, tbl, f, cols, keys, nil, live, fn)
 	if err != nil {
 		return nil, t.classify(fmt.Errorf("iceberg: scan the live rows of table %s: %w", t.name, err))
 	}
 	return live, nil
 }
 
-func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols []string, keys []int64, live *LiveRows,
-	fn func(arrow.RecordBatch, int, Positions) error) error {
+// ScanLiveWithout is ScanLive over the data files written before the
+// column without was added: files whose column statistics have no value
+// count for it (a file written after holds the column, even if all null).
+// A file without any value counts is taken to hold it.
+func (t *Table) ScanLiveWithout(ctx context.Context, without string, cols []string,
+	fn func(rec arrow.RecordBatch, file int, pos Positions) error) (*LiveRows, error) {
+	tbl := t.current()
+	live := &LiveRows{tbl: tbl}
+	if tbl.CurrentSnapshot() == nil {
+		return live, nil
+	}
+	fld, ok := tbl.Schema().FindFieldByName(without)
+	if !ok {
+		return nil, fmt.Errorf("iceberg: table %s has no column %s", t.name, without)
+	}
+	keep := func(df iceberggo.DataFile) bool {
+		vc := df.ValueCounts()
+		if len(vc) == 0 {
+			return false
+		}
+		_, has := vc[fld.ID]
+		return !has
+	}
+	err := t.scanLive(ctx, tbl, nil, cols, nil, keep, live, fn)
+	if err != nil {
+		return nil, t.classify(fmt.Errorf("iceberg: scan the live rows of table %s without column %s: %w", t.name, without, err))
+	}
+	return live, nil
+}
+
+func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols []string, keys []int64,
+	keep func(iceberggo.DataFile) bool, live *LiveRows, fn func(arrow.RecordBatch, int, Positions) error) error {
 	// In the order of cols (Schema.Select keeps the table's order).
 	want, err := selectColumns(tbl.Schema(), cols)
 	if err != nil {
@@ -153,6 +183,9 @@ func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols 
 			return fmt.Errorf("data file %s is %s, not Parquet", task.File.FilePath(), task.File.FileFormat())
 		}
 		if pick != nil && !pick.mayHold(task.File) {
+			continue
+		}
+		if keep != nil && !keep(task.File) {
 			continue
 		}
 		i, seen := byPath[task.File.FilePath()]

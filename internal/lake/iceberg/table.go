@@ -292,6 +292,15 @@ func countRows(recs []arrow.RecordBatch) int64 {
 // are refused: old data files have no value for them. Rows written before
 // the change read back with null in the new columns.
 func (t *Table) AddColumns(ctx context.Context, cols []iceberggo.NestedField) error {
+	return t.AddColumnsNoting(ctx, cols, nil)
+}
+
+// AddColumnsNoting is AddColumns that also sets the table properties note
+// returns, in the same commit: note is called with the id of the snapshot
+// that is current when the columns are added (NoSnapshot if none), so a
+// property can say which rows were written before the columns existed.
+// note == nil sets none. A retry that finds the columns added sets nothing.
+func (t *Table) AddColumnsNoting(ctx context.Context, cols []iceberggo.NestedField, note func(snapshot int64) map[string]string) error {
 	for _, c := range cols {
 		if c.Name == "" {
 			return fmt.Errorf("iceberg: add columns to table %s: a column has no name", t.name)
@@ -300,7 +309,7 @@ func (t *Table) AddColumns(ctx context.Context, cols []iceberggo.NestedField) er
 			return fmt.Errorf("iceberg: add column %s to table %s: new columns must be optional", c.Name, t.name)
 		}
 	}
-	return t.evolve(ctx, "add columns to", func(sc *iceberggo.Schema, us *table.UpdateSchema) (bool, error) {
+	return t.evolveTx(ctx, "add columns to", func(tx *table.Transaction, sc *iceberggo.Schema, us *table.UpdateSchema) (bool, error) {
 		changed := false
 		for _, c := range cols {
 			if f, ok := sc.FindFieldByName(c.Name); ok {
@@ -311,6 +320,17 @@ func (t *Table) AddColumns(ctx context.Context, cols []iceberggo.NestedField) er
 			}
 			us.AddColumn([]string{c.Name}, c.Type, c.Doc, false, nil)
 			changed = true
+		}
+		if changed && note != nil {
+			snap := NoSnapshot
+			if cur := t.tbl.CurrentSnapshot(); cur != nil {
+				snap = cur.SnapshotID
+			}
+			if props := note(snap); len(props) > 0 {
+				if err := tx.SetProperties(props); err != nil {
+					return false, err
+				}
+			}
 		}
 		return changed, nil
 	})
@@ -345,6 +365,14 @@ func (t *Table) WidenColumn(ctx context.Context, name string, to iceberggo.Type)
 // must make a change that already happened a no-op, so that a retry after
 // an unknown outcome is harmless.
 func (t *Table) evolve(ctx context.Context, what string, build func(*iceberggo.Schema, *table.UpdateSchema) (bool, error)) error {
+	return t.evolveTx(ctx, what, func(_ *table.Transaction, sc *iceberggo.Schema, us *table.UpdateSchema) (bool, error) {
+		return build(sc, us)
+	})
+}
+
+// evolveTx is evolve whose build may also stage other changes (table
+// properties) on the commit's transaction.
+func (t *Table) evolveTx(ctx context.Context, what string, build func(*table.Transaction, *iceberggo.Schema, *table.UpdateSchema) (bool, error)) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 
@@ -353,7 +381,7 @@ func (t *Table) evolve(ctx context.Context, what string, build func(*iceberggo.S
 		tx := t.tbl.NewTransaction()
 		us := tx.UpdateSchema(true, false)
 		var changed bool
-		changed, err = build(t.tbl.Schema(), us)
+		changed, err = build(tx, t.tbl.Schema(), us)
 		if err != nil || !changed {
 			break
 		}
@@ -401,3 +429,22 @@ func (t *Table) Scan(ctx context.Context, fn func(arrow.RecordBatch) error) erro
 
 // classify is classify for errors reading t's files.
 func (t *Table) classify(err error) error { return classify(err, "table "+t.name) }
+
+// SetProperties sets table properties, in one commit (a metadata commit,
+// no snapshot). Setting values the table already has commits nothing, so a
+// retry is harmless.
+func (t *Table) SetProperties(ctx context.Context, props map[string]string) error {
+	return t.evolveTx(ctx, "set properties of", func(tx *table.Transaction, _ *iceberggo.Schema, _ *table.UpdateSchema) (bool, error) {
+		cur := t.tbl.Properties()
+		changed := false
+		for k, v := range props {
+			if have, ok := cur[k]; !ok || have != v {
+				changed = true
+			}
+		}
+		if !changed {
+			return false, nil
+		}
+		return true, tx.SetProperties(props)
+	})
+}

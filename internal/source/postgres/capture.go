@@ -256,6 +256,13 @@ func (c *Capture) openTable(ctx context.Context, meta *pgx.Conn, id change.Table
 		return nil, err
 	}
 	t := &table{id: id, info: info, schema: schemaOf(info.Relation)}
+	texts, err := missingValues(ctx, meta, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := withMissing(id, t.schema, info.Relation, texts); err != nil {
+		return nil, err
+	}
 	st, err := c.w.OpenTable(ctx, id, t.schema)
 	if err != nil {
 		return nil, err

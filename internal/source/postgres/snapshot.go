@@ -101,6 +101,7 @@ type window struct {
 	rows   []snapRow
 	bytes  int64 // size of the rows as read (text), for the next chunk's LIMIT
 	schema *change.Schema
+	rel    *Relation // the columns schema was built from
 	// A chunk read in columnar form (the Writer is a ChunkWriter) has no
 	// rows but cols, its nrows decoded rows (seq: their sequence numbers,
 	// nil for 1..nrows), bad, the rows that failed to decode, and size,
@@ -609,7 +610,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", t.id), err)
 	}
 	rel.setKeys(t.info.Relation.KeyNames)
-	w.schema = schemaOf(rel)
+	w.schema, w.rel = schemaOf(rel), rel
 	var bytes int64
 	n := 0
 	ncol := len(fds)

@@ -401,6 +401,9 @@ func (s *stream) relation(ctx context.Context, m *pglogrepl.RelationMessage) err
 	}
 	schema := schemaOf(rel)
 	if !sameSchema(schema, t.schema) {
+		if err := s.c.noteMissing(ctx, id, schema, t.schema, rel); err != nil {
+			return err
+		}
 		if _, err := s.c.w.OpenTable(ctx, id, schema); err != nil {
 			return err
 		}
@@ -681,7 +684,14 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	if w.schema != nil && n > 0 {
 		// Make sure the lake has every column the chunk read (a column added
 		// since the last Relation message).
-		if _, err := s.c.w.OpenTable(ctx, w.table, mergeSchema(t.schema, w.schema)); err != nil {
+		merged := mergeSchema(t.schema, w.schema)
+		if w.rel != nil {
+			if err := s.c.noteMissing(ctx, w.table, merged, t.schema, w.rel); err != nil {
+				w.finish(err)
+				return err
+			}
+		}
+		if _, err := s.c.w.OpenTable(ctx, w.table, merged); err != nil {
 			w.finish(err)
 			return err
 		}
