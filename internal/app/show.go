@@ -72,7 +72,7 @@ func splitLakeName(name string) (levels []string, ok bool) {
 // Show prints up to limit rows (0: all) of a lake table named
 // "bronze.<source>.<schema>.<table>", as an aligned table or JSON lines.
 func Show(ctx context.Context, warehouse string, catalog config.Secret, name string, limit int, format string, out io.Writer) error {
-	cat, err := OpenCatalog(ctx, warehouse, catalog)
+	cat, err := OpenCatalogReadOnly(ctx, warehouse, catalog)
 	if err != nil {
 		return err
 	}
