@@ -14,17 +14,22 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tidemark/tidemark/internal/app"
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/testenv"
@@ -413,5 +418,203 @@ func TestBadInputRefusedAfterStart(t *testing.T) {
 				t.Errorf("bronze.src.public.good has %d rows, want 1", len(rows))
 			}
 		})
+	}
+}
+
+// ---------------------------------------------------------------------------
+// A newcomer's mistakes at start (issue 11): each is a named error with the
+// right exit code and the fix in its message, and a start that fails leaves
+// nothing behind that it created.
+
+// runBin runs the tidemark binary to its end (as the OS user of cred when
+// set) and returns its exit code and combined output.
+func runBin(t *testing.T, bin string, cred *syscall.Credential, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &ee) && ee.ExitCode() >= 0:
+		return ee.ExitCode(), string(out)
+	}
+	t.Fatalf("tidemark %s: %v\n%s", strings.Join(args, " "), err, out)
+	return -1, ""
+}
+
+// wantRefusal requires exit code want, the named error [code] and every
+// string of fix in out.
+func wantRefusal(t *testing.T, what string, gotCode int, out string, want int, code string, fix ...string) {
+	t.Helper()
+	if gotCode != want {
+		t.Errorf("%s: exit code %d, want %d; output:\n%s", what, gotCode, want, out)
+	}
+	for _, w := range append([]string{"[" + code + "]"}, fix...) {
+		if !strings.Contains(out, w) {
+			t.Errorf("%s: the message does not say %q:\n%s", what, w, out)
+		}
+	}
+	if strings.Contains(out, "retry budget") {
+		t.Errorf("%s: reported as transient:\n%s", what, out)
+	}
+}
+
+// nobody returns the credential of the OS user "nobody", to run tidemark as
+// a user without rights on a root-owned warehouse (root ignores file modes).
+func nobody(t *testing.T) *syscall.Credential {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run tidemark as user nobody")
+	}
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatalf("look up user nobody: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+}
+
+// sharedDir returns a new directory that every user may enter and read but
+// only the test's user may write (0o755 up to the root), removed at the end.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "tidemark-badinput-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// binForOthers copies the tidemark binary where user nobody may run it.
+func binForOthers(t *testing.T, bin string) string {
+	t.Helper()
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(sharedDir(t), "tidemark")
+	if err := os.WriteFile(p, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// sourceObjects lists the source database's publications and slots.
+func sourceObjects(t *testing.T, srcURL string) (pubs, slots []string) {
+	t.Helper()
+	ctx := context.Background()
+	c := connect(t, srcURL)
+	defer c.Close(ctx)
+	for q, out := range map[string]*[]string{
+		`SELECT pubname::text FROM pg_publication ORDER BY 1`: &pubs,
+		`SELECT slot_name::text FROM pg_replication_slots WHERE database = current_database() ORDER BY 1`: &slots,
+	} {
+		rows, err := c.Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			*out = append(*out, s)
+		}
+		rows.Close()
+	}
+	return pubs, slots
+}
+
+// TestBadInputLocalMistakes: a missing --config file and a warehouse that
+// cannot be created or written are configuration errors (exit 2, not 4
+// after the retry budget) that name the path and the fix.
+func TestBadInputLocalMistakes(t *testing.T) {
+	bin := binForOthers(t, testenv.Tidemark(t))
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "bad_local")
+	missing := filepath.Join(t.TempDir(), "tidemark.yaml")
+	code, out := runBin(t, bin, nil, "run", "--config", missing)
+	wantRefusal(t, "missing --config", code, out, fault.ExitConfig, "bad_config", missing, "--config")
+
+	// Not creatable: the parent belongs to root (0o755) and tidemark runs as nobody.
+	cred := nobody(t)
+	parent := sharedDir(t)
+	wh := filepath.Join(parent, "lake")
+	code, out = runBin(t, bin, cred, "run", "--source", srcURL, "--warehouse", wh, "--name", "src")
+	wantRefusal(t, "warehouse not creatable", code, out, fault.ExitConfig, "warehouse_access", wh, "mkdir -p "+wh, "--warehouse")
+
+	// Exists, not writable.
+	if err := os.Mkdir(wh, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out = runBin(t, bin, cred, "run", "--source", srcURL, "--warehouse", wh, "--name", "src")
+	wantRefusal(t, "warehouse not writable", code, out, fault.ExitConfig, "warehouse_access", wh, "chown -R", "--warehouse")
+
+	// A writable directory holding a catalog.db the user may not write.
+	cat, err := app.OpenCatalog(context.Background(), wh, config.Secret{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat.Close()
+	if err := os.Chmod(wh, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	code, out = runBin(t, bin, cred, "run", "--source", srcURL, "--warehouse", wh, "--name", "src")
+	wantRefusal(t, "catalog.db not writable", code, out, fault.ExitConfig, "warehouse_access", wh, "chown -R")
+	if pubs, slots := sourceObjects(t, srcURL); len(pubs)+len(slots) > 0 {
+		t.Errorf("refused starts left publications %v and slots %v", pubs, slots)
+	}
+}
+
+// TestBadInputReadOnlyStatus: `tidemark status` and `show` work for a user
+// who may only read the warehouse, while the pipeline runs and after it
+// stopped (the catalog is opened read-only; it used to fail with "attempt to
+// write a readonly database").
+func TestBadInputReadOnlyStatus(t *testing.T) {
+	tm := testenv.Tidemark(t)
+	bin := binForOthers(t, tm)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "bad_ro")
+	pg.Exec(t, srcURL, `CREATE TABLE public.items (id int PRIMARY KEY, v text); INSERT INTO public.items SELECT g, 'v' || g FROM generate_series(1, 5) g`)
+	cred := nobody(t)
+	wh := filepath.Join(sharedDir(t), "lake")
+	r, _ := newRunner(t, tm, srcURL, "--name", "src", "--warehouse", wh)
+	lk := openLake(t, wh, "src")
+	s := r.start()
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "items"}}})
+	lk.close()
+	check := func(when string) {
+		code, out := runBin(t, bin, cred, "status", "--warehouse", wh)
+		if code != 0 || !strings.Contains(out, "items") {
+			t.Errorf("status as a read-only user %s: exit %d:\n%s", when, code, out)
+		}
+		code, out = runBin(t, bin, cred, "show", "--warehouse", wh, "--format", "json", "bronze.src.public.items")
+		if code != 0 || strings.Count(out, `"id"`) != 5 {
+			t.Errorf("show as a read-only user %s: exit %d:\n%s", when, code, out)
+		}
+	}
+	check("while the pipeline runs")
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	check("after the pipeline stopped")
+	// Nothing the read-only user did changed the lake: run resumes.
+	s = r.start()
+	lk = openLake(t, wh, "src")
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "items"}}})
+	lk.close()
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 }
