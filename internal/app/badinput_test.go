@@ -517,7 +517,7 @@ func sourceObjects(t *testing.T, srcURL string) (pubs, slots []string) {
 	c := connect(t, srcURL)
 	defer c.Close(ctx)
 	for q, out := range map[string]*[]string{
-		`SELECT pubname::text FROM pg_publication ORDER BY 1`: &pubs,
+		`SELECT pubname::text FROM pg_publication ORDER BY 1`:                                             &pubs,
 		`SELECT slot_name::text FROM pg_replication_slots WHERE database = current_database() ORDER BY 1`: &slots,
 	} {
 		rows, err := c.Query(ctx, q)
