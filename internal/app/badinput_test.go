@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tidemark/tidemark/internal/app"
 	"github.com/tidemark/tidemark/internal/bronze"
@@ -463,6 +465,11 @@ func wantRefusal(t *testing.T, what string, gotCode int, out string, want int, c
 	if strings.Contains(out, "retry budget") {
 		t.Errorf("%s: reported as transient:\n%s", what, out)
 	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "tidemark: [") {
+			t.Logf("%s (exit %d): %s", what, gotCode, line)
+		}
+	}
 }
 
 // nobody returns the credential of the OS user "nobody", to run tidemark as
@@ -616,5 +623,204 @@ func TestBadInputReadOnlyStatus(t *testing.T) {
 	lk.close()
 	if code := s.stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+}
+
+// TestBadInputServerSettings: wal_level, max_replication_slots and
+// max_wal_senders are checked at start: server_config (exit 2) with the
+// setting to change, before a publication or slot is created.
+func TestBadInputServerSettings(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	t.Run("wal_level", func(t *testing.T) {
+		t.Parallel()
+		pg := startPG(t, map[string]string{"wal_level": "replica"})
+		srcURL := pg.CreateDB(t, "bad_wal")
+		pg.Exec(t, srcURL, `CREATE TABLE public.a (id int PRIMARY KEY)`)
+		code, out := runBin(t, bin, nil, "run", "--source", srcURL, "--warehouse", t.TempDir(), "--name", "src")
+		wantRefusal(t, "wal_level=replica", code, out, fault.ExitConfig, "server_config", "wal_level = replica", "ALTER SYSTEM SET wal_level = logical", "restart")
+		if pubs, slots := sourceObjects(t, srcURL); len(pubs)+len(slots) > 0 {
+			t.Errorf("the refused start left publications %v and slots %v", pubs, slots)
+		}
+	})
+	t.Run("slots and senders", func(t *testing.T) {
+		t.Parallel()
+		pg := startPG(t, map[string]string{"max_replication_slots": "1", "max_wal_senders": "1"})
+		srcURL := pg.CreateDB(t, "bad_slots")
+		pg.Exec(t, srcURL, `CREATE TABLE public.a (id int PRIMARY KEY)`)
+		pg.Exec(t, srcURL, `SELECT pg_create_logical_replication_slot('someone_else', 'pgoutput')`)
+		code, out := runBin(t, bin, nil, "run", "--source", srcURL, "--warehouse", t.TempDir(), "--name", "src")
+		wantRefusal(t, "no free slot", code, out, fault.ExitConfig, "server_config", "max_replication_slots = 1", "someone_else", "pg_drop_replication_slot", "ALTER SYSTEM SET max_replication_slots = 2")
+		pubs, _ := sourceObjects(t, srcURL)
+		if len(pubs) > 0 {
+			t.Errorf("the refused start left publications %v", pubs)
+		}
+		pg.Exec(t, srcURL, `SELECT pg_drop_replication_slot('someone_else')`)
+
+		// The one walsender is taken by another replication client.
+		cfg, err := pgconn.ParseConfig(srcURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RuntimeParams["replication"] = "database"
+		other, err := pgconn.ConnectConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close(context.Background())
+		code, out = runBin(t, bin, nil, "run", "--source", srcURL, "--warehouse", t.TempDir(), "--name", "src")
+		wantRefusal(t, "no free walsender", code, out, fault.ExitConfig, "server_config", "max_wal_senders = 1", "ALTER SYSTEM SET max_wal_senders = 2")
+		if pubs, slots := sourceObjects(t, srcURL); len(pubs)+len(slots) > 0 {
+			t.Errorf("the refused start left publications %v and slots %v", pubs, slots)
+		}
+	})
+}
+
+// startPG starts a server of its own with settings, stopped at the end.
+func startPG(t *testing.T, settings map[string]string) *testenv.PG {
+	t.Helper()
+	pg, err := testenv.Start(testenv.Options{Settings: settings})
+	if err != nil {
+		t.Fatalf("start PostgreSQL with %v: %v", settings, err)
+	}
+	t.Cleanup(func() { pg.Stop() })
+	return pg
+}
+
+// roleURL creates a LOGIN role with the given attributes and returns a
+// source URL that connects as it; the role is dropped at the end.
+func roleURL(t *testing.T, pg *testenv.PG, srcURL, attrs string) (string, string) {
+	t.Helper()
+	role := fmt.Sprintf("tm_bad_%d", time.Now().UnixNano()%1e9)
+	const password = "bad-input-pw"
+	pg.Exec(t, pg.URL("postgres"), fmt.Sprintf(`CREATE ROLE %s LOGIN %s PASSWORD '%s'`, role, attrs, password))
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if c, err := pgx.Connect(ctx, srcURL); err == nil {
+			c.Exec(ctx, "DROP OWNED BY "+role)
+			c.Close(ctx)
+		}
+		if c, err := pgx.Connect(ctx, pg.URL("postgres")); err == nil {
+			c.Exec(ctx, "DROP OWNED BY "+role)
+			if _, err := c.Exec(ctx, "DROP ROLE "+role); err != nil {
+				t.Logf("drop role %s: %v", role, err)
+			}
+			c.Close(ctx)
+		}
+	})
+	u, err := url.Parse(srcURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, password)
+	return role, u.String()
+}
+
+// TestBadInputRolePrivileges: a role without REPLICATION, without CONNECT,
+// or without the right to create the publication it needs is refused at
+// start with permission_denied (exit 3) and the GRANT/ALTER to run, before
+// anything is created.
+func TestBadInputRolePrivileges(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "bad_role")
+	pg.Exec(t, srcURL, `CREATE TABLE public.a (id int PRIMARY KEY); INSERT INTO public.a VALUES (1)`)
+	dbName := strings.TrimPrefix(mustParse(t, srcURL).Path, "/")
+
+	role, noRepl := roleURL(t, pg, srcURL, "NOREPLICATION")
+	code, out := runBin(t, bin, nil, "run", "--source", noRepl, "--warehouse", t.TempDir(), "--name", "src")
+	wantRefusal(t, "no REPLICATION", code, out, fault.ExitFatal, "permission_denied", "REPLICATION", `ALTER ROLE "`+role+`" REPLICATION`)
+
+	role, repl := roleURL(t, pg, srcURL, "REPLICATION")
+	pg.Exec(t, srcURL, fmt.Sprintf(`GRANT SELECT ON public.a TO %s`, role))
+	// FOR ALL TABLES (no --tables) needs a superuser.
+	code, out = runBin(t, bin, nil, "run", "--source", repl, "--warehouse", t.TempDir(), "--name", "src")
+	wantRefusal(t, "may not create FOR ALL TABLES", code, out, fault.ExitFatal, "permission_denied", "superuser", "CREATE PUBLICATION")
+	// FOR TABLE needs CREATE on the database and ownership of the table.
+	code, out = runBin(t, bin, nil, "run", "--source", repl, "--warehouse", t.TempDir(), "--name", "src", "--tables", "public.a")
+	wantRefusal(t, "may not create FOR TABLE", code, out, fault.ExitFatal, "permission_denied", "CREATE on the database", `"public"."a"`)
+	if pubs, slots := sourceObjects(t, srcURL); len(pubs)+len(slots) > 0 {
+		t.Errorf("refused starts left publications %v and slots %v", pubs, slots)
+	}
+
+	// No CONNECT on the database.
+	pg.Exec(t, srcURL, fmt.Sprintf(`REVOKE CONNECT ON DATABASE %s FROM PUBLIC`, pgx.Identifier{dbName}.Sanitize()))
+	code, out = runBin(t, bin, nil, "run", "--source", repl, "--warehouse", t.TempDir(), "--name", "src")
+	wantRefusal(t, "no CONNECT", code, out, fault.ExitFatal, "permission_denied", "GRANT CONNECT ON DATABASE")
+}
+
+func mustParse(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestBadInputPublicationMistakes: --tables with a FOR ALL TABLES
+// publication is refused (it would capture every table); --tables naming a
+// table that does not exist is refused; a keyless table's advice fits the
+// publication (PostgreSQL refuses ALTER PUBLICATION … DROP TABLE for FOR ALL
+// TABLES), and a start refused for it drops the publication it created,
+// never one that existed before.
+func TestBadInputPublicationMistakes(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "bad_pub")
+	pg.Exec(t, srcURL, `CREATE TABLE public.accounts (id int PRIMARY KEY, v text); INSERT INTO public.accounts SELECT g, 'a' FROM generate_series(1, 10) g;
+		CREATE TABLE public.history (id int, v text); INSERT INTO public.history VALUES (1, 'h')`)
+	run := func(args ...string) (int, string) {
+		return runBin(t, bin, nil, append([]string{"run", "--source", srcURL, "--warehouse", t.TempDir(), "--name", "src"}, args...)...)
+	}
+
+	// A keyless table under the FOR ALL TABLES publication tidemark creates.
+	code, out := run()
+	wantRefusal(t, "keyless, created FOR ALL TABLES", code, out, fault.ExitConfig, "no_primary_key", `public.history`, "ADD PRIMARY KEY", "--tables")
+	if strings.Contains(out, "DROP TABLE") {
+		t.Errorf("the advice for a FOR ALL TABLES publication suggests DROP TABLE, which PostgreSQL refuses:\n%s", out)
+	}
+	if pubs, slots := sourceObjects(t, srcURL); len(pubs)+len(slots) > 0 {
+		t.Errorf("the refused start left publications %v and slots %v", pubs, slots)
+	}
+	// Following the advice works.
+	r, wh := newRunner(t, bin, srcURL, "--name", "src", "--tables", "public.accounts")
+	lk := openLake(t, wh, "src")
+	s := r.start()
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "accounts"}}})
+	lk.close()
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	if rows := tryRead(wh, "bronze", "src", "public", "history"); len(rows) > 0 {
+		t.Errorf("bronze.src.public.history was written: %d rows", len(rows))
+	}
+
+	// A FOR ALL TABLES publication of the operator's, with --tables.
+	pg.Exec(t, srcURL, `CREATE PUBLICATION everything FOR ALL TABLES`)
+	code, out = run("--name", "other", "--publication", "everything", "--tables", "public.accounts")
+	wantRefusal(t, "--tables with FOR ALL TABLES", code, out, fault.ExitConfig, "bad_config", `"everything" is FOR ALL TABLES`, "Omit --tables", `FOR TABLE "public"."accounts"`, "--publication")
+	// Without --tables its keyless table is refused with advice that works
+	// for it, and the publication is kept.
+	code, out = run("--name", "other", "--publication", "everything")
+	wantRefusal(t, "keyless, existing FOR ALL TABLES", code, out, fault.ExitConfig, "no_primary_key", "public.history", "FOR ALL TABLES", "CREATE PUBLICATION", "--publication")
+	if strings.Contains(out, "DROP TABLE") {
+		t.Errorf("the advice for a FOR ALL TABLES publication suggests DROP TABLE:\n%s", out)
+	}
+	// A table-list publication: the advice is DROP TABLE, and it works.
+	pg.Exec(t, srcURL, `CREATE PUBLICATION listed FOR TABLE public.accounts, public.history`)
+	code, out = run("--name", "third", "--publication", "listed")
+	wantRefusal(t, "keyless, table list", code, out, fault.ExitConfig, "no_primary_key", `ALTER PUBLICATION "listed" DROP TABLE "public"."history"`)
+	pg.Exec(t, srcURL, `ALTER PUBLICATION "listed" DROP TABLE "public"."history"`)
+
+	// --tables naming a table the database does not have.
+	code, out = run("--name", "fourth", "--tables", "public.accounts,public.acounts")
+	wantRefusal(t, "--tables names a missing table", code, out, fault.ExitConfig, "bad_config", `"public"."acounts"`, "check the name")
+
+	pubs, slots := sourceObjects(t, srcURL)
+	if want := []string{"everything", "listed", "tidemark_src"}; fmt.Sprint(pubs) != fmt.Sprint(want) {
+		t.Errorf("publications %v, want %v (those of the operator kept, none left by a refused start)", pubs, want)
+	}
+	if want := []string{"tidemark_src"}; fmt.Sprint(slots) != fmt.Sprint(want) {
+		t.Errorf("slots %v, want %v", slots, want)
 	}
 }

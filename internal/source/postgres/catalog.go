@@ -115,6 +115,11 @@ func (d *Dialer) Database() string { return d.cfg.Database }
 func (d *Dialer) Connect(ctx context.Context) (*pgx.Conn, error) {
 	c, err := pgx.ConnectConfig(ctx, d.cfg.Copy())
 	if err != nil {
+		if isPermissionDenied(err) {
+			return nil, fault.With(fault.ErrPermissionDenied, fmt.Sprintf(
+				"role %q may not connect to database %q: grant it (GRANT CONNECT ON DATABASE %s TO %s), then rerun",
+				d.cfg.User, d.cfg.Database, quoteIdent(d.cfg.Database), quoteIdent(d.cfg.User)), err)
+		}
 		return nil, classify(fmt.Errorf("connect to source %s:%d/%s: %w", d.cfg.Host, d.cfg.Port, d.cfg.Database, err))
 	}
 	return c, nil
