@@ -94,7 +94,7 @@ func (c *Capture) checkListedTables(ctx context.Context, meta *pgx.Conn) error {
 	}
 	if len(missing) > 0 {
 		return fault.With(fault.ErrBadConfig, fmt.Sprintf(
-			"tables: (--tables) names %s, which database %q does not have: check the name (schema.table; a mixed-case name is quoted, \"Sales\".\"Orders\")",
+			"tables: (--tables) names %s, which is not a table of database %q: check the name (schema.table; a mixed-case name is quoted, \"Sales\".\"Orders\")",
 			strings.Join(missing, ", "), c.d.Database()), nil)
 	}
 	return nil
