@@ -812,6 +812,13 @@ func TestBadInputPublicationMistakes(t *testing.T) {
 	wantRefusal(t, "keyless, table list", code, out, fault.ExitConfig, "no_primary_key", `ALTER PUBLICATION "listed" DROP TABLE "public"."history"`)
 	pg.Exec(t, srcURL, `ALTER PUBLICATION "listed" DROP TABLE "public"."history"`)
 
+	// A keyless table in the --tables list of the publication tidemark creates.
+	code, out = run("--name", "fifth", "--tables", "public.accounts,public.history")
+	wantRefusal(t, "keyless, listed in --tables", code, out, fault.ExitConfig, "no_primary_key", "public.history", "leave it out of --tables")
+	if strings.Contains(out, "DROP TABLE") {
+		t.Errorf("the advice for the publication this start created and drops suggests DROP TABLE:\n%s", out)
+	}
+
 	// --tables naming a table the database does not have.
 	code, out = run("--name", "fourth", "--tables", "public.accounts,public.acounts")
 	wantRefusal(t, "--tables names a missing table", code, out, fault.ExitConfig, "bad_config", `"public"."acounts"`, "check the name")

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -177,8 +178,13 @@ func (c *Capture) keylessAdvice(err error, t change.TableID) error {
 	if !errors.As(err, &fe) || fe.Code != fault.ErrNoPrimaryKey.Code {
 		return err
 	}
+	listed := slices.Contains(c.opts.Tables, t)
 	var how string
 	switch {
+	case !c.pubAll && c.pubCreated && !c.started:
+		how = fmt.Sprintf("or leave it out of --tables (tidemark drops the publication %q this start created)", c.opts.Publication)
+	case !c.pubAll && listed:
+		how = fmt.Sprintf("or leave it out: remove it from --tables and run ALTER PUBLICATION %s DROP TABLE %s", quoteIdent(c.opts.Publication), showTable(t))
 	case !c.pubAll:
 		how = fmt.Sprintf("or leave it out: ALTER PUBLICATION %s DROP TABLE %s", quoteIdent(c.opts.Publication), showTable(t))
 	case c.pubCreated && !c.started:
