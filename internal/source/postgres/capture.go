@@ -105,7 +105,7 @@ type Capture struct {
 	// Set by ensurePublication for the session.
 	pubAll     bool // the publication is FOR ALL TABLES
 	pubCreated bool // this session created it (dropped again if the start fails)
-	started    bool // the slot exists with a checkpoint: the pipeline has started
+	started    bool // the slot exists with a checkpoint (or tail's temporary slot): the pipeline has started
 }
 
 // New returns a Capture. It does nothing until Run.
@@ -338,6 +338,7 @@ func (c *Capture) ensureSlot(ctx context.Context, meta *pgx.Conn, repl *pgconn.P
 		if err != nil {
 			return 0, classify(fmt.Errorf("create temporary replication slot %q: %w", c.opts.Slot, err))
 		}
+		c.started = true // streaming from here on: tail's end is no failed start
 		return ParseLSN(res.ConsistentPoint)
 	}
 	si, err := slotInfo(ctx, meta, c.opts.Slot)
