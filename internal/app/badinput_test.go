@@ -616,13 +616,18 @@ func TestBadInputReadOnlyStatus(t *testing.T) {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	check("after the pipeline stopped")
-	// Nothing the read-only user did changed the lake: run resumes.
+	// Nothing the read-only user did changed the lake: run resumes and
+	// captures a new row (which also proves it runs before it is stopped).
+	pg.Exec(t, srcURL, `INSERT INTO public.items VALUES (6, 'after')`)
 	s = r.start()
 	lk = openLake(t, wh, "src")
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "items"}}})
 	lk.close()
 	if code := s.stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	if rows := bronzetest.Read(t, wh, "bronze", "src", "public", "items"); len(rows) != 6 {
+		t.Errorf("bronze.src.public.items has %d rows after the restart, want 6", len(rows))
 	}
 }
 
