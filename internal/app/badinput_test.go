@@ -12,19 +12,26 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/tidemark/tidemark/internal/app"
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/testenv"
@@ -413,5 +420,419 @@ func TestBadInputRefusedAfterStart(t *testing.T) {
 				t.Errorf("bronze.src.public.good has %d rows, want 1", len(rows))
 			}
 		})
+	}
+}
+
+// ---------------------------------------------------------------------------
+// A newcomer's mistakes at start (issue 11): each is a named error with the
+// right exit code and the fix in its message, and a start that fails leaves
+// nothing behind that it created.
+
+// runBin runs the tidemark binary to its end (as the OS user of cred when
+// set) and returns its exit code and combined output.
+func runBin(t *testing.T, bin string, cred *syscall.Credential, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &ee) && ee.ExitCode() >= 0:
+		return ee.ExitCode(), string(out)
+	}
+	t.Fatalf("tidemark %s: %v\n%s", strings.Join(args, " "), err, out)
+	return -1, ""
+}
+
+// wantRefusal requires exit code want, the named error [code] and every
+// string of fix in out.
+func wantRefusal(t *testing.T, what string, gotCode int, out string, want int, code string, fix ...string) {
+	t.Helper()
+	if gotCode != want {
+		t.Errorf("%s: exit code %d, want %d; output:\n%s", what, gotCode, want, out)
+	}
+	for _, w := range append([]string{"[" + code + "]"}, fix...) {
+		if !strings.Contains(out, w) {
+			t.Errorf("%s: the message does not say %q:\n%s", what, w, out)
+		}
+	}
+	if strings.Contains(out, "retry budget") {
+		t.Errorf("%s: reported as transient:\n%s", what, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "tidemark: [") {
+			t.Logf("%s (exit %d): %s", what, gotCode, line)
+		}
+	}
+}
+
+// nobody returns the credential of the OS user "nobody", to run tidemark as
+// a user without rights on a root-owned warehouse (root ignores file modes).
+func nobody(t *testing.T) *syscall.Credential {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run tidemark as user nobody")
+	}
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		t.Fatalf("look up user nobody: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+}
+
+// sharedDir returns a new directory that every user may enter and read but
+// only the test's user may write (0o755 up to the root), removed at the end.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "tidemark-badinput-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// binForOthers copies the tidemark binary where user nobody may run it.
+func binForOthers(t *testing.T, bin string) string {
+	t.Helper()
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(sharedDir(t), "tidemark")
+	if err := os.WriteFile(p, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// sourceObjects lists the source database's publications and slots.
+func sourceObjects(t *testing.T, srcURL string) (pubs, slots []string) {
+	t.Helper()
+	ctx := context.Background()
+	c := connect(t, srcURL)
+	defer c.Close(ctx)
+	for q, out := range map[string]*[]string{
+		`SELECT pubname::text FROM pg_publication ORDER BY 1`:                                             &pubs,
+		`SELECT slot_name::text FROM pg_replication_slots WHERE database = current_database() ORDER BY 1`: &slots,
+	} {
+		rows, err := c.Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			*out = append(*out, s)
+		}
+		rows.Close()
+	}
+	return pubs, slots
+}
+
+// TestBadInputLocalMistakes: a missing --config file and a warehouse that
+// cannot be created or written are configuration errors (exit 2, not 4
+// after the retry budget) that name the path and the fix.
+func TestBadInputLocalMistakes(t *testing.T) {
+	bin := binForOthers(t, testenv.Tidemark(t))
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "bad_local")
+	missing := filepath.Join(t.TempDir(), "tidemark.yaml")
+	code, out := runBin(t, bin, nil, "run", "--config", missing)
+	wantRefusal(t, "missing --config", code, out, fault.ExitConfig, "bad_config", missing, "--config")
+
+	// Not creatable: the parent belongs to root (0o755) and tidemark runs as nobody.
+	cred := nobody(t)
+	parent := sharedDir(t)
+	wh := filepath.Join(parent, "lake")
+	code, out = runBin(t, bin, cred, "run", "--source", srcURL, "--warehouse", wh, "--name", "src")
+	wantRefusal(t, "warehouse not creatable", code, out, fault.ExitConfig, "warehouse_access", wh, "mkdir -p "+wh, "--warehouse")
+
+	// Exists, not writable.
+	if err := os.Mkdir(wh, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out = runBin(t, bin, cred, "run", "--source", srcURL, "--warehouse", wh, "--name", "src")
+	wantRefusal(t, "warehouse not writable", code, out, fault.ExitConfig, "warehouse_access", wh, "chown -R", "--warehouse")
+
+	// A writable directory holding a catalog.db the user may not write.
+	cat, err := app.OpenCatalog(context.Background(), wh, config.Secret{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat.Close()
+	if err := os.Chmod(wh, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	code, out = runBin(t, bin, cred, "run", "--source", srcURL, "--warehouse", wh, "--name", "src")
+	wantRefusal(t, "catalog.db not writable", code, out, fault.ExitConfig, "warehouse_access", wh, "chown -R")
+	if pubs, slots := sourceObjects(t, srcURL); len(pubs)+len(slots) > 0 {
+		t.Errorf("refused starts left publications %v and slots %v", pubs, slots)
+	}
+}
+
+// TestBadInputReadOnlyStatus: `tidemark status` and `show` work for a user
+// who may only read the warehouse, while the pipeline runs and after it
+// stopped (the catalog is opened read-only; it used to fail with "attempt to
+// write a readonly database").
+func TestBadInputReadOnlyStatus(t *testing.T) {
+	tm := testenv.Tidemark(t)
+	bin := binForOthers(t, tm)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "bad_ro")
+	pg.Exec(t, srcURL, `CREATE TABLE public.items (id int PRIMARY KEY, v text); INSERT INTO public.items SELECT g, 'v' || g FROM generate_series(1, 5) g`)
+	cred := nobody(t)
+	wh := filepath.Join(sharedDir(t), "lake")
+	r, _ := newRunner(t, tm, srcURL, "--name", "src", "--warehouse", wh)
+	lk := openLake(t, wh, "src")
+	s := r.start()
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "items"}}})
+	lk.close()
+	check := func(when string) {
+		code, out := runBin(t, bin, cred, "status", "--warehouse", wh)
+		if code != 0 || !strings.Contains(out, "items") {
+			t.Errorf("status as a read-only user %s: exit %d:\n%s", when, code, out)
+		}
+		code, out = runBin(t, bin, cred, "show", "--warehouse", wh, "--format", "json", "bronze.src.public.items")
+		if code != 0 || strings.Count(out, `"id"`) != 5 {
+			t.Errorf("show as a read-only user %s: exit %d:\n%s", when, code, out)
+		}
+	}
+	check("while the pipeline runs")
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	check("after the pipeline stopped")
+	// Nothing the read-only user did changed the lake: run resumes and
+	// captures a new row (which also proves it runs before it is stopped).
+	pg.Exec(t, srcURL, `INSERT INTO public.items VALUES (6, 'after')`)
+	s = r.start()
+	lk = openLake(t, wh, "src")
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "items"}}})
+	lk.close()
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	if rows := bronzetest.Read(t, wh, "bronze", "src", "public", "items"); len(rows) != 6 {
+		t.Errorf("bronze.src.public.items has %d rows after the restart, want 6", len(rows))
+	}
+}
+
+// TestBadInputServerSettings: wal_level, max_replication_slots and
+// max_wal_senders are checked at start: server_config (exit 2) with the
+// setting to change, before a publication or slot is created.
+func TestBadInputServerSettings(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	t.Run("wal_level", func(t *testing.T) {
+		t.Parallel()
+		pg := startPG(t, map[string]string{"wal_level": "replica"})
+		srcURL := pg.CreateDB(t, "bad_wal")
+		pg.Exec(t, srcURL, `CREATE TABLE public.a (id int PRIMARY KEY)`)
+		code, out := runBin(t, bin, nil, "run", "--source", srcURL, "--warehouse", t.TempDir(), "--name", "src")
+		wantRefusal(t, "wal_level=replica", code, out, fault.ExitConfig, "server_config", "wal_level = replica", "ALTER SYSTEM SET wal_level = logical", "restart")
+		if pubs, slots := sourceObjects(t, srcURL); len(pubs)+len(slots) > 0 {
+			t.Errorf("the refused start left publications %v and slots %v", pubs, slots)
+		}
+	})
+	t.Run("slots and senders", func(t *testing.T) {
+		t.Parallel()
+		pg := startPG(t, map[string]string{"max_replication_slots": "1", "max_wal_senders": "1"})
+		srcURL := pg.CreateDB(t, "bad_slots")
+		pg.Exec(t, srcURL, `CREATE TABLE public.a (id int PRIMARY KEY)`)
+		pg.Exec(t, srcURL, `SELECT pg_create_logical_replication_slot('someone_else', 'pgoutput')`)
+		code, out := runBin(t, bin, nil, "run", "--source", srcURL, "--warehouse", t.TempDir(), "--name", "src")
+		wantRefusal(t, "no free slot", code, out, fault.ExitConfig, "server_config", "max_replication_slots = 1", "someone_else", "pg_drop_replication_slot", "ALTER SYSTEM SET max_replication_slots = 2")
+		pubs, _ := sourceObjects(t, srcURL)
+		if len(pubs) > 0 {
+			t.Errorf("the refused start left publications %v", pubs)
+		}
+		pg.Exec(t, srcURL, `SELECT pg_drop_replication_slot('someone_else')`)
+
+		// The one walsender is taken by another replication client.
+		cfg, err := pgconn.ParseConfig(srcURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RuntimeParams["replication"] = "database"
+		other, err := pgconn.ConnectConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close(context.Background())
+		code, out = runBin(t, bin, nil, "run", "--source", srcURL, "--warehouse", t.TempDir(), "--name", "src")
+		wantRefusal(t, "no free walsender", code, out, fault.ExitConfig, "server_config", "max_wal_senders = 1", "ALTER SYSTEM SET max_wal_senders = 2")
+		if pubs, slots := sourceObjects(t, srcURL); len(pubs)+len(slots) > 0 {
+			t.Errorf("the refused start left publications %v and slots %v", pubs, slots)
+		}
+	})
+}
+
+// startPG starts a server of its own with settings, stopped at the end.
+func startPG(t *testing.T, settings map[string]string) *testenv.PG {
+	t.Helper()
+	pg, err := testenv.Start(testenv.Options{Settings: settings})
+	if err != nil {
+		t.Fatalf("start PostgreSQL with %v: %v", settings, err)
+	}
+	t.Cleanup(func() { pg.Stop() })
+	return pg
+}
+
+// roleURL creates a LOGIN role with the given attributes and returns a
+// source URL that connects as it; the role is dropped at the end.
+func roleURL(t *testing.T, pg *testenv.PG, srcURL, attrs string) (string, string) {
+	t.Helper()
+	role := fmt.Sprintf("tm_bad_%d", time.Now().UnixNano()%1e9)
+	const password = "bad-input-pw"
+	pg.Exec(t, pg.URL("postgres"), fmt.Sprintf(`CREATE ROLE %s LOGIN %s PASSWORD '%s'`, role, attrs, password))
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if c, err := pgx.Connect(ctx, srcURL); err == nil {
+			c.Exec(ctx, "DROP OWNED BY "+role)
+			c.Close(ctx)
+		}
+		if c, err := pgx.Connect(ctx, pg.URL("postgres")); err == nil {
+			c.Exec(ctx, "DROP OWNED BY "+role)
+			if _, err := c.Exec(ctx, "DROP ROLE "+role); err != nil {
+				t.Logf("drop role %s: %v", role, err)
+			}
+			c.Close(ctx)
+		}
+	})
+	u, err := url.Parse(srcURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, password)
+	return role, u.String()
+}
+
+// TestBadInputRolePrivileges: a role without REPLICATION, without CONNECT,
+// or without the right to create the publication it needs is refused at
+// start with permission_denied (exit 3) and the GRANT/ALTER to run, before
+// anything is created.
+func TestBadInputRolePrivileges(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "bad_role")
+	pg.Exec(t, srcURL, `CREATE TABLE public.a (id int PRIMARY KEY); INSERT INTO public.a VALUES (1)`)
+	dbName := strings.TrimPrefix(mustParse(t, srcURL).Path, "/")
+
+	role, noRepl := roleURL(t, pg, srcURL, "NOREPLICATION")
+	code, out := runBin(t, bin, nil, "run", "--source", noRepl, "--warehouse", t.TempDir(), "--name", "src")
+	wantRefusal(t, "no REPLICATION", code, out, fault.ExitFatal, "permission_denied", "REPLICATION", `ALTER ROLE "`+role+`" REPLICATION`)
+
+	role, repl := roleURL(t, pg, srcURL, "REPLICATION")
+	pg.Exec(t, srcURL, fmt.Sprintf(`GRANT SELECT ON public.a TO %s`, role))
+	// FOR ALL TABLES (no --tables) needs a superuser.
+	code, out = runBin(t, bin, nil, "run", "--source", repl, "--warehouse", t.TempDir(), "--name", "src")
+	wantRefusal(t, "may not create FOR ALL TABLES", code, out, fault.ExitFatal, "permission_denied", "superuser", "CREATE PUBLICATION")
+	// FOR TABLE needs CREATE on the database and ownership of the table.
+	code, out = runBin(t, bin, nil, "run", "--source", repl, "--warehouse", t.TempDir(), "--name", "src", "--tables", "public.a")
+	wantRefusal(t, "may not create FOR TABLE", code, out, fault.ExitFatal, "permission_denied", "CREATE on the database", `"public"."a"`)
+	if pubs, slots := sourceObjects(t, srcURL); len(pubs)+len(slots) > 0 {
+		t.Errorf("refused starts left publications %v and slots %v", pubs, slots)
+	}
+
+	// No CONNECT on the database.
+	pg.Exec(t, srcURL, fmt.Sprintf(`REVOKE CONNECT ON DATABASE %s FROM PUBLIC`, pgx.Identifier{dbName}.Sanitize()))
+	code, out = runBin(t, bin, nil, "run", "--source", repl, "--warehouse", t.TempDir(), "--name", "src")
+	wantRefusal(t, "no CONNECT", code, out, fault.ExitFatal, "permission_denied", "GRANT CONNECT ON DATABASE")
+}
+
+func mustParse(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestBadInputPublicationMistakes: --tables with a FOR ALL TABLES
+// publication is refused (it would capture every table); --tables naming a
+// table that does not exist is refused; a keyless table's advice fits the
+// publication (PostgreSQL refuses ALTER PUBLICATION … DROP TABLE for FOR ALL
+// TABLES), and a start refused for it drops the publication it created,
+// never one that existed before.
+func TestBadInputPublicationMistakes(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "bad_pub")
+	pg.Exec(t, srcURL, `CREATE TABLE public.accounts (id int PRIMARY KEY, v text); INSERT INTO public.accounts SELECT g, 'a' FROM generate_series(1, 10) g;
+		CREATE TABLE public.history (id int, v text); INSERT INTO public.history VALUES (1, 'h')`)
+	run := func(args ...string) (int, string) {
+		return runBin(t, bin, nil, append([]string{"run", "--source", srcURL, "--warehouse", t.TempDir(), "--name", "src"}, args...)...)
+	}
+
+	// A keyless table under the FOR ALL TABLES publication tidemark creates.
+	code, out := run()
+	wantRefusal(t, "keyless, created FOR ALL TABLES", code, out, fault.ExitConfig, "no_primary_key", `public.history`, "ADD PRIMARY KEY", "--tables")
+	if strings.Contains(out, "DROP TABLE") {
+		t.Errorf("the advice for a FOR ALL TABLES publication suggests DROP TABLE, which PostgreSQL refuses:\n%s", out)
+	}
+	if pubs, slots := sourceObjects(t, srcURL); len(pubs)+len(slots) > 0 {
+		t.Errorf("the refused start left publications %v and slots %v", pubs, slots)
+	}
+	// Following the advice works.
+	r, wh := newRunner(t, bin, srcURL, "--name", "src", "--tables", "public.accounts")
+	lk := openLake(t, wh, "src")
+	s := r.start()
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "accounts"}}})
+	lk.close()
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	if rows := tryRead(wh, "bronze", "src", "public", "history"); len(rows) > 0 {
+		t.Errorf("bronze.src.public.history was written: %d rows", len(rows))
+	}
+
+	// A FOR ALL TABLES publication of the operator's, with --tables.
+	pg.Exec(t, srcURL, `CREATE PUBLICATION everything FOR ALL TABLES`)
+	code, out = run("--name", "other", "--publication", "everything", "--tables", "public.accounts")
+	wantRefusal(t, "--tables with FOR ALL TABLES", code, out, fault.ExitConfig, "bad_config", `"everything" is FOR ALL TABLES`, "Omit --tables", `FOR TABLE "public"."accounts"`, "--publication")
+	// Without --tables its keyless table is refused with advice that works
+	// for it, and the publication is kept.
+	code, out = run("--name", "other", "--publication", "everything")
+	wantRefusal(t, "keyless, existing FOR ALL TABLES", code, out, fault.ExitConfig, "no_primary_key", "public.history", "FOR ALL TABLES", "CREATE PUBLICATION", "--publication")
+	if strings.Contains(out, "DROP TABLE") {
+		t.Errorf("the advice for a FOR ALL TABLES publication suggests DROP TABLE:\n%s", out)
+	}
+	// A table-list publication: the advice is DROP TABLE, and it works.
+	pg.Exec(t, srcURL, `CREATE PUBLICATION listed FOR TABLE public.accounts, public.history`)
+	code, out = run("--name", "third", "--publication", "listed")
+	wantRefusal(t, "keyless, table list", code, out, fault.ExitConfig, "no_primary_key", `ALTER PUBLICATION "listed" DROP TABLE "public"."history"`)
+	pg.Exec(t, srcURL, `ALTER PUBLICATION "listed" DROP TABLE "public"."history"`)
+
+	// A keyless table in the --tables list of the publication tidemark creates.
+	code, out = run("--name", "fifth", "--tables", "public.accounts,public.history")
+	wantRefusal(t, "keyless, listed in --tables", code, out, fault.ExitConfig, "no_primary_key", "public.history", "leave it out of --tables")
+	if strings.Contains(out, "DROP TABLE") {
+		t.Errorf("the advice for the publication this start created and drops suggests DROP TABLE:\n%s", out)
+	}
+
+	// --tables naming a table the database does not have.
+	code, out = run("--name", "fourth", "--tables", "public.accounts,public.acounts")
+	wantRefusal(t, "--tables names a missing table", code, out, fault.ExitConfig, "bad_config", `"public"."acounts"`, "check the name")
+
+	pubs, slots := sourceObjects(t, srcURL)
+	if want := []string{"everything", "listed", "tidemark_src"}; fmt.Sprint(pubs) != fmt.Sprint(want) {
+		t.Errorf("publications %v, want %v (those of the operator kept, none left by a refused start)", pubs, want)
+	}
+	if want := []string{"tidemark_src"}; fmt.Sprint(slots) != fmt.Sprint(want) {
+		t.Errorf("slots %v, want %v", slots, want)
 	}
 }

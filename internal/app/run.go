@@ -25,9 +25,20 @@ import (
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
-// OpenCatalog opens the lake catalog of cfg.
+// OpenCatalog opens the lake catalog of cfg, creating it if needed.
 func OpenCatalog(ctx context.Context, warehouse string, catalog config.Secret) (*lake.Catalog, error) {
-	cat, err := lake.Open(ctx, lake.Config{Warehouse: warehouse, CatalogURI: catalog.Reveal()})
+	return openCatalog(ctx, lake.Config{Warehouse: warehouse, CatalogURI: catalog.Reveal()}, catalog)
+}
+
+// OpenCatalogReadOnly opens an existing lake catalog for reading only
+// (status, show): a user who may only read the warehouse can run them.
+func OpenCatalogReadOnly(ctx context.Context, warehouse string, catalog config.Secret) (*lake.Catalog, error) {
+	return openCatalog(ctx, lake.Config{Warehouse: warehouse, CatalogURI: catalog.Reveal(), ReadOnly: true}, catalog)
+}
+
+func openCatalog(ctx context.Context, cfg lake.Config, catalog config.Secret) (*lake.Catalog, error) {
+	warehouse := cfg.Warehouse
+	cat, err := lake.Open(ctx, cfg)
 	if err != nil {
 		return nil, config.RedactError(fmt.Errorf("open the lake at %s: %w", warehouse, err), catalog)
 	}

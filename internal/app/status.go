@@ -38,7 +38,7 @@ type TableStatus struct {
 // Status reports every bronze table in the warehouse. With a source URL the
 // WAL lag is measured live; otherwise it is the lag at the last checkpoint.
 func Status(ctx context.Context, warehouse string, catalog, source config.Secret, format string, out io.Writer) error {
-	cat, err := OpenCatalog(ctx, warehouse, catalog)
+	cat, err := OpenCatalogReadOnly(ctx, warehouse, catalog)
 	if err != nil {
 		return err
 	}

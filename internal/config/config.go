@@ -27,6 +27,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tidemark/tidemark/internal/fault"
 )
 
 // Config is tidemark's configuration. The zero value plus Validate is a
@@ -201,7 +203,9 @@ func (e *Error) Error() string {
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: cannot read config file: %w", err)
+		// A configuration error (exit 2), never a transient one: the
+		// file will not appear by retrying.
+		return nil, fault.With(fault.ErrBadConfig, fmt.Sprintf("config: cannot read config file %s: check the path given to --config", path), err)
 	}
 	return parse(path, data, os.LookupEnv)
 }

@@ -112,6 +112,15 @@ var (
 	ErrUnsupportedName    = &Error{Class: Config, Code: "unsupported_name"}
 	ErrBadConfig          = &Error{Class: Config, Code: "bad_config"}
 	ErrAlreadyRunning     = &Error{Class: Config, Code: "already_running"}
+	// ErrServerConfig: a PostgreSQL server setting tidemark needs is not
+	// what it must be (wal_level, max_replication_slots, max_wal_senders).
+	// A configuration error: the operator changes the setting (most need a
+	// server restart); retrying cannot fix it.
+	ErrServerConfig = &Error{Class: Config, Code: "server_config"}
+	// ErrWarehouseAccess: the warehouse directory or its catalog cannot be
+	// created, written (tidemark run) or read (tidemark status) by the user
+	// running tidemark. A configuration error: retrying cannot fix it.
+	ErrWarehouseAccess = &Error{Class: Config, Code: "warehouse_access"}
 	// ErrCommitConflict: another writer committed to a lake table between
 	// tidemark's read of it and its commit, and bounded retries did not get
 	// a commit through. Transient: nothing was applied or acknowledged, and
@@ -185,7 +194,13 @@ func IsTransient(err error) bool {
 	}
 	var ne net.Error
 	if errors.As(err, &ne) {
-		return true
+		// A bare errno (under an *os.PathError from mkdir or open) also
+		// satisfies net.Error: only the network ones are transient. A
+		// warehouse that may not be written is a configuration problem,
+		// and retrying it for the retry budget would only hide it.
+		if errno, ok := ne.(syscall.Errno); !ok || networkErrno(errno) {
+			return true
+		}
 	}
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
@@ -195,6 +210,17 @@ func IsTransient(err error) bool {
 		return true
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	return false
+}
+
+// networkErrno reports whether errno is a network condition a reconnect
+// can outlive.
+func networkErrno(errno syscall.Errno) bool {
+	switch errno {
+	case syscall.ECONNRESET, syscall.ECONNREFUSED, syscall.ECONNABORTED, syscall.EPIPE, syscall.ETIMEDOUT,
+		syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN, syscall.ENETRESET, syscall.EHOSTDOWN:
 		return true
 	}
 	return false

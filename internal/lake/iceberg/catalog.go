@@ -40,11 +40,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -55,6 +59,8 @@ import (
 	"github.com/apache/iceberg-go/table"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/tidemark/tidemark/internal/fault"
 )
 
 // CatalogName is the name every tidemark catalog has. It is stored in every
@@ -87,6 +93,11 @@ type Config struct {
 	// "postgres://" / "postgresql://" URL for a catalog in PostgreSQL (the
 	// tables are created in the connection's current schema).
 	CatalogURI string
+	// ReadOnly opens an existing catalog for reading only (tidemark status,
+	// show): the warehouse is not created, the SQLite file is opened with
+	// mode=ro and no catalog table is created, so a user who may only read
+	// the warehouse can use it. Writing through a read-only catalog fails.
+	ReadOnly bool
 }
 
 // Catalog is an open Iceberg catalog. Close it when done.
@@ -116,8 +127,17 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 		return nil, fmt.Errorf("iceberg: open catalog: warehouse %q: the path must not need URL escaping "+
 			"(no spaces, '%%', '?', '#' or non-ASCII characters): other Iceberg engines would not find the files", wh)
 	}
-	if err := os.MkdirAll(wh, 0o755); err != nil {
-		return nil, fmt.Errorf("iceberg: open catalog: create warehouse %s: %w", wh, err)
+	if cfg.ReadOnly {
+		if _, err := os.Stat(wh); err != nil {
+			return nil, warehouseError(wh, "read", err)
+		}
+	} else {
+		if err := os.MkdirAll(wh, 0o755); err != nil {
+			return nil, warehouseError(wh, "create", err)
+		}
+		if err := checkWritable(wh, cfg.CatalogURI == ""); err != nil {
+			return nil, warehouseError(wh, "write", err)
+		}
 	}
 
 	var (
@@ -133,6 +153,11 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 		// with "database is locked".
 		dsn = "file:" + filepath.Join(wh, "catalog.db") +
 			"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
+		if cfg.ReadOnly {
+			// The journal mode is the writer's to set (the file is in WAL
+			// mode since its first open); see readableSQLite.
+			dsn = "file:" + filepath.Join(wh, "catalog.db") + "?mode=ro&_pragma=busy_timeout(10000)"
+		}
 		where = filepath.Join(wh, "catalog.db")
 	case strings.HasPrefix(cfg.CatalogURI, "postgres://"), strings.HasPrefix(cfg.CatalogURI, "postgresql://"):
 		u, perr := url.Parse(cfg.CatalogURI)
@@ -158,17 +183,21 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	// another process opening or committing to the same catalog.db at that
 	// moment, SQLite can answer SQLITE_BUSY at once, without its busy
 	// timeout. Both steps are idempotent: retried a few times.
-	err = retryBusy(ctx, func() error { return db.PingContext(ctx) })
+	if cfg.ReadOnly && cfg.CatalogURI == "" {
+		db, err = readableSQLite(ctx, db, where)
+	} else {
+		err = retryBusy(ctx, func() error { return db.PingContext(ctx) })
+	}
 	if err != nil {
 		_ = db.Close()
-		return nil, redact(classify(fmt.Errorf("iceberg: open catalog %s: %w", where, err), "catalog "+where), secrets...)
+		return nil, redact(classifyOpen(fmt.Errorf("iceberg: open catalog %s: %w", where, err), where, wh, cfg.ReadOnly), secrets...)
 	}
 
 	whURL := (&url.URL{Scheme: "file", Path: filepath.ToSlash(wh)}).String()
 	props := iceberggo.Properties{
 		sqlcat.DriverKey:      driver,
 		sqlcat.DialectKey:     string(dialect),
-		"init_catalog_tables": "true",
+		"init_catalog_tables": strconv.FormatBool(!cfg.ReadOnly),
 		"warehouse":           whURL,
 	}
 	var cat *sqlcat.Catalog
@@ -178,9 +207,134 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	})
 	if err != nil {
 		_ = db.Close()
-		return nil, redact(classify(fmt.Errorf("iceberg: open catalog %s: %w", where, err), "catalog "+where), secrets...)
+		return nil, redact(classifyOpen(fmt.Errorf("iceberg: open catalog %s: %w", where, err), where, wh, cfg.ReadOnly), secrets...)
 	}
 	return &Catalog{db: db, cat: cat, warehouse: wh, warehouseURL: whURL, where: where, postgres: dialect == sqlcat.Postgres}, nil
+}
+
+// readableSQLite reads from db, a SQLite catalog opened with mode=ro, and
+// returns it, or another handle that can read it. SQLite reads a WAL
+// database read-only when its -wal and -shm files exist (a writer has it
+// open) or it may create them; a user who may not write the directory, with
+// no writer running (no -wal file), gets "attempt to write a readonly
+// database". Then nothing is changing the file, and it is opened as
+// immutable (no locks, no -shm), the way SQLite documents for read-only
+// media.
+func readableSQLite(ctx context.Context, db *sql.DB, path string) (*sql.DB, error) {
+	probe := func(db *sql.DB) error {
+		var n int
+		return retryBusy(ctx, func() error {
+			if err := db.PingContext(ctx); err != nil {
+				return err
+			}
+			return db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master`).Scan(&n)
+		})
+	}
+	err := probe(db)
+	if err == nil {
+		return db, nil
+	}
+	switch sqliteCode(err) {
+	case sqliteReadOnly, sqliteCantOpen:
+	default:
+		return db, err
+	}
+	if _, serr := os.Stat(path + "-wal"); !errors.Is(serr, fs.ErrNotExist) {
+		return db, err
+	}
+	imm, oerr := sql.Open(sqliteshim.ShimName, "file:"+path+"?mode=ro&immutable=1")
+	if oerr != nil {
+		return db, err
+	}
+	if ierr := probe(imm); ierr != nil {
+		_ = imm.Close()
+		return db, ierr
+	}
+	_ = db.Close()
+	return imm, nil
+}
+
+// checkWritable makes sure the user running tidemark may write the
+// warehouse directory (and an existing SQLite catalog file and its WAL
+// files) before anything is written: otherwise the first commit fails
+// deep inside SQLite or Parquet with a message that names neither.
+func checkWritable(wh string, sqlite bool) error {
+	f, err := os.CreateTemp(wh, ".tidemark-write-check-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	_ = f.Close()
+	if err := os.Remove(name); err != nil {
+		return err
+	}
+	if !sqlite {
+		return nil
+	}
+	for _, p := range []string{"catalog.db", "catalog.db-wal", "catalog.db-shm"} {
+		f, err := os.OpenFile(filepath.Join(wh, p), os.O_WRONLY, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		_ = f.Close()
+	}
+	return nil
+}
+
+// SQLite result codes of a catalog file the process may not open or write.
+const (
+	sqlitePerm     = 3  // SQLITE_PERM
+	sqliteReadOnly = 8  // SQLITE_READONLY: "attempt to write a readonly database"
+	sqliteCantOpen = 14 // SQLITE_CANTOPEN: "unable to open database file"
+)
+
+// classifyOpen classifies an error opening the catalog: a file the user may
+// not open or write is fault.ErrWarehouseAccess (a configuration error, exit
+// 2), anything else as classify does.
+func classifyOpen(err error, where, wh string, readOnly bool) error {
+	switch sqliteCode(err) {
+	case sqlitePerm, sqliteReadOnly, sqliteCantOpen:
+		if readOnly {
+			return warehouseError(wh, "read", err)
+		}
+		return warehouseError(wh, "write", err)
+	}
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
+		return warehouseError(wh, "write", err)
+	}
+	return classify(err, "catalog "+where)
+}
+
+// warehouseError is the named configuration error for a warehouse that the
+// user running tidemark may not create (op "create"), write or read, with
+// the fix in one line. Other errors (a full disk) are classified as usual.
+func warehouseError(wh, op string, err error) error {
+	if isDiskFull(err) {
+		return fault.MarkTransient(fmt.Errorf("iceberg: %s warehouse %s: %w", op, wh, err))
+	}
+	who, owner := "the user running tidemark", "<user>"
+	if u, uerr := user.Current(); uerr == nil {
+		who, owner = fmt.Sprintf("user %q", u.Username), u.Username
+	}
+	var msg string
+	switch op {
+	case "create":
+		msg = fmt.Sprintf("cannot create the warehouse directory %s: create it and let %s write it (mkdir -p %s && chown %s %s), or choose another --warehouse",
+			wh, who, wh, owner, wh)
+	case "write":
+		msg = fmt.Sprintf("%s may not write the warehouse %s (tidemark run writes data files and the catalog there): "+
+			"give it write access (chown -R %s %s), or choose another --warehouse", who, wh, owner, wh)
+	default:
+		if errors.Is(err, fs.ErrNotExist) {
+			return fault.With(fault.ErrBadConfig, fmt.Sprintf("no tidemark lake at %s: check --warehouse", wh), err)
+		}
+		msg = fmt.Sprintf("%s may not read the warehouse %s: give it read access to the directory and catalog.db (chmod -R a+rX %s), or check --warehouse",
+			who, wh, wh)
+	}
+	return fault.With(fault.ErrWarehouseAccess, msg, err)
 }
 
 // retryBusy calls fn until it does not fail with SQLite's "database is

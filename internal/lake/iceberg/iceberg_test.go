@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	iceberggo "github.com/apache/iceberg-go"
 
+	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/lake/iceberg"
 )
 
@@ -578,5 +579,44 @@ func TestWarehousePathNeedingEscapes(t *testing.T) {
 	createAllTypes(t, cat, ordersIdent)
 	if _, err := os.Stat(filepath.Join(cat.Warehouse(), "bronze.shop.public.db", "orders", "metadata")); err != nil {
 		t.Errorf("table not under the warehouse: %v", err)
+	}
+}
+
+// TestOpenReadOnly: a read-only open (tidemark status, show) reads an
+// existing catalog and its tables, creates nothing, refuses writes, and
+// names a missing warehouse as a configuration error. (As a user who may
+// not write the warehouse: TestBadInputReadOnlyStatus in internal/app.)
+func TestOpenReadOnly(t *testing.T) {
+	ctx := context.Background()
+	wh := filepath.Join(t.TempDir(), "lake")
+	rw := openCatalog(t, wh)
+	tbl := createAllTypes(t, rw, ordersIdent)
+	appendRows(t, tbl, map[string]string{"tidemark.position": "7"}, map[string]any{"id": int64(1)})
+	if err := rw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := iceberg.Open(ctx, iceberg.Config{Warehouse: wh, ReadOnly: true})
+	if err != nil {
+		t.Fatalf("open read-only: %v", err)
+	}
+	defer ro.Close()
+	got, err := ro.LoadTable(ctx, ordersIdent)
+	if err != nil {
+		t.Fatalf("load table read-only: %v", err)
+	}
+	if got.Summary()["tidemark.position"] != "7" {
+		t.Errorf("summary %v", got.Summary())
+	}
+	if _, err := ro.CreateTable(ctx, []string{"bronze", "shop", "public", "other"}, iceberg.TableSpec{Schema: simpleSchema()}); err == nil {
+		t.Errorf("a read-only catalog created a table")
+	}
+
+	missing := filepath.Join(t.TempDir(), "nothing")
+	_, err = iceberg.Open(ctx, iceberg.Config{Warehouse: missing, ReadOnly: true})
+	if !errors.Is(err, fault.ErrBadConfig) || !strings.Contains(err.Error(), "--warehouse") {
+		t.Errorf("read-only open of a missing warehouse: %v, want bad_config naming --warehouse", err)
+	}
+	if _, serr := os.Stat(missing); !errors.Is(serr, os.ErrNotExist) {
+		t.Errorf("a read-only open created %s", missing)
 	}
 }

@@ -101,6 +101,11 @@ type Capture struct {
 	opts   Options
 	log    *slog.Logger
 	prefix string // logical message prefix of this pipeline
+
+	// Set by ensurePublication for the session.
+	pubAll     bool // the publication is FOR ALL TABLES
+	pubCreated bool // this session created it (dropped again if the start fails)
+	started    bool // the slot exists with a checkpoint (or tail's temporary slot): the pipeline has started
 }
 
 // New returns a Capture. It does nothing until Run.
@@ -124,12 +129,18 @@ type table struct {
 // occurs. On ctx cancellation it flushes and acknowledges before returning
 // nil. Errors are classified (fault.Class): transient ones may be retried by
 // calling Run again.
-func (c *Capture) Run(ctx context.Context) error {
+func (c *Capture) Run(ctx context.Context) (err error) {
 	meta, err := c.d.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer meta.Close(context.Background())
+	c.pubCreated, c.started = false, false
+	// Deferred after meta.Close, so it runs first, on the open connection.
+	defer func() { err = c.cleanupFailedStart(meta, err) }()
+	if err := c.checkServer(ctx, meta); err != nil {
+		return err
+	}
 	if !c.opts.TemporarySlot {
 		if err := c.lockPipeline(ctx, meta); err != nil {
 			return err
@@ -150,18 +161,28 @@ func (c *Capture) Run(ctx context.Context) error {
 	if err := c.checkReadable(ctx, meta); err != nil {
 		return err
 	}
-	tables := map[change.TableID]*table{}
+	// Every table is checked before a lake table is created for any: a
+	// start refused for one table leaves nothing behind in the lake.
+	infos := map[change.TableID]*TableInfo{}
 	var problems []error
 	for _, id := range ids {
-		t, err := c.openTable(ctx, meta, id)
+		info, err := c.describe(ctx, meta, id)
 		if err != nil {
 			problems = append(problems, err)
 			continue
 		}
-		tables[id] = t
+		infos[id] = info
 	}
 	if len(problems) > 0 {
 		return errors.Join(problems...)
+	}
+	tables := map[change.TableID]*table{}
+	for _, id := range ids {
+		t, err := c.openDescribed(ctx, meta, id, infos[id])
+		if err != nil {
+			return err
+		}
+		tables[id] = t
 	}
 
 	// Streamed transactions restart from their beginning in a new session:
@@ -230,14 +251,30 @@ func (c *Capture) ensurePublication(ctx context.Context, meta *pgx.Conn, haveCP 
 	if err != nil {
 		return err
 	}
+	if err := c.checkListedTables(ctx, meta); err != nil {
+		return err
+	}
 	if !ok {
 		if haveCP {
 			return fault.With(fault.ErrPublicationMissing, fmt.Sprintf(
 				"publication %q was dropped after tidemark started using it: changes made while it was missing cannot be decoded. "+
 					"Restore it, or re-snapshot: %s", c.opts.Publication, resnapshotAll), nil)
 		}
+		if err := c.checkCanCreatePublication(ctx, meta); err != nil {
+			return err
+		}
 		c.log.Info("creating publication", "publication", c.opts.Publication, "tables", len(c.opts.Tables))
-		return createPublication(ctx, meta, c.opts.Publication, c.opts.Tables)
+		if err := createPublication(ctx, meta, c.opts.Publication, c.opts.Tables); err != nil {
+			return err
+		}
+		c.pubAll, c.pubCreated = len(c.opts.Tables) == 0, true
+		return nil
+	}
+	if c.pubAll, err = publicationKind(ctx, meta, c.opts.Publication); err != nil {
+		return err
+	}
+	if c.pubAll && len(c.opts.Tables) > 0 {
+		return c.refuseTablesForAll()
 	}
 	if len(c.opts.Tables) > 0 {
 		have, err := publicationTables(ctx, meta, c.opts.Publication)
@@ -251,10 +288,25 @@ func (c *Capture) ensurePublication(ctx context.Context, meta *pgx.Conn, haveCP 
 
 // openTable describes a published table and creates its lake tables.
 func (c *Capture) openTable(ctx context.Context, meta *pgx.Conn, id change.TableID) (*table, error) {
-	info, err := describeTable(ctx, meta, id, c.types.Lookup)
+	info, err := c.describe(ctx, meta, id)
 	if err != nil {
 		return nil, err
 	}
+	return c.openDescribed(ctx, meta, id, info)
+}
+
+// describe is describeTable with the advice that depends on the
+// publication.
+func (c *Capture) describe(ctx context.Context, meta *pgx.Conn, id change.TableID) (*TableInfo, error) {
+	info, err := describeTable(ctx, meta, id, c.types.Lookup)
+	if err != nil {
+		return nil, c.keylessAdvice(err, id)
+	}
+	return info, nil
+}
+
+// openDescribed creates (or verifies) the lake tables of a described table.
+func (c *Capture) openDescribed(ctx context.Context, meta *pgx.Conn, id change.TableID, info *TableInfo) (*table, error) {
 	t := &table{id: id, info: info, schema: schemaOf(info.Relation)}
 	texts, err := missingValues(ctx, meta, id)
 	if err != nil {
@@ -293,6 +345,7 @@ func (c *Capture) ensureSlot(ctx context.Context, meta *pgx.Conn, repl *pgconn.P
 		if err != nil {
 			return 0, classify(fmt.Errorf("create temporary replication slot %q: %w", c.opts.Slot, err))
 		}
+		c.started = true // streaming from here on: tail's end is no failed start
 		return ParseLSN(res.ConsistentPoint)
 	}
 	si, err := slotInfo(ctx, meta, c.opts.Slot)
@@ -310,19 +363,21 @@ func (c *Capture) ensureSlot(ctx context.Context, meta *pgx.Conn, repl *pgconn.P
 		}
 		lsn, err := ParseLSN(res.ConsistentPoint)
 		if err != nil {
-			return 0, err
+			return 0, c.dropCreatedSlot(meta, err)
 		}
 		c.log.Info("created replication slot", "slot", c.opts.Slot, "consistent_point", res.ConsistentPoint)
 		// Record the slot's starting point before any data moves, so a later
 		// start can tell a lost slot from a fresh one.
 		if err := c.w.Flush(ctx, Checkpoint{AckedLSN: lsn, Slot: c.opts.Slot, Watermark: time.Now().UTC()}); err != nil {
-			return 0, err
+			return 0, c.dropCreatedSlot(meta, err)
 		}
+		c.started = true
 		return lsn, nil
 	}
 	if si.ActivePID != 0 {
 		return 0, fault.MarkTransient(fmt.Errorf("replication slot %q is in use by backend pid %d (another tidemark, or our previous connection not yet gone)", c.opts.Slot, si.ActivePID))
 	}
+	c.started = true // the slot existed before this start
 	if !haveCP {
 		if err := c.w.Flush(ctx, Checkpoint{AckedLSN: si.ConfirmedFlush, Slot: c.opts.Slot, Watermark: time.Now().UTC()}); err != nil {
 			return 0, err
@@ -432,11 +487,14 @@ func (c *Capture) checkReadable(ctx context.Context, conn *pgx.Conn) error {
 	for i, t := range bad {
 		names[i], quoted[i] = t.String(), quoteTable(t)
 	}
+	leaveOut := fmt.Sprintf("or remove the table from the publication (ALTER PUBLICATION %s DROP TABLE %s)", quoteIdent(c.opts.Publication), strings.Join(quoted, ", "))
+	if c.pubAll {
+		leaveOut = "(a FOR ALL TABLES publication cannot leave a table out: to capture without it, use a publication with a table list, --publication)"
+	}
 	return fault.With(fault.ErrPermissionDenied, fmt.Sprintf(
-		"role %q may not SELECT %s, which publication %q publishes: grant it (GRANT SELECT ON %s TO %s) or remove the table from the publication (ALTER PUBLICATION %s DROP TABLE %s), then restart. "+
+		"role %q may not SELECT %s, which publication %q publishes: grant it (GRANT SELECT ON %s TO %s) %s, then restart. "+
 			"Everything up to the last commit is in the lake and nothing past it was acknowledged",
-		c.d.User(), strings.Join(names, ", "), c.opts.Publication, strings.Join(quoted, ", "), quoteIdent(c.d.User()),
-		quoteIdent(c.opts.Publication), strings.Join(quoted, ", ")), nil)
+		c.d.User(), strings.Join(names, ", "), c.opts.Publication, strings.Join(quoted, ", "), quoteIdent(c.d.User()), leaveOut), nil)
 }
 
 // heartbeat emits a small transactional logical message at a fixed interval.

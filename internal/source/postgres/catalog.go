@@ -58,7 +58,8 @@ func elementCollision(t change.TableID, cols []string, isList func(string) bool)
 
 // leaveOut tells the operator how to exclude table t from the pipeline.
 func leaveOut(t change.TableID) string {
-	return fmt.Sprintf("leave the table out: list the tables to capture in tables: (--tables), or, for a publication you manage, ALTER PUBLICATION ... DROP TABLE %s", showTable(t))
+	return fmt.Sprintf("leave the table out: list the tables to capture in tables: (--tables) when tidemark creates the publication, or, for a table-list publication you manage, ALTER PUBLICATION ... DROP TABLE %s "+
+		"(a FOR ALL TABLES publication cannot leave a table out: use one with a table list, --publication)", showTable(t))
 }
 
 // showTable is quoteTable for messages: a name with a control character
@@ -114,6 +115,11 @@ func (d *Dialer) Database() string { return d.cfg.Database }
 func (d *Dialer) Connect(ctx context.Context) (*pgx.Conn, error) {
 	c, err := pgx.ConnectConfig(ctx, d.cfg.Copy())
 	if err != nil {
+		if isPermissionDenied(err) {
+			return nil, fault.With(fault.ErrPermissionDenied, fmt.Sprintf(
+				"role %q may not connect to database %q: grant it (GRANT CONNECT ON DATABASE %s TO %s), then rerun",
+				d.cfg.User, d.cfg.Database, quoteIdent(d.cfg.Database), quoteIdent(d.cfg.User)), err)
+		}
 		return nil, classify(fmt.Errorf("connect to source %s:%d/%s: %w", d.cfg.Host, d.cfg.Port, d.cfg.Database, err))
 	}
 	return c, nil
@@ -324,8 +330,7 @@ func describeTable(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 	if len(keys) == 0 {
 		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
 			"table %s has no primary key and no replica identity index: tidemark cannot order its changes by key. "+
-				"Add one (ALTER TABLE %s ADD PRIMARY KEY (...)) or set REPLICA IDENTITY USING INDEX on a unique index, "+
-				"or remove it from the publication (ALTER PUBLICATION ... DROP TABLE %s)", t, quoteTable(t), quoteTable(t)), nil)
+				"Add one (ALTER TABLE %s ADD PRIMARY KEY (...)) or set REPLICA IDENTITY USING INDEX on a unique index", t, quoteTable(t)), nil)
 	}
 	if replid == "n" {
 		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
