@@ -47,6 +47,7 @@ type runner struct {
 	t       *testing.T
 	bin     string
 	args    []string
+	env     []string // added to the environment of the sessions started next
 	logPath string
 	runs    []*session
 }
@@ -92,6 +93,9 @@ func (r *runner) start() *session {
 	s := &session{n: len(r.runs) + 1, done: make(chan struct{}), offset: off}
 	fmt.Fprintf(f, "===== tidemark session %d started %s =====\n", s.n, time.Now().Format(time.RFC3339Nano))
 	s.cmd = exec.Command(r.bin, r.args...)
+	if len(r.env) > 0 {
+		s.cmd.Env = append(os.Environ(), r.env...)
+	}
 	s.cmd.Stdout, s.cmd.Stderr = f, f
 	if err := s.cmd.Start(); err != nil {
 		r.t.Fatalf("start tidemark: %v", err)
