@@ -30,6 +30,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/testenv"
@@ -246,7 +247,13 @@ func TestE2ECrashRecovery(t *testing.T) {
 
 	// The workload starts once the first session has created the slot, so
 	// that its changes are streamed (before that, only the snapshot sees them).
+	// The first session pauses between snapshot chunks (failpoint
+	// snapshot-between-chunks) so that its snapshot of items lasts at
+	// least 4 s, and the first kill, within 1.2 s, lands inside it.
+	pause := 4000 / (p.preloadItems / 500)
+	r.env = []string{fmt.Sprintf("%s=snapshot-between-chunks=sleep(%d)", failpoint.EnvVar, pause)}
 	first := r.start()
+	r.env = nil
 	for {
 		if first.exited() {
 			t.Fatalf("tidemark session 1 exited by itself: %v", first.err)
@@ -286,7 +293,7 @@ func TestE2ECrashRecovery(t *testing.T) {
 		}
 	}
 	if midSnapshot == 0 {
-		t.Logf("note: no kill landed while a snapshot was running (it finished too fast)")
+		t.Errorf("no kill landed while a snapshot was running")
 	}
 	// Let the workload finish its one-off events, then stop it.
 	select {

@@ -35,7 +35,12 @@ func crashLoop(t *testing.T, iterations, preload int) {
 	rng := rand.New(rand.NewPCG(seed(t), 1))
 	e := newEnv(t, "crash", envOptions{preload: preload, args: []string{"--snapshot-chunk-rows", "500"}})
 
+	// The first session pauses 50 ms between snapshot chunks (failpoint
+	// snapshot-between-chunks), so that its snapshot of 40 chunks lasts
+	// at least 2 s and the first kill, within 300 ms, lands inside it.
+	e.envVars = []string{"TIDEMARK_FAILPOINTS=snapshot-between-chunks=sleep(50)"}
 	first := e.start()
+	e.envVars = nil
 	e.waitSlot(first, time.Minute)
 	wl := e.startWorkload(rng.Uint64(), int64(preload))
 	passed, midSnapshot := 0, 0
@@ -75,6 +80,9 @@ func crashLoop(t *testing.T, iterations, preload int) {
 	note = fmt.Sprintf("%d/%d iterations passed, %d kills during the snapshot", passed, iterations, midSnapshot)
 	if passed != iterations {
 		t.Errorf("crash loop: %d of %d iterations passed", passed, iterations)
+	}
+	if midSnapshot == 0 {
+		t.Errorf("crash loop: no kill landed inside the snapshot")
 	}
 }
 
