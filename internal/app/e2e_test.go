@@ -196,6 +196,7 @@ type e2eParams struct {
 }
 
 func TestE2ECrashRecovery(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	// The tables are big enough that the snapshot (500-row chunks) spans the
 	// first kills: a chunk takes a few tens of milliseconds.
 	p := e2eParams{kills: 5, preloadItems: 100000, preloadAccounts: 25000, bigTxnRows: 5000, workers: 2}
@@ -664,6 +665,7 @@ func describeHistory(rows []bronzetest.Row, key []string, k string) string {
 // rebuild the row under its new key (docs/bronze.md, "Key changes"). One
 // table has the default replica identity, the other REPLICA IDENTITY FULL.
 func TestE2EUnchangedToastAcrossKeyChange(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
 	srcURL := pg.CreateDB(t, "e2e_toastkey")

@@ -215,6 +215,7 @@ func bronzeSummary(t *testing.T, wh, source, table string) map[string]string {
 // tables and silver equals the source, the rows deleted in the gap included,
 // as `tidemark verify` and PyIceberg see it.
 func TestResnapshotRecoversBrokenSlot(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	for _, tc := range []struct {
 		code   string
 		break_ func(t *testing.T, pg *testenv.PG, src, source string)
@@ -307,6 +308,7 @@ func TestResnapshotRecoversBrokenSlot(t *testing.T) {
 // the slot untouched, and verify passes again. Rows deleted at the source
 // after the request are gone from silver too.
 func TestResnapshotOneTableRepairsDrift(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	pg := testenv.Shared(t)
 	src := pg.CreateDB(t, "rsdrift")
 	pg.Exec(t, src, `CREATE TABLE a (id bigint PRIMARY KEY, v text);
@@ -359,6 +361,7 @@ func TestResnapshotOneTableRepairsDrift(t *testing.T) {
 // TestResnapshotRefusesWhileRunning: the one-writer lock of run keeps
 // resnapshot out.
 func TestResnapshotRefusesWhileRunning(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	pg := testenv.Shared(t)
 	src := pg.CreateDB(t, "rsbusy")
 	pg.Exec(t, src, `CREATE TABLE a (id int PRIMARY KEY)`)
@@ -383,6 +386,7 @@ func TestResnapshotRefusesWhileRunning(t *testing.T) {
 // silver still showing the state from before the request; the restart
 // finishes the re-snapshot and silver equals the source.
 func TestResnapshotSurvivesKill(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	pg := testenv.Shared(t)
 	src := pg.CreateDB(t, "rskill")
 	const rows, chunkRows = 20000, 100
@@ -514,6 +518,7 @@ func slotConfirmed(t *testing.T, srcURL, slot string) string {
 // `resnapshot --all` drops the lost slot and creates a new one; the next run
 // re-reads the tables and verify passes, rows deleted in the gap included.
 func TestResnapshotAfterWALLost(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	pg, err := testenv.Start(testenv.Options{Settings: map[string]string{"max_slot_wal_keep_size": "1MB", "min_wal_size": "32MB", "max_wal_size": "32MB"}})
 	if err != nil {
 		t.Fatal(err)
