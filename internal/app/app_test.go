@@ -272,6 +272,7 @@ func (f *fakeTB) Logf(string, ...any)   {}
 func (f *fakeTB) TempDir() string       { return os.TempDir() }
 
 func TestSecretsNeverReachOutput(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
 	url := pg.CreateDB(t, "secrets")

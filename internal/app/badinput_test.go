@@ -49,6 +49,7 @@ type oddTable struct {
 // bronze and silver, are addressable by every command that takes a table
 // name, and verify equal.
 func TestBadInputIdentifiers(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
 	srcURL := pg.CreateDB(t, "bad_ident")
@@ -161,6 +162,7 @@ func TestBadInputIdentifiers(t *testing.T) {
 // refused at start with a named configuration error that says what to
 // rename and how to leave the table out; listing the other tables works.
 func TestBadInputRefusedIdentifiers(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
 	cases := []struct {
@@ -386,6 +388,7 @@ func checkPyIceberg(t *testing.T, wh string, ident []string, want map[string]bro
 // pipeline runs (a column added, a table created under FOR ALL TABLES)
 // stops it with the same named error, before any of its rows is written.
 func TestBadInputRefusedAfterStart(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
 	for _, tc := range []struct {

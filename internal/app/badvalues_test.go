@@ -117,6 +117,7 @@ func valueDDL() string {
 // with the source database's TimeZone at +08:00 and at America/St_Johns
 // (tidemark sets its own session zone; the instants must not move).
 func TestBadInputSpecialValues(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
 	for _, zone := range []string{"+08:00", "America/St_Johns"} {

@@ -30,6 +30,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/testenv"
@@ -47,6 +48,7 @@ type runner struct {
 	t       *testing.T
 	bin     string
 	args    []string
+	env     []string // added to the environment of the sessions started next
 	logPath string
 	runs    []*session
 }
@@ -92,6 +94,9 @@ func (r *runner) start() *session {
 	s := &session{n: len(r.runs) + 1, done: make(chan struct{}), offset: off}
 	fmt.Fprintf(f, "===== tidemark session %d started %s =====\n", s.n, time.Now().Format(time.RFC3339Nano))
 	s.cmd = exec.Command(r.bin, r.args...)
+	if len(r.env) > 0 {
+		s.cmd.Env = append(os.Environ(), r.env...)
+	}
 	s.cmd.Stdout, s.cmd.Stderr = f, f
 	if err := s.cmd.Start(); err != nil {
 		r.t.Fatalf("start tidemark: %v", err)
@@ -191,6 +196,7 @@ type e2eParams struct {
 }
 
 func TestE2ECrashRecovery(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	// The tables are big enough that the snapshot (500-row chunks) spans the
 	// first kills: a chunk takes a few tens of milliseconds.
 	p := e2eParams{kills: 5, preloadItems: 100000, preloadAccounts: 25000, bigTxnRows: 5000, workers: 2}
@@ -242,7 +248,13 @@ func TestE2ECrashRecovery(t *testing.T) {
 
 	// The workload starts once the first session has created the slot, so
 	// that its changes are streamed (before that, only the snapshot sees them).
+	// The first session pauses between snapshot chunks (failpoint
+	// snapshot-between-chunks) so that its snapshot of items lasts at
+	// least 4 s, and the first kill, within 1.2 s, lands inside it.
+	pause := 4000 / (p.preloadItems / 500)
+	r.env = []string{fmt.Sprintf("%s=snapshot-between-chunks=sleep(%d)", failpoint.EnvVar, pause)}
 	first := r.start()
+	r.env = nil
 	for {
 		if first.exited() {
 			t.Fatalf("tidemark session 1 exited by itself: %v", first.err)
@@ -282,7 +294,7 @@ func TestE2ECrashRecovery(t *testing.T) {
 		}
 	}
 	if midSnapshot == 0 {
-		t.Logf("note: no kill landed while a snapshot was running (it finished too fast)")
+		t.Errorf("no kill landed while a snapshot was running")
 	}
 	// Let the workload finish its one-off events, then stop it.
 	select {
@@ -653,6 +665,7 @@ func describeHistory(rows []bronzetest.Row, key []string, k string) string {
 // rebuild the row under its new key (docs/bronze.md, "Key changes"). One
 // table has the default replica identity, the other REPLICA IDENTITY FULL.
 func TestE2EUnchangedToastAcrossKeyChange(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
 	srcURL := pg.CreateDB(t, "e2e_toastkey")

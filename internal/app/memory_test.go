@@ -18,6 +18,7 @@ import (
 // must replay to the source and silver must verify against it. This checks
 // correctness under the budget, not the process's size.
 func TestE2EBigValuesUnderSmallBudget(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
 	srcURL := pg.CreateDB(t, "e2e_bigbudget")

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
@@ -213,6 +215,7 @@ func bronzeSummary(t *testing.T, wh, source, table string) map[string]string {
 // tables and silver equals the source, the rows deleted in the gap included,
 // as `tidemark verify` and PyIceberg see it.
 func TestResnapshotRecoversBrokenSlot(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	for _, tc := range []struct {
 		code   string
 		break_ func(t *testing.T, pg *testenv.PG, src, source string)
@@ -305,6 +308,7 @@ func TestResnapshotRecoversBrokenSlot(t *testing.T) {
 // the slot untouched, and verify passes again. Rows deleted at the source
 // after the request are gone from silver too.
 func TestResnapshotOneTableRepairsDrift(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	pg := testenv.Shared(t)
 	src := pg.CreateDB(t, "rsdrift")
 	pg.Exec(t, src, `CREATE TABLE a (id bigint PRIMARY KEY, v text);
@@ -357,6 +361,7 @@ func TestResnapshotOneTableRepairsDrift(t *testing.T) {
 // TestResnapshotRefusesWhileRunning: the one-writer lock of run keeps
 // resnapshot out.
 func TestResnapshotRefusesWhileRunning(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	pg := testenv.Shared(t)
 	src := pg.CreateDB(t, "rsbusy")
 	pg.Exec(t, src, `CREATE TABLE a (id int PRIMARY KEY)`)
@@ -381,12 +386,14 @@ func TestResnapshotRefusesWhileRunning(t *testing.T) {
 // silver still showing the state from before the request; the restart
 // finishes the re-snapshot and silver equals the source.
 func TestResnapshotSurvivesKill(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	pg := testenv.Shared(t)
 	src := pg.CreateDB(t, "rskill")
-	pg.Exec(t, src, `CREATE TABLE big (id int PRIMARY KEY, v text);
-		INSERT INTO big SELECT g, repeat('x', 200) FROM generate_series(1, 20000) g;`)
+	const rows, chunkRows = 20000, 100
+	pg.Exec(t, src, fmt.Sprintf(`CREATE TABLE big (id int PRIMARY KEY, v text);
+		INSERT INTO big SELECT g, repeat('x', 200) FROM generate_series(1, %d) g;`, rows))
 	source := sourceName(t, src)
-	r, wh := newRunner(t, testenv.Tidemark(t), src, "--silver-every", "300ms", "--snapshot-chunk-rows", "100")
+	r, wh := newRunner(t, testenv.Tidemark(t), src, "--silver-every", "300ms", "--snapshot-chunk-rows", fmt.Sprint(chunkRows))
 	mustVerify(t, r, src, wh, source, "first run", "big")
 
 	out, code := tidemarkArgs(t, r.as("resnapshot", "public.big")...)
@@ -394,21 +401,30 @@ func TestResnapshotSurvivesKill(t *testing.T) {
 		t.Fatalf("resnapshot: exit %d:\n%s", code, out)
 	}
 	pg.Exec(t, src, `DELETE FROM big WHERE id % 10 = 0; UPDATE big SET v = 'y' WHERE id % 7 = 0;`)
+	// The re-snapshot reads 20,000 rows in well under a second: the session
+	// that runs it pauses 30 ms at each of its 200 chunk boundaries
+	// (failpoint snapshot-between-chunks), so that it lasts at least 6 s
+	// and the kill, once 2,000 rows of its progress are committed, lands
+	// seconds before its end.
+	const pause = 30 * time.Millisecond
+	r.env = []string{fmt.Sprintf("%s=snapshot-between-chunks=sleep(%d)", failpoint.EnvVar, pause.Milliseconds())}
 	s := r.start()
+	r.env = nil
 	lv := openLake(t, wh, source)
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(3 * time.Minute) // bounds a broken run only
 	for {
 		if n, ok := lv.snapshotFrontier("big"); ok && n > 2000 {
+			t.Logf("kill -9 with the re-snapshot's progress committed up to key %d of %d", n, rows)
 			break
 		}
 		if time.Now().After(deadline) || s.exited() {
-			t.Fatalf("the re-snapshot of big did not get going (exited: %v)", s.exited())
+			t.Fatalf("the re-snapshot of big did not get going (exited: %v, status %q)", s.exited(), lv.snapshotStatus("big"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	s.kill(t)
 	if st := lv.snapshotStatus("big"); st == "done" {
-		t.Skip("the re-snapshot finished before the kill; nothing to test on this machine")
+		t.Fatalf("the re-snapshot finished before the kill, though its %d chunks paused %s each", rows/chunkRows, pause)
 	}
 	// Gated: silver still holds every row it had (the deletes are not applied
 	// half-way), and has not applied the request.
@@ -502,6 +518,7 @@ func slotConfirmed(t *testing.T, srcURL, slot string) string {
 // `resnapshot --all` drops the lost slot and creates a new one; the next run
 // re-reads the tables and verify passes, rows deleted in the gap included.
 func TestResnapshotAfterWALLost(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
 	pg, err := testenv.Start(testenv.Options{Settings: map[string]string{"max_slot_wal_keep_size": "1MB", "min_wal_size": "32MB", "max_wal_size": "32MB"}})
 	if err != nil {
 		t.Fatal(err)

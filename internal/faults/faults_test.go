@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,7 +35,12 @@ func crashLoop(t *testing.T, iterations, preload int) {
 	rng := rand.New(rand.NewPCG(seed(t), 1))
 	e := newEnv(t, "crash", envOptions{preload: preload, args: []string{"--snapshot-chunk-rows", "500"}})
 
+	// The first session pauses 50 ms between snapshot chunks (failpoint
+	// snapshot-between-chunks), so that its snapshot of 40 chunks lasts
+	// at least 2 s and the first kill, within 300 ms, lands inside it.
+	e.envVars = []string{"TIDEMARK_FAILPOINTS=snapshot-between-chunks=sleep(50)"}
 	first := e.start()
+	e.envVars = nil
 	e.waitSlot(first, time.Minute)
 	wl := e.startWorkload(rng.Uint64(), int64(preload))
 	passed, midSnapshot := 0, 0
@@ -74,6 +80,9 @@ func crashLoop(t *testing.T, iterations, preload int) {
 	note = fmt.Sprintf("%d/%d iterations passed, %d kills during the snapshot", passed, iterations, midSnapshot)
 	if passed != iterations {
 		t.Errorf("crash loop: %d of %d iterations passed", passed, iterations)
+	}
+	if midSnapshot == 0 {
+		t.Errorf("crash loop: no kill landed inside the snapshot")
 	}
 }
 
@@ -175,8 +184,10 @@ func network(t *testing.T, resets int, stallAndThrottle bool) {
 }
 
 // ---------------------------------------------------------------------------
-// Row 27: SIGTERM right after start and mid-run: exit 0, final position
-// flushed, no duplicate on restart
+// Row 27: SIGTERM between the slot's creation and its checkpoint, right
+// after the first checkpoint, before main, right after start and mid-run:
+// exit 0 (or, before main, death by the signal), final position flushed,
+// no duplicate on restart
 
 func TestQuickSigterm(t *testing.T) { sigterm(t, 2) }
 func TestFullSigterm(t *testing.T)  { sigterm(t, 10) }
@@ -187,20 +198,63 @@ func sigterm(t *testing.T, midRun int) {
 	rng := rand.New(rand.NewPCG(seed(t), 27))
 	e := newEnv(t, "sigterm", envOptions{preload: 3000, args: []string{"--snapshot-chunk-rows", "500"}})
 
-	// During Go's package initialisation, before main runs: the default
-	// action of SIGTERM kills the process (nothing can be moved yet, so
-	// this is safe, but it is not the clean exit 0). Reported, not failed.
+	// The first start, between creating the slot and recording it in its
+	// first checkpoint: the session pauses there (failpoint
+	// bronze-before-checkpoint, whose first hit is the slot's checkpoint)
+	// and the SIGTERM lands in the pause. A clean stop; the slot it
+	// created is kept, and the next start adopts it.
+	e.envVars = []string{"TIDEMARK_FAILPOINTS=bronze-before-checkpoint=1*sleep(5000)"}
 	s := e.start()
-	time.Sleep(100 * time.Millisecond)
+	e.envVars = nil
+	s.waitLog(t, "created replication slot", time.Minute)
 	injections++
 	if code := s.term(time.Minute); code != 0 {
-		note = fmt.Sprintf("SIGTERM 100ms after exec: killed by the signal (exit %d) before main runs; ", code)
+		t.Errorf("SIGTERM between creating the slot and its first checkpoint: exit code %d, want 0", code)
 	}
-	if _, _, ok := e.slotState(); ok {
-		t.Errorf("a slot exists after a SIGTERM 100ms after exec")
+	if _, _, ok := e.slotState(); !ok {
+		t.Errorf("the slot is gone after a SIGTERM right after its creation")
+	}
+	e.checkAck("SIGTERM between creating the slot and its first checkpoint", true)
+
+	// Right after a first checkpoint (this one adopts the slot), paused
+	// there (failpoint bronze-after-checkpoint): a clean stop.
+	e.envVars = []string{"TIDEMARK_FAILPOINTS=bronze-after-checkpoint=1*sleep(5000)"}
+	s = e.start()
+	e.envVars = nil
+	e.waitSlot(s, time.Minute)
+	injections++
+	if code := s.term(time.Minute); code != 0 {
+		t.Errorf("SIGTERM right after the first checkpoint: exit code %d, want 0", code)
+	}
+	e.checkAck("SIGTERM right after the first checkpoint", true)
+
+	// 100 ms after exec: usually still in Go's package initialisation
+	// (a quarter of a second here, most of it iceberg-go's), before main
+	// installs its signal handler, where SIGTERM's default action kills
+	// the process before it can move anything; on a fast machine main may
+	// be running, and it is a clean stop. Either is right; which one is
+	// reported, anything else fails.
+	confirmedBefore, _, _ := e.slotState()
+	cpBefore, _ := e.checkpoint()
+	s = e.start()
+	time.Sleep(100 * time.Millisecond)
+	injections++
+	switch code, sig := s.termStatus(time.Minute); {
+	case sig == syscall.SIGTERM:
+		note = "SIGTERM 100ms after exec: killed by the signal before main ran; "
+		confirmed, _, _ := e.slotState()
+		if cp, _ := e.checkpoint(); confirmed != confirmedBefore || cp.AckedLSN != cpBefore.AckedLSN {
+			t.Errorf("killed by SIGTERM before main, yet the slot (%s -> %s) or the checkpoint (%s -> %s) moved",
+				postgres.FormatLSN(confirmedBefore), postgres.FormatLSN(confirmed), postgres.FormatLSN(cpBefore.AckedLSN), postgres.FormatLSN(cp.AckedLSN))
+		}
+	case code == 0:
+		note = "SIGTERM 100ms after exec: main was running, a clean stop; "
+		e.checkAck("SIGTERM 100ms after exec", true)
+	default:
+		t.Errorf("SIGTERM 100ms after exec: exit code %d (signal %v), want 0, or death by SIGTERM before main", code, sig)
 	}
 
-	// Right after start: main is running, nothing exists yet.
+	// Right after start: main is running, capture not yet started.
 	s = e.start()
 	s.waitLog(t, "tidemark starting", time.Minute)
 	injections++
@@ -208,15 +262,6 @@ func sigterm(t *testing.T, midRun int) {
 		t.Errorf("SIGTERM right after start: exit code %d, want 0", code)
 	}
 	e.checkAck("SIGTERM right after start", true)
-
-	// Right after the first checkpoint (slot just created, snapshot running).
-	s = e.start()
-	e.waitSlot(s, time.Minute)
-	injections++
-	if code := s.term(time.Minute); code != 0 {
-		t.Errorf("SIGTERM right after the first checkpoint: exit code %d, want 0", code)
-	}
-	e.checkAck("SIGTERM right after the first checkpoint", true)
 
 	wl := e.startWorkload(rng.Uint64(), 3000)
 	behind := 0

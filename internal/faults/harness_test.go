@@ -387,14 +387,33 @@ func (s *session) kill() {
 // term SIGTERMs the session and returns its exit code (-1: killed by a
 // signal, or not stopped within timeout and then killed).
 func (s *session) term(timeout time.Duration) int {
+	code, _ := s.termStatus(timeout)
+	return code
+}
+
+// termStatus SIGTERMs the session and returns its exit code and, if a
+// signal ended it, that signal (SIGTERM: killed by it, before main
+// installed its handler). A session not stopped within timeout gets
+// SIGQUIT, whose goroutine dump goes to the log to show where it hung,
+// then SIGKILL: code -1, signal SIGQUIT or SIGKILL.
+func (s *session) termStatus(timeout time.Duration) (int, syscall.Signal) {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.done:
 	case <-time.After(timeout):
-		s.kill()
-		return -1
+		fmt.Fprintf(os.Stderr, "tidemark session %d did not stop within %s of SIGTERM: SIGQUIT (goroutine dump in %s)\n", s.n, timeout, s.log)
+		_ = s.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-s.done:
+		case <-time.After(10 * time.Second):
+			s.kill()
+		}
+		return -1, syscall.SIGKILL
 	}
-	return s.cmd.ProcessState.ExitCode()
+	if ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return -1, ws.Signal()
+	}
+	return s.cmd.ProcessState.ExitCode(), 0
 }
 
 // tidemark runs a tidemark command to completion and returns its combined

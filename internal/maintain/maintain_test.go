@@ -515,7 +515,19 @@ func TestMaintainWhileRunning(t *testing.T) {
 		}
 	}
 	e.waitCaughtUp(c)
-	time.Sleep(time.Second) // let merges and maintenance interleave a little more
+	// Let merges and maintenance interleave a little more, until the
+	// maintenance loop committed a bronze compaction while the capture
+	// runs (on a loaded machine the rounds above may end before the
+	// first; the deadline only bounds a broken run).
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		n := compacted["bronze.src.public.items"]
+		mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
 	stop()
 	wg.Wait()
 	if mergeErr != nil {

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
@@ -514,13 +516,26 @@ func nilAsNone(v any) any {
 	return v
 }
 
-// TestNoSilverTableBeforeTheSnapshotIsDone merges while a large initial
+// TestNoSilverTableBeforeTheSnapshotIsDone merges while an initial
 // snapshot runs: no silver table exists until it is done.
 func TestNoSilverTableBeforeTheSnapshotIsDone(t *testing.T) {
 	p := newPGEnv(t, `CREATE TABLE big (id int PRIMARY KEY, v text);
-		INSERT INTO big SELECT g, 'v' || g FROM generate_series(1, 30000) g;`)
+		INSERT INTO big SELECT g, 'v' || g FROM generate_series(1, 3000) g;`)
 	opts := p.opts()
 	opts.Snapshot.Parallelism, opts.Snapshot.ChunkRows = 1, 50
+	// The snapshot waits at its 5th chunk boundary (failpoint
+	// snapshot-between-chunks) until the merge below has run: it is
+	// running, with chunks committed, whatever the machine's speed.
+	release := make(chan struct{})
+	var hits atomic.Int64
+	defer failpoint.OnHit("snapshot-between-chunks", func() {
+		if hits.Add(1) == 5 {
+			<-release
+		}
+	})()
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	defer unblock()
 	c := p.start(opts)
 	ctx := context.Background()
 	m := silver.NewMerger(c.cat, silver.Options{}, testLogger())
@@ -536,8 +551,8 @@ func TestNoSilverTableBeforeTheSnapshotIsDone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.snapshotStatus(c.cat, bid) != "running" {
-		t.Skip("the snapshot finished before the merge could observe it running")
+	if st := p.snapshotStatus(c.cat, bid); st != "running" {
+		t.Fatalf("the snapshot is %q while paused at a chunk boundary, want running", st)
 	}
 	if !res.Gated || !strings.Contains(res.Reason, "running") {
 		t.Errorf("merge during the snapshot: %+v, want gated", res)
@@ -549,6 +564,7 @@ func TestNoSilverTableBeforeTheSnapshotIsDone(t *testing.T) {
 	if err != nil || !st.Gated || st.Published {
 		t.Errorf("State = %+v, %v", st, err)
 	}
+	unblock()
 	p.waitCaughtUp(c)
 	res, err = m.MergeTable(ctx, "src", "public", "big")
 	if err != nil || !res.Published {

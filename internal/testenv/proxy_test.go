@@ -125,7 +125,9 @@ func TestProxyStall(t *testing.T) {
 		t.Errorf("round trip during a 400ms stall took %s, want >= 350ms", took)
 	}
 	// Nothing is forwarded during a stall: a short read deadline expires.
-	p.Stall(time.Second)
+	// (A minute: only Stall(0) below can release the byte within the
+	// 5 s deadline, so no timing is asserted.)
+	p.Stall(time.Minute)
 	if _, err := roundTrip(t, c, []byte("x"), 200*time.Millisecond); err == nil {
 		t.Fatal("a byte crossed the proxy during a stall")
 	}
@@ -135,8 +137,8 @@ func TestProxyStall(t *testing.T) {
 	if _, err := io.ReadFull(c, got); err != nil || got[0] != 'x' {
 		t.Fatalf("after the stall ended: %q, %v; want the held byte", got, err)
 	}
-	if took, err := roundTrip(t, c, []byte("fast"), 5*time.Second); err != nil || took > 200*time.Millisecond {
-		t.Errorf("after Stall(0): round trip %s, %v", took, err)
+	if _, err := roundTrip(t, c, []byte("fast"), 5*time.Second); err != nil {
+		t.Errorf("after Stall(0): round trip: %v", err)
 	}
 }
 
@@ -153,10 +155,11 @@ func TestProxyThrottle(t *testing.T) {
 		t.Errorf("20 KiB at 40 KiB/s took %s, want >= 400ms", took)
 	}
 	p.Throttle(0)
-	// Unthrottled, ten times as much crosses well within what 40 KiB/s
-	// would need (5 s each way).
+	// Unthrottled, ten times as much crosses within a deadline shorter
+	// than the 5 s each way that 40 KiB/s would need (loopback takes
+	// milliseconds: a deadline, not a timed assertion).
 	big := bytes.Repeat([]byte("u"), 200<<10)
-	if took, err := roundTrip(t, c, big, 10*time.Second); err != nil || took > 2500*time.Millisecond {
+	if took, err := roundTrip(t, c, big, 4*time.Second); err != nil {
 		t.Errorf("unthrottled 200 KiB: %s, %v; want well under the 5 s a 40 KiB/s link needs", took, err)
 	}
 }

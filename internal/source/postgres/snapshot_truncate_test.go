@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -51,43 +51,51 @@ func (c rereadCounter) WithGroup(g string) slog.Handler {
 // re-reads, not which chunk rows survive them.)
 func TestTruncatesDuringTheSnapshot(t *testing.T) {
 	pg := testenv.Shared(t)
-	const rows = 10000 // 1,000 chunks: the snapshot must outlast the first truncates
+	const rows = 1000 // 100 chunks: the truncates run at the 5th and 10th boundaries
 	h := newHarness(t, pg, fmt.Sprintf(`CREATE TABLE d (id int primary key, v text);
 		INSERT INTO d SELECT g, 'v' || g FROM generate_series(1, %d) g;`, rows))
 	var rereads atomic.Int64
 	h.log = slog.New(rereadCounter{h.log.Handler(), &rereads})
 	opts := h.opts()
 	opts.Snapshot.ChunkRows = 10
-	r := h.start(opts)
-
+	// Between chunks (failpoint snapshot-between-chunks: a chunk written,
+	// the next one read, its window open), every 5th boundary truncates
+	// and refills the table (with new values), with a few updates, until
+	// two chunks were read again: each truncate lands inside a window.
 	ctx := context.Background()
-	c, err := pgx.Connect(ctx, h.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	truncates := 0
-	// Truncate and refill (with new values) until two chunks had to be read
-	// again, while the snapshot runs (each refill keeps it going); a few
-	// updates in between. The deadline only bounds a broken run.
-	deadline := time.Now().Add(5 * time.Minute)
-	for i := 1; rereads.Load() < 2 && time.Now().Before(deadline); i++ {
-		if h.snapshotsDone() {
-			break
+	var hits, truncates atomic.Int64
+	errs := make(chan error, 1)
+	defer failpoint.OnHit("snapshot-between-chunks", func() {
+		n := hits.Add(1)
+		if n%5 != 0 || rereads.Load() >= 2 || truncates.Load() >= 20 {
+			return
 		}
+		i := truncates.Add(1)
 		sql := fmt.Sprintf(`BEGIN; TRUNCATE d; INSERT INTO d SELECT g, 'r%d-' || g FROM generate_series(1, %d) g; COMMIT;
 			UPDATE d SET v = v || '+' WHERE id %% 97 = %d`, i, rows, i%97)
-		if _, err := c.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
+		c, err := pgx.Connect(ctx, h.url)
+		if err == nil {
+			_, err = c.Exec(ctx, sql)
+			c.Close(context.Background())
 		}
-		truncates++
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Logf("%d truncates, %d chunks read again", truncates, rereads.Load())
-	if rereads.Load() == 0 {
-		t.Fatal("no truncate landed inside a chunk's window: the test did not test")
-	}
+		if err != nil {
+			select {
+			case errs <- err:
+			default:
+			}
+		}
+	})()
+	r := h.start(opts)
 	h.waitCaughtUp(r)
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	t.Logf("%d truncates, %d chunks read again", truncates.Load(), rereads.Load())
+	if rereads.Load() < 2 {
+		t.Fatalf("%d truncates inside chunk windows, %d chunks read again, want 2", truncates.Load(), rereads.Load())
+	}
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
 	}
