@@ -64,6 +64,9 @@ type TableState struct {
 	Cursor   int64  `json:"bronze_snapshot,omitempty"`
 	Position string `json:"position,omitempty"`
 	Behind   int    `json:"bronze_snapshots_behind"`
+	// Backlog is what waits to be merged: commits (Behind), changes and
+	// the age of the oldest (backlog.go).
+	Backlog Backlog `json:"backlog"`
 }
 
 // States reports the silver state of every bronze table of source, sorted
@@ -138,6 +141,7 @@ func State(ctx context.Context, cat *lake.Catalog, source, schema, table string)
 	if haveCur {
 		if h, err := b.History(c, cur.ID); err == nil {
 			st.Behind = len(h)
+			st.Backlog = backlogOf(h)
 		}
 		if id := resnapshotPending(cur, s.Summary()); id != "" && st.Published {
 			st.Gated, st.Reason = true, fmt.Sprintf("re-snapshot %s is complete; the next merge replaces the silver rows", id)
