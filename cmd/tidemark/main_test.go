@@ -75,7 +75,7 @@ func TestHelpDefaults(t *testing.T) {
 		}
 	}
 	merge := helpDefaults(t, "merge")
-	for mflag, rflag := range map[string]string{"buckets": "silver-buckets", "max-changes": "silver-max-changes", "delete-mode": "silver-delete-mode"} {
+	for mflag, rflag := range map[string]string{"buckets": "silver-buckets", "max-changes": "silver-max-changes", "delete-mode": "silver-delete-mode", "memory-budget": "memory-budget"} {
 		if merge[mflag] != run[rflag] {
 			t.Errorf("merge --%s default %q, run --%s default %q", mflag, merge[mflag], rflag, run[rflag])
 		}

@@ -31,6 +31,7 @@ func mergeCmd(ctx context.Context) *cobra.Command {
 		opts silver.Options
 		soft bool
 		mode string
+		mem  = config.ByteSize(config.DefaultMemoryBudget)
 	)
 	cmd := &cobra.Command{
 		Use:   "merge --warehouse DIR [--name SOURCE] [TABLE...]",
@@ -42,13 +43,26 @@ func mergeCmd(ctx context.Context) *cobra.Command {
 			if err := lf.resolve(); err != nil {
 				return err
 			}
-			if name == "" && lf.cfgPath != "" {
+			if lf.cfgPath != "" {
 				cfg, err := config.Load(lf.cfgPath)
 				if err != nil {
 					return err
 				}
-				name = cfg.Name
+				if name == "" {
+					name = cfg.Name
+				}
+				if !cmd.Flags().Changed("memory-budget") && cfg.MemoryBudget > 0 {
+					mem = cfg.MemoryBudget
+				}
 			}
+			if mem < config.MinMemoryBudget {
+				return usageError{fmt.Errorf("--memory-budget: must be at least %s, got %s", config.ByteSize(config.MinMemoryBudget), mem)}
+			}
+			// The same share of the budget per merge step as tidemark run,
+			// and the same bound on the process (a backlog is drained in
+			// steps within it, not in one heap).
+			opts.MaxBytes = app.SilverMaxBytes(mem)
+			defer app.LimitMemory(mem, slog.New(slog.DiscardHandler))()
 			switch mode {
 			case lake.MergeOnRead, lake.CopyOnWrite:
 			default:
@@ -64,6 +78,7 @@ func mergeCmd(ctx context.Context) *cobra.Command {
 	cmd.Flags().StringVar(&mode, "delete-mode", lake.MergeOnRead, "new tables: merge-on-read (position deletes) or copy-on-write")
 	cmd.Flags().BoolVar(&soft, "soft-deletes", false, "new tables: keep deleted rows with cdc_deleted = true")
 	cmd.Flags().Int64Var(&opts.MaxChanges, "max-changes", silver.DefaultMaxChanges, "most bronze rows merged per commit (memory bound)")
+	cmd.Flags().Var(&mem, "memory-budget", "the process's memory budget, as tidemark run's memory_budget (a --config file's memory_budget unless given): it bounds each merge step")
 	return cmd
 }
 

@@ -33,6 +33,10 @@ type TableStatus struct {
 	// ..." (the named error of a merge that kept failing) or "disabled/none".
 	Silver       string `json:"silver"`
 	SilverBehind int    `json:"silver_bronze_snapshots_behind"`
+	// SilverChangesBehind is the changes (bronze rows) in those commits;
+	// SilverBehindSeconds the age of the oldest of them (0: none).
+	SilverChangesBehind int64   `json:"silver_changes_behind"`
+	SilverBehindSeconds float64 `json:"silver_behind_seconds"`
 }
 
 // Status reports every bronze table in the warehouse. With a source URL the
@@ -107,6 +111,8 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 					st.Silver = "published"
 				}
 				st.SilverBehind = ss.Behind
+				st.SilverChangesBehind = ss.Backlog.Changes
+				st.SilverBehindSeconds = float64(int64(ss.Backlog.Seconds(time.Now())*10)) / 10
 			}
 			sp, _ := postgres.ParseSnapshotProgress(sum[postgres.PropSnapshot])
 			st.Snapshot, st.SnapshotRows, st.SnapshotEstimate = sp.Status, sp.Rows, sp.Estimate
@@ -153,7 +159,7 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 		}
 		sil := r.Silver
 		if r.SilverBehind > 0 {
-			sil += fmt.Sprintf(" (%d bronze commits to merge)", r.SilverBehind)
+			sil += fmt.Sprintf(" (%d bronze commits, %d changes to merge, oldest %.0fs)", r.SilverBehind, r.SilverChangesBehind, r.SilverBehindSeconds)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Table, r.Snapshot, r.SnapshotRows, est,
 			dash(r.Position), dash(r.Watermark), num(r.LagBytes), numf(r.LagSeconds), sil)

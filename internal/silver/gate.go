@@ -70,6 +70,9 @@ type TableState struct {
 	// Filling names the columns added at the source with a default whose
 	// older silver rows are still being given it (defaults.go).
 	Filling []string `json:"filling_defaults,omitempty"`
+	// Backlog is what waits to be merged: commits (Behind), changes and
+	// the age of the oldest (backlog.go).
+	Backlog Backlog `json:"backlog"`
 }
 
 // States reports the silver state of every bronze table of source, sorted
@@ -150,6 +153,7 @@ func State(ctx context.Context, cat *lake.Catalog, source, schema, table string)
 	if haveCur {
 		if h, err := b.History(c, cur.ID); err == nil {
 			st.Behind = len(h)
+			st.Backlog = backlogOf(h)
 		}
 		if id := resnapshotPending(cur, s.Summary()); id != "" && st.Published {
 			st.Gated, st.Reason = true, fmt.Sprintf("re-snapshot %s is complete; the next merge replaces the silver rows", id)

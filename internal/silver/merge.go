@@ -115,6 +115,13 @@ type Result struct {
 	// integer), "" if bronze recorded none.
 	Cursor   int64  `json:"bronze_snapshot"`
 	Position string `json:"position,omitempty"`
+	// BronzeCommits is how many bronze commits the merge steps merged;
+	// Backlog what was left after the last step (as of the bronze commit
+	// that merge started from: turns.go).
+	BronzeCommits int     `json:"bronze_commits"`
+	Backlog       Backlog `json:"backlog"`
+	// steps is how many merge steps (silver commits after the build) ran.
+	steps int
 }
 
 // Merger merges bronze tables into silver tables. Its methods may be
@@ -164,18 +171,7 @@ func (m *Merger) mergeAll(ctx context.Context, source string) (gated bool, err e
 	if len(tables) == 0 {
 		return true, nil
 	}
-	var errs []error
-	for _, t := range tables {
-		if err := ctx.Err(); err != nil {
-			return gated, err
-		}
-		res, err := m.MergeTable(ctx, source, t.Schema, t.Name)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		gated = gated || res.Gated
-	}
-	return gated, errors.Join(errs...)
+	return m.mergeInTurns(ctx, source, tables)
 }
 
 // MergeTable brings one silver table up to date with the bronze table as
@@ -188,7 +184,14 @@ func (m *Merger) mergeAll(ctx context.Context, source string) (gated bool, err e
 // Gated). Errors are classified (internal/fault): a fault.ErrIncompatibleSchema
 // or fault.ErrCorruptState needs an operator; others may be retried.
 func (m *Merger) MergeTable(ctx context.Context, source, schema, table string) (Result, error) {
-	res, err := m.mergeTable(ctx, source, schema, table)
+	return m.mergeLogged(ctx, source, schema, table, 0, true)
+}
+
+// mergeLogged is MergeTable, in at most steps commits (0: until caught
+// up; turns.go), reported to Options.Report if report is set.
+func (m *Merger) mergeLogged(ctx context.Context, source, schema, table string, steps int, report bool) (Result, error) {
+	start := m.now()
+	res, err := m.mergeTable(ctx, source, schema, table, steps)
 	if err != nil && ctx.Err() == nil {
 		err = m.noteFailure(res.Table, schema, table, fmt.Errorf("silver: merge %s: %w", res.Table, err))
 	} else if err != nil {
@@ -205,17 +208,15 @@ func (m *Merger) MergeTable(ctx context.Context, source, schema, table string) (
 			m.log.Error("silver merge failed", "table", res.Table, "error", err.Error())
 		}
 	} else if res.Commits > 0 || res.Published {
-		m.log.Info("silver merged", "table", res.Table, "commits", res.Commits, "changes", res.Changes,
-			"upserts", res.Upserts, "deletes", res.Deletes, "dead_letters", res.DeadLetters, "position", res.Position,
-			"published", res.Published)
+		m.logMerged(res, m.now().Sub(start))
 	}
-	if m.opts.Report != nil {
+	if m.opts.Report != nil && report {
 		m.opts.Report(res)
 	}
 	return res, err
 }
 
-func (m *Merger) mergeTable(ctx context.Context, source, schema, table string) (Result, error) {
+func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, steps int) (Result, error) {
 	res := Result{Table: strings.Join(Ident(source, schema, table), "."), Cursor: lake.NoSnapshot}
 	bid := append(bronze.Namespace(source, schema), table)
 	b, err := m.cat.LoadTable(ctx, bid)
@@ -315,6 +316,7 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string) (
 		}
 		j.rows = rows
 		j.fillFirst = true
+		start := m.now()
 		err = j.merge(ctx, cur, to, part{}, true, cursorProps(to))
 		j.fillFirst = false
 		if errors.Is(err, errFillFirst) {
@@ -322,6 +324,9 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string) (
 		}
 		if err != nil {
 			return res, err
+		}
+		if j.stepDone(hist, to, start) >= steps && steps > 0 {
+			return res, nil // a turn's share (turns.go); res.More says what is left
 		}
 	}
 }
@@ -809,15 +814,18 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 	in.filterVals = priors
 	in.reserve(int(j.rows))
 	defer in.release()
+	t0 := m.now()
 	if err := in.readBronze(ctx, m.mem, j.b, after, to.ID, p); err != nil {
 		return err
 	}
 	st.Changes = int64(in.bronze)
+	t1 := m.now()
 	if priors {
 		if err := in.readSilver(ctx, s, j.soft); err != nil {
 			return err
 		}
 	}
+	t2 := m.now()
 	in.keyChanges(j.soft)
 
 	// Fold every touched key, in key order (the table's sort order).
@@ -919,6 +927,7 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 		recs = append(recs, rec)
 	}
 	var err error
+	t3 := m.now()
 	if in.live != nil {
 		err = s.MergeRows(ctx, in.live, byPos, del, recs, props)
 	} else {
@@ -931,7 +940,9 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 		return err
 	}
 	m.log.Debug("silver commit", "table", strings.Join(s.Ident(), "."), "bronze_snapshot", to.ID, "pass", p.i,
-		"changes", st.Changes, "upserts", st.Upserts, "deletes", st.Deletes, "rewritten", len(rows)-int(st.Upserts))
+		"changes", st.Changes, "upserts", st.Upserts, "deletes", st.Deletes, "rewritten", len(rows)-int(st.Upserts),
+		"read_bronze", t1.Sub(t0).Round(time.Millisecond).String(), "read_silver", t2.Sub(t1).Round(time.Millisecond).String(),
+		"fold", t3.Sub(t2).Round(time.Millisecond).String(), "write", m.now().Sub(t3).Round(time.Millisecond).String())
 	r := j.res
 	r.Commits++
 	r.Changes += st.Changes

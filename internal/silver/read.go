@@ -672,7 +672,16 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 	if len(vals[0]) == 0 {
 		return nil
 	}
-	if err := in.readPriors(ctx, s, keyFilter(in.key, vals)); err != nil {
+	// The rows to read whole, by where the scan found them (readwhole.go).
+	var whole []lake.RowID
+	byID := map[lake.RowID]*keyed{}
+	for _, f := range rows {
+		if f.k.whole || len(f.k.rows) > 1 {
+			whole = append(whole, f.id)
+			byID[f.id] = f.k
+		}
+	}
+	if err := in.readPriorsAt(ctx, s, live, whole, byID); err != nil {
 		return fmt.Errorf("read silver %s: %w", strings.Join(s.Ident(), "."), err)
 	}
 	return nil
@@ -808,52 +817,6 @@ func intColumn(s *lake.Table, c string) bool {
 		return true
 	}
 	return false
-}
-
-// readPriors reads whole the silver rows f selects and makes each the
-// prior of its key (marked whole, or holding duplicates) when it is the row
-// the position scan chose (same position columns). A chosen row not found
-// means silver changed between the two reads: a commit conflict.
-func (in *input) readPriors(ctx context.Context, s *lake.Table, f *lake.Filter) error {
-	var buf []byte
-	err := s.ScanWhere(ctx, f, func(rec arrow.RecordBatch) error {
-		lsns, _ := column(rec, ColLSN).(*array.Int64)
-		seqs, _ := column(rec, ColSeq).(*array.Int64)
-		if lsns == nil || seqs == nil {
-			return fmt.Errorf("silver rows lack %s or %s", ColLSN, ColSeq)
-		}
-		keyArrs := make([]arrow.Array, len(in.key))
-		for j, k := range in.key {
-			if keyArrs[j] = column(rec, k); keyArrs[j] == nil {
-				return fmt.Errorf("silver rows lack key column %s", k)
-			}
-		}
-		first := -1
-		for i := 0; i < int(rec.NumRows()); i++ {
-			var err error
-			if buf, err = encodeKey(buf[:0], keyArrs, i); err != nil {
-				return fmt.Errorf("silver row: %w", err)
-			}
-			k, ok := in.keys.get(buf)
-			if !ok || k.prior == nil || k.prior.ref >= 0 || k.prior.pos != (pos{lsns.Value(i), seqs.Value(i)}) {
-				continue
-			}
-			if first < 0 {
-				first = in.add(rec)
-			}
-			k.prior.ref = first + i
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for i := range in.keys.all {
-		if kd := &in.keys.all[i]; kd.prior != nil && kd.prior.ref < 0 && (kd.whole || len(kd.rows) > 1) {
-			return fmt.Errorf("%w: a silver row found by position was not found by key (the table changed meanwhile)", lake.ErrCommitConflict)
-		}
-	}
-	return nil
 }
 
 // readSilverRows reads the silver rows of the touched keys whole.

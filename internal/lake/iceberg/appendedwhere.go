@@ -33,11 +33,17 @@ func (t *Table) ScanAppendedWhere(ctx context.Context, after, to int64, f *Filte
 		planOpts = []table.ScanOption{scanBatch, table.WithRowFilter(pexpr)}
 	}
 	// Files by planOpts, rows by opts (see planExpr).
-	scan := tbl.NewIncrementalAppendScan(planOpts...).ToSnapshot(to)
-	if after != NoSnapshot {
-		scan = scan.FromSnapshotExclusive(after)
+	var tasks []table.FileScanTask
+	var err error
+	if f == nil {
+		tasks, err = appendedTasks(ctx, tbl, after, to) // appended.go
+	} else {
+		scan := tbl.NewIncrementalAppendScan(planOpts...).ToSnapshot(to)
+		if after != NoSnapshot {
+			scan = scan.FromSnapshotExclusive(after)
+		}
+		tasks, err = scan.PlanFiles(ctx)
 	}
-	tasks, err := scan.PlanFiles(ctx)
 	if err != nil {
 		return t.classify(fmt.Errorf("iceberg: table %s: plan the files appended after snapshot %d up to %d: %w", t.name, after, to, err))
 	}

@@ -484,11 +484,7 @@ func (t *Table) AppendedBounds(ctx context.Context, after, to int64, col string)
 	if _, isLong := f.Type.(iceberggo.Int64Type); !isLong {
 		return 0, 0, false, fmt.Errorf("iceberg: table %s: column %s is %s, not long", t.name, col, f.Type)
 	}
-	scan := tbl.NewIncrementalAppendScan().ToSnapshot(to)
-	if after != NoSnapshot {
-		scan = scan.FromSnapshotExclusive(after)
-	}
-	tasks, err := scan.PlanFiles(ctx)
+	tasks, err := appendedTasks(ctx, tbl, after, to)
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("iceberg: table %s: plan the files appended after snapshot %d up to %d: %w", t.name, after, to, err)
 	}
@@ -522,11 +518,7 @@ func (t *Table) AppendedRowBytes(ctx context.Context, after, to int64) (float64,
 	if after == to {
 		return 0, nil
 	}
-	scan := tbl.NewIncrementalAppendScan().ToSnapshot(to)
-	if after != NoSnapshot {
-		scan = scan.FromSnapshotExclusive(after)
-	}
-	tasks, err := scan.PlanFiles(ctx)
+	tasks, err := appendedTasks(ctx, tbl, after, to)
 	if err != nil {
 		return 0, fmt.Errorf("iceberg: table %s: plan the files appended after snapshot %d up to %d: %w", t.name, after, to, err)
 	}
