@@ -235,10 +235,17 @@ func (m *Maintainer) Table(ctx context.Context, source string, ident []string) (
 		if note == "" || keep != lake.NoSnapshot {
 			e, err := tbl.ExpireSnapshots(ctx, lake.ExpireOptions{OlderThan: m.opts.OlderThan, RetainLast: m.opts.RetainLast,
 				KeepFrom: keep, DryRun: m.opts.DryRun})
-			if err != nil {
+			switch {
+			case errors.Is(err, lake.ErrCommitConflict):
+				// Merges kept committing through every attempt: nothing
+				// expired, the next run retries.
+				res.ExpireNote = err.Error()
+				m.log.Info("snapshot expiry gave way to concurrent commits; the next run retries", "table", res.Table, "error", err.Error())
+			case err != nil:
 				return res, fmt.Errorf("maintain %s: %w", res.Table, err)
+			default:
+				res.Expired = len(e.Expired)
 			}
-			res.Expired = len(e.Expired)
 		}
 	}
 	if !m.opts.NoOrphans {

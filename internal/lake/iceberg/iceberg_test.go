@@ -620,3 +620,50 @@ func TestOpenReadOnly(t *testing.T) {
 		t.Errorf("a read-only open created %s", missing)
 	}
 }
+
+// TestExpireAfterAConcurrentCommit expires snapshots through a handle
+// that has not seen another writer's commit (a silver merge committing
+// while maintenance runs): the catalog refuses the first attempt, and the
+// expiry is planned again on the new head instead of failing maintenance.
+func TestExpireAfterAConcurrentCommit(t *testing.T) {
+	ctx := context.Background()
+	wh := t.TempDir()
+	cat := openCatalog(t, wh)
+	ident := []string{"silver", "s", "p", "expire"}
+	writer, err := cat.CreateTable(ctx, ident, iceberg.TableSpec{Schema: simpleSchema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendOne := func(id int64) {
+		rec := buildRows(t, writer.ArrowSchema(), map[string]any{"id": id})
+		defer rec.Release()
+		if err := writer.Append(ctx, []arrow.RecordBatch{rec}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 {
+		appendOne(int64(i))
+	}
+	stale, err := openCatalog(t, wh).LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendOne(4) // committed after stale was loaded
+	res, err := stale.ExpireSnapshots(ctx, iceberg.ExpireOptions{RetainLast: 2, KeepFrom: iceberg.NoSnapshot})
+	if err != nil {
+		t.Fatalf("expire after a concurrent commit: %v", err)
+	}
+	if len(res.Expired) != 3 {
+		t.Errorf("expired %d snapshots, want 3 (5 committed, the last 2 kept): %v", len(res.Expired), res.Expired)
+	}
+	re, err := openCatalog(t, wh).LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := re.SnapshotCount(); got != 2 {
+		t.Errorf("snapshots after expiry = %d, want 2", got)
+	}
+	if got := len(scanRows(t, ctx, re)); got != 5 {
+		t.Errorf("rows = %d, want 5: the concurrent commit's row must survive", got)
+	}
+}

@@ -376,18 +376,33 @@ type ExpireResult struct {
 // ExpireSnapshots removes old snapshots from the table's metadata, and
 // the manifests and data files only they referenced. The current
 // snapshot, the newest RetainLast, those younger than OlderThan and every
-// snapshot from KeepFrom on are kept. It commits metadata only; a writer
-// committing meanwhile does not conflict (the expired snapshots stay
-// expired on its new head). Its new snapshots are newer, so kept.
+// snapshot from KeepFrom on are kept. It commits metadata only. A writer
+// that commits between the plan and the commit (a silver merge) makes the
+// catalog refuse it ("branch main has changed"): the expiry is planned
+// again on the new head, whose new snapshots are newer and so kept, up to
+// commitAttempts times; then the error wraps ErrCommitConflict.
 func (t *Table) ExpireSnapshots(ctx context.Context, opts ExpireOptions) (ExpireResult, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var res ExpireResult
+	for attempt := 1; ; attempt++ {
+		res, retry, err := t.expireOnce(ctx, opts)
+		if err == nil || !retry {
+			return res, err
+		}
+		if attempt == commitAttempts {
+			return res, fmt.Errorf("%w (another writer won %d attempts in a row): %w", ErrCommitConflict, commitAttempts, err)
+		}
+	}
+}
+
+// expireOnce plans and commits one expiry on the table as loaded; retry
+// reports a commit refused because the table moved on (reloaded since).
+func (t *Table) expireOnce(ctx context.Context, opts ExpireOptions) (res ExpireResult, retry bool, err error) {
 	retain := max(opts.RetainLast, 1)
 	meta := t.tbl.Metadata()
 	cur := t.tbl.CurrentSnapshot()
 	if cur == nil {
-		return res, nil
+		return res, false, nil
 	}
 	if opts.KeepFrom != NoSnapshot {
 		n := 0
@@ -400,7 +415,7 @@ func (t *Table) ExpireSnapshots(ctx context.Context, opts ExpireOptions) (Expire
 			}
 		}
 		if !found {
-			return res, fmt.Errorf("iceberg: expire snapshots of table %s: snapshot %d to keep is not in its current history: %w",
+			return res, false, fmt.Errorf("iceberg: expire snapshots of table %s: snapshot %d to keep is not in its current history: %w",
 				t.name, opts.KeepFrom, ErrSnapshotNotFound)
 		}
 		retain = max(retain, n)
@@ -411,11 +426,11 @@ func (t *Table) ExpireSnapshots(ctx context.Context, opts ExpireOptions) (Expire
 	}
 	tx := t.tbl.NewTransaction()
 	if err := tx.ExpireSnapshots(table.WithOlderThan(opts.OlderThan), table.WithRetainLast(retain)); err != nil {
-		return res, fmt.Errorf("iceberg: expire snapshots of table %s: %w", t.name, err)
+		return res, false, fmt.Errorf("iceberg: expire snapshots of table %s: %w", t.name, err)
 	}
 	staged, err := tx.StagedTable()
 	if err != nil {
-		return res, fmt.Errorf("iceberg: expire snapshots of table %s: %w", t.name, err)
+		return res, false, fmt.Errorf("iceberg: expire snapshots of table %s: %w", t.name, err)
 	}
 	for _, s := range staged.Metadata().Snapshots() {
 		delete(before, s.SnapshotID)
@@ -426,19 +441,20 @@ func (t *Table) ExpireSnapshots(ctx context.Context, opts ExpireOptions) (Expire
 	slices.Sort(res.Expired)
 	res.Remaining = len(meta.Snapshots()) - len(res.Expired)
 	if opts.DryRun || len(res.Expired) == 0 {
-		return res, nil
+		return res, false, nil
 	}
 	committed, err := tx.Commit(ctx)
 	if err != nil {
-		if _, rerr := t.afterFailedCommit(ctx, err, func(m table.Metadata) bool { return m.SnapshotByID(res.Expired[0]) == nil }); rerr != nil {
-			return res, fmt.Errorf("iceberg: expire snapshots of table %s: %w", t.name, rerr)
+		retry, rerr := t.afterFailedCommit(ctx, err, func(m table.Metadata) bool { return m.SnapshotByID(res.Expired[0]) == nil })
+		if rerr != nil {
+			return res, retry, fmt.Errorf("iceberg: expire snapshots of table %s: %w", t.name, rerr)
 		}
-		return res, nil
+		return res, false, nil
 	}
 	if err := t.set(committed); err != nil {
-		return res, fmt.Errorf("iceberg: expire snapshots of table %s: committed, but %w", t.name, err)
+		return res, false, fmt.Errorf("iceberg: expire snapshots of table %s: committed, but %w", t.name, err)
 	}
-	return res, nil
+	return res, false, nil
 }
 
 // OrphanResult says which files RemoveOrphanFiles removed (or would).
