@@ -22,6 +22,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemark/tidemark/internal/bronze"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/silver"
 )
 
 // stormTable is the second table of the storm: batches of inserts, updates
@@ -133,9 +137,12 @@ func crashStorm(t *testing.T, kills int, merge bool) {
 
 // mergeBacklog runs `tidemark merge` on the lake the storm left (no
 // session runs) and requires it to drain every table's backlog, within
-// stormCatchUp and the default memory budget. Bronze holds whole
-// transactions only (the workload's are far below commit_bytes), so
-// nothing is left waiting for the rest of one.
+// stormCatchUp and the default memory budget, but for the start of a
+// transaction bronze holds only in part: a flush may land inside a
+// transaction (commit_interval or commit_bytes while a restart replays the
+// slot's backlog), and a kill right after it leaves the rest to the next
+// run. Silver never merges half a transaction, so such a tail stays (the
+// final session below merges it).
 func (e *env) mergeBacklog(before stormBacklog) {
 	e.t.Helper()
 	start := time.Now()
@@ -148,8 +155,13 @@ func (e *env) mergeBacklog(before stormBacklog) {
 	peak := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
 	after := e.backlog()
 	e.t.Logf("tidemark merge drained backlog %s in %s, peak RSS %d MiB; left: %s", before, took.Round(time.Second), peak>>20, after)
-	if !after.drained() {
-		e.t.Errorf("tidemark merge left a backlog: %s\n%s", after, out)
+	for table, left := range after {
+		if left.changes != 0 && !e.partialTail(table) {
+			e.t.Errorf("tidemark merge left a backlog of %s that holds whole transactions: %s\n%s", table, after, out)
+		}
+	}
+	if len(after) < 2 {
+		e.t.Errorf("tidemark merge did not publish both silver tables: %s\n%s", after, out)
 	}
 	if took > stormCatchUp {
 		e.t.Errorf("tidemark merge took %s, more than the %s this test allows", took.Round(time.Second), stormCatchUp)
@@ -157,6 +169,52 @@ func (e *env) mergeBacklog(before stormBacklog) {
 	if peak > stormBudget {
 		e.t.Errorf("tidemark merge peaked at %d MiB resident, above its %d MiB memory budget", peak>>20, stormBudget>>20)
 	}
+}
+
+// partialTail reports whether what the silver table of table (as status
+// names it: bronze.<source>.<schema>.<table>) has left to merge ends inside
+// a transaction: bronze's newest commit holds rows of a transaction above
+// the position it records as complete (the boundary a merge must stop at,
+// silver's job.complete).
+func (e *env) partialTail(table string) bool {
+	e.t.Helper()
+	ctx := context.Background()
+	cat, err := lake.Open(ctx, lake.Config{Warehouse: e.wh})
+	if err != nil {
+		e.t.Fatalf("open the lake: %v", err)
+	}
+	defer cat.Close()
+	rest := strings.Split(table, ".")[1:] // source, schema, table
+	silverTable := strings.Join(append([]string{"silver"}, rest...), ".")
+	s, err := cat.LoadTable(ctx, append([]string{"silver"}, rest...))
+	if err != nil {
+		e.t.Fatalf("load %s: %v", silverTable, err)
+	}
+	b, err := cat.LoadTable(ctx, append([]string{"bronze"}, rest...))
+	if err != nil {
+		e.t.Fatalf("load the bronze table of %s: %v", silverTable, err)
+	}
+	cur, err := strconv.ParseInt(s.Summary()[silver.PropBronzeSnapshot], 10, 64)
+	if err != nil {
+		e.t.Fatalf("%s: cursor: %v", silverTable, err)
+	}
+	head, ok := b.CurrentSnapshot()
+	if !ok {
+		return false
+	}
+	pos, err := strconv.ParseInt(head.Props[bronze.PropPosition], 10, 64)
+	if err != nil {
+		return false
+	}
+	n, maxLSN, known, err := b.AppendedBounds(ctx, cur, head.ID, bronze.ColLSN)
+	if err != nil {
+		e.t.Fatalf("%s: bounds of bronze after the cursor: %v", silverTable, err)
+	}
+	partial := n > 0 && known && maxLSN > pos
+	if partial {
+		e.t.Logf("%s: the %d bronze rows left hold a transaction in part (up to LSN %d, bronze complete to %d): the next run merges them", silverTable, n, maxLSN, pos)
+	}
+	return partial
 }
 
 // stormBudget is memory_budget's default, which the sessions run with.
