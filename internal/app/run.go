@@ -179,6 +179,13 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			err = maintPanic
 		}
 	}()
+	if cfg.SourceType() == config.SourceMySQL {
+		return runMySQL(ctx, cfg, cat, log, func() {
+			if merger != nil {
+				merger.Wake()
+			}
+		})
+	}
 	dialer, err := postgres.NewDialer(cfg.Source.Reveal(), config.RedactURL)
 	if err != nil {
 		return err

@@ -16,18 +16,20 @@ func TestMalformedSourcesRejected(t *testing.T) {
 		{"postgres://user:" + canary + "@host:badport/db", "invalid port"},
 		{"postgres://user:" + canary + "@host:99999/db", "port"},
 		{"postgres://user:" + canary + "@host:-1/db", "port"},
-		{"user:" + canary + "@host/db", ""},                 // missing scheme
-		{"//user:" + canary + "@host/db", ""},               // missing scheme
-		{"host/db?password=" + canary, ""},                  // neither URL nor key=value
-		{"postgres://user:" + canary + "%zz@host/db", "%"},  // bad escape in the password
-		{"postgres://user:%zz" + canary + "@host/db", "%"},  // bad escape first
-		{"postgres://us%zzer:" + canary + "@host/db", "%"},  // bad escape in the user
-		{"postgres://user:" + canary + "@host/d%zzb", "%"},  // bad escape in the database
-		{"postgres://user:" + canary + "@[::1/db", "IPv6"},  // unclosed IPv6 bracket
-		{"postgres://user:" + canary + "@ho st/db", ""},     // space in the host
-		{"mysql://user:" + canary + "@host/db", "postgres"}, // wrong scheme
-		{"postgres:user:" + canary + "@host/db", ""},        // scheme without //
-		{"host=h password='" + canary, "quote"},             // unterminated quote
+		{"user:" + canary + "@host/db", ""},                   // missing scheme
+		{"//user:" + canary + "@host/db", ""},                 // missing scheme
+		{"host/db?password=" + canary, ""},                    // neither URL nor key=value
+		{"postgres://user:" + canary + "%zz@host/db", "%"},    // bad escape in the password
+		{"postgres://user:%zz" + canary + "@host/db", "%"},    // bad escape first
+		{"postgres://us%zzer:" + canary + "@host/db", "%"},    // bad escape in the user
+		{"postgres://user:" + canary + "@host/d%zzb", "%"},    // bad escape in the database
+		{"postgres://user:" + canary + "@[::1/db", "IPv6"},    // unclosed IPv6 bracket
+		{"postgres://user:" + canary + "@ho st/db", ""},       // space in the host
+		{"ftp://user:" + canary + "@host/db", "scheme"},       // wrong scheme
+		{"mysql://user:" + canary + "@host:99999/db", "port"}, // a MySQL URL, checked as one
+		{"mysql://user:" + canary + "@host/", "database"},     // a MySQL URL without a database
+		{"postgres:user:" + canary + "@host/db", ""},          // scheme without //
+		{"host=h password='" + canary, "quote"},               // unterminated quote
 		{"host=h password=" + canary + " stray dbname=d", ""},
 		{"host=h port=abc password=" + canary, "port"},
 		{"  ", "required"},

@@ -72,9 +72,11 @@ type Config struct {
 	// publication. Default 10s.
 	PublicationPoll Duration `yaml:"publication_poll"`
 	Snapshot        Snapshot `yaml:"snapshot"`
-	Silver          Silver   `yaml:"silver"`
-	Retry           Retry    `yaml:"retry"`
-	Log             Log      `yaml:"log"`
+	// MySQL configures a mysql:// source.
+	MySQL  MySQL  `yaml:"mysql"`
+	Silver Silver `yaml:"silver"`
+	Retry  Retry  `yaml:"retry"`
+	Log    Log    `yaml:"log"`
 	// MetricsAddr is host:port for Prometheus /metrics; empty is off.
 	MetricsAddr string `yaml:"metrics_addr"`
 	// SpoolDir holds data spilled to disk. Default <warehouse>/_tidemark/spool.

@@ -21,6 +21,10 @@ type conninfo struct {
 // parseConninfo checks that s is a postgres:// URL or a libpq key=value
 // string. Its errors never contain s; they show RedactURL(s) at most.
 func parseConninfo(s string, allowDSN bool) (conninfo, error) {
+	if allowDSN && isMySQLURL(s) {
+		c, err := ParseMySQLURL(s)
+		return conninfo{database: c.Database}, err
+	}
 	if hasURLScheme(s) || strings.Contains(s, "://") {
 		return parsePostgresURL(s)
 	}

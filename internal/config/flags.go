@@ -38,6 +38,8 @@ var fields = []field{
 	{"snapshot.parallelism", "snapshot-parallelism", "tables snapshotted at once (1..64)", func(c *Config) any { return &c.Snapshot.Parallelism }},
 	{"snapshot.chunk_rows", "snapshot-chunk-rows", "most rows per snapshot chunk", func(c *Config) any { return &c.Snapshot.ChunkRows }},
 	{"snapshot.chunk_bytes", "snapshot-chunk-bytes", "most bytes per snapshot chunk (default: memory-budget/16, less if snapshot-parallelism chunks would not fit)", func(c *Config) any { return &c.Snapshot.ChunkBytes }},
+	{"mysql.server_id", "mysql-server-id", "server_id the MySQL/MariaDB binlog reader registers with, unique among the server's replicas (default: derived from the name)", func(c *Config) any { return &c.MySQL.ServerID }},
+	{"mysql.flavor", "mysql-flavor", "mysql or mariadb (default: detected from the server's VERSION())", func(c *Config) any { return &c.MySQL.Flavor }},
 	{"silver.enabled", "silver-enabled", "keep silver (replica) tables current while running", func(c *Config) any { return &c.Silver.Enabled }},
 	{"silver.every", "silver-every", "how often tidemark run merges bronze into silver (e.g. 4h)", func(c *Config) any { return &c.Silver.Every }},
 	{"silver.buckets", "silver-buckets", "silver partitioning bucket(N, first key column); 0: unpartitioned", func(c *Config) any { return &c.Silver.Buckets }},

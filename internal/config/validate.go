@@ -236,6 +236,7 @@ func (c *Config) validate(requireSource bool) error {
 		k.bad("snapshot.chunk_bytes", "must be positive, got %s", c.Snapshot.ChunkBytes)
 	}
 	c.checkBudget(k, budgetOK)
+	c.validateMySQL(k)
 
 	// silver
 	if c.Silver.Enabled == nil {

@@ -1,0 +1,590 @@
+package mysql
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	gmysql "github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/google/uuid"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/pipeline"
+)
+
+// eventCache bounds the events go-mysql reads ahead of the stream: row
+// events can be large (up to max_allowed_packet), and every one buffered
+// there is memory outside the budget.
+const eventCache = 16
+
+// txState is the transaction being read: its changes wait for its commit
+// event, whose position they carry.
+type txState struct {
+	open      bool
+	gtidSeq   uint64 // GTID sequence number (MariaDB) or GNO (MySQL): cdc_source_tx_id
+	mariaGTID *gmysql.MariadbGTID
+	mysqlSID  []byte
+	rows      []*replication.RowsEvent
+	bytes     int64
+}
+
+// stream reads the binlog and feeds the Sink through the Engine. Everything
+// in it is owned by the run goroutine.
+type stream struct {
+	c       *Capture
+	tables  map[change.TableID]*table
+	eng     *pipeline.Engine
+	syncer  *replication.BinlogSyncer
+	bs      *replication.BinlogStreamer
+	windows *windows
+	ready   chan *window
+	waiting []*window // chunks read, waiting for the stream to pass their high watermark
+	snap    *snapshotter
+
+	file    string // binlog file being read
+	readPos uint64 // LSN of the end of the last event read
+	tx      txState
+	gtid    gmysql.GTIDSet // executed set up to the last completed transaction
+	// done is the resume point after the last completed transaction (or
+	// the last event read between transactions).
+	done resume
+	// stale: tables whose schema may have changed (a DDL statement): the
+	// next row event's column names are checked against a fresh describe.
+	stale map[change.TableID]bool
+	// lastWatermark is the commit time of the last transaction (or
+	// heartbeat) read.
+	lastWatermark time.Time
+}
+
+func newStream(c *Capture, tables map[change.TableID]*table, start resume) (*stream, error) {
+	s := &stream{c: c, tables: tables, windows: newWindows(), ready: make(chan *window, 64),
+		file: start.File, done: start, stale: map[change.TableID]bool{}}
+	s.readPos = binlogPos{start.File, start.Pos}.LSN()
+	var err error
+	if c.flavor == FlavorMariaDB {
+		s.gtid, err = gmysql.ParseMariadbGTIDSet(start.GTID)
+	} else {
+		s.gtid, err = gmysql.ParseMysqlGTIDSet(start.GTID)
+	}
+	if err != nil {
+		return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("the checkpoint's GTID set %q cannot be read", start.GTID), err)
+	}
+	s.lastWatermark = c.startWM
+	startCP := c.checkpoint(start, s.readPos, c.startWM)
+	s.eng = pipeline.NewEngine(c.sink, startCP, pipeline.EngineOptions{
+		CommitInterval: c.opts.CommitInterval,
+		CommitBytes:    c.opts.CommitBytes,
+		// MySQL keeps no slot: the checkpoint in the lake is the resume
+		// point, and nothing is sent to the server.
+		Ack: func(context.Context, pipeline.Checkpoint) error { return nil },
+		OnDurable: func(cp pipeline.Checkpoint) {
+			if c.opts.OnProgress != nil {
+				c.opts.OnProgress(cp)
+			}
+		},
+	})
+	cfg := replication.BinlogSyncerConfig{
+		ServerID:                c.opts.ServerID,
+		Flavor:                  c.flavor,
+		Host:                    c.opts.Host,
+		Port:                    uint16(c.opts.Port),
+		User:                    c.opts.User,
+		Password:                c.opts.Password,
+		HeartbeatPeriod:         c.opts.HeartbeatInterval,
+		DisableRetrySync:        true, // a broken stream ends the session; the next resumes from the lake
+		EventCacheCount:         eventCache,
+		TimestampStringLocation: time.UTC,
+		Logger:                  c.log.With("component", "binlog"),
+	}
+	if cfg.HeartbeatPeriod <= 0 || cfg.HeartbeatPeriod > 30*time.Second {
+		cfg.HeartbeatPeriod = 30 * time.Second
+	}
+	if c.opts.HeartbeatInterval > 0 {
+		cfg.ReadTimeout = 3*cfg.HeartbeatPeriod + 10*time.Second
+	}
+	s.syncer = replication.NewBinlogSyncer(cfg)
+	if start.GTID != "" {
+		s.bs, err = s.syncer.StartSyncGTID(s.gtid.Clone())
+	} else {
+		s.bs, err = s.syncer.StartSync(gmysql.Position{Name: start.File, Pos: start.Pos})
+	}
+	if err != nil {
+		s.syncer.Close()
+		return nil, s.streamError(fmt.Errorf("start reading the binlog from %s: %w", start.describe(), err))
+	}
+	return s, nil
+}
+
+func (s *stream) close() { s.syncer.Close() }
+
+// streamError names the errors a binlog dump can end with.
+func (s *stream) streamError(err error) error {
+	var me *gmysql.MyError
+	if errors.As(err, &me) {
+		switch me.Code {
+		case gmysql.ER_MASTER_FATAL_ERROR_READING_BINLOG:
+			return fault.With(fault.ErrWALLost, fmt.Sprintf(
+				"the server cannot send the binlog from %s (%s): the binlog tidemark needs was purged, or the GTID position is not in it. "+
+					"Nothing was skipped silently. Re-snapshot: run `tidemark resnapshot --all` with the same --source/--warehouse/--name flags, then `tidemark run`",
+				s.done.describe(), me.Message), err)
+		case 1045, 1227, 1044:
+			return fault.With(fault.ErrPermissionDenied, "the MySQL user may not read the binlog: GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO it", err)
+		}
+		if strings.Contains(strings.ToLower(me.Message), "server_id") || strings.Contains(me.Message, "same server id") {
+			return fault.With(fault.ErrAlreadyRunning, fmt.Sprintf(
+				"another replica is reading the binlog with server_id %d: each reader needs its own. Set mysql.server_id to an unused value", s.c.opts.ServerID), err)
+		}
+	}
+	return fault.MarkTransient(err)
+}
+
+func (s *stream) run(ctx context.Context) error {
+	events := make(chan *replication.BinlogEvent)
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			ev, err := s.bs.GetEvent(ctx)
+			if err != nil {
+				readErr <- err
+				return
+			}
+			select {
+			case events <- ev:
+			case <-ctx.Done():
+				readErr <- ctx.Err()
+				return
+			}
+		}
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if ctx.Err() != nil {
+			fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := s.eng.Sync(fctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("final flush on shutdown: %w", err)
+			}
+			s.c.log.Info("capture stopped cleanly", "position", s.done.describe())
+			return ctx.Err()
+		}
+		if err := s.reconcileReady(ctx); err != nil {
+			return err
+		}
+		if err := s.eng.Poll(ctx); err != nil {
+			return err
+		}
+		wait := time.Until(s.eng.Wake())
+		if wait < 5*time.Millisecond {
+			wait = 5 * time.Millisecond
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		case w := <-s.ready:
+			s.waiting = append(s.waiting, w)
+		case err := <-readErr:
+			if ctx.Err() != nil {
+				continue
+			}
+			return s.streamError(fmt.Errorf("read the binlog after %s: %w", s.done.describe(), err))
+		case ev := <-events:
+			if err := s.handle(ctx, ev); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// handle processes one binlog event.
+func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error {
+	h := ev.Header
+	switch e := ev.Event.(type) {
+	case *replication.RotateEvent:
+		s.file = string(e.NextLogName)
+		s.readPos = binlogPos{s.file, uint32(e.Position)}.LSN()
+		s.between(time.Time{})
+		return nil
+	case *replication.MariadbGTIDEvent:
+		gt := e.GTID
+		s.tx = txState{open: true, gtidSeq: gt.SequenceNumber, mariaGTID: &gt}
+	case *replication.GTIDEvent:
+		s.tx = txState{open: true, gtidSeq: uint64(e.GNO), mysqlSID: append([]byte(nil), e.SID...)}
+	case *replication.QueryEvent:
+		q := strings.TrimSpace(string(e.Query))
+		switch strings.ToUpper(q) {
+		case "BEGIN":
+			s.tx.open = true
+		case "COMMIT":
+			s.setPos(h)
+			return s.commit(ctx, h)
+		default:
+			s.setPos(h)
+			if err := s.ddl(ctx, string(e.Schema), q, h); err != nil {
+				return err
+			}
+			return s.commit(ctx, h)
+		}
+	case *replication.TableMapEvent:
+	case *replication.RowsEvent:
+		id := change.TableID{Schema: string(e.Table.Schema), Name: string(e.Table.Table)}
+		if _, ok := s.tables[id]; ok {
+			s.tx.rows = append(s.tx.rows, e)
+			s.tx.bytes += int64(h.EventSize)
+		}
+	case *replication.XIDEvent:
+		s.setPos(h)
+		return s.commit(ctx, h)
+	default:
+		if h.EventType == replication.HEARTBEAT_EVENT {
+			// The server has sent everything up to its binlog end: the source
+			// is captured up to now.
+			if !s.tx.open && h.LogPos > 0 {
+				if p := (binlogPos{s.file, h.LogPos}).LSN(); p > s.readPos {
+					s.readPos = p
+				}
+				s.between(time.Now().UTC())
+			}
+			return nil
+		}
+	}
+	if !s.tx.open {
+		s.setPos(h)
+	}
+	return nil
+}
+
+func (s *stream) setPos(h *replication.EventHeader) {
+	if h.LogPos > 0 {
+		s.readPos = binlogPos{s.file, h.LogPos}.LSN()
+	}
+}
+
+// between records a resume point between transactions: everything up to
+// readPos has been read and handed to the sink.
+func (s *stream) between(wm time.Time) {
+	if s.tx.open {
+		return
+	}
+	p := uint32(s.readPos & 0xffffffff)
+	if s.done.File == s.file && s.done.Pos == p && wm.IsZero() {
+		return
+	}
+	s.done.File, s.done.Pos = s.file, p
+	s.completed(wm)
+}
+
+// completed hands the resume point s.done to the engine.
+func (s *stream) completed(wm time.Time) {
+	s.done.GTID = s.gtid.String()
+	cp := s.c.checkpoint(s.done, s.readPos, wm)
+	if wm.IsZero() {
+		cp.Watermark = s.eng.Acked().Watermark
+		if s.lastWatermark.After(cp.Watermark) {
+			cp.Watermark = s.lastWatermark
+		}
+	} else {
+		s.lastWatermark = wm
+	}
+	s.eng.Completed(cp)
+}
+
+// commit ends the open transaction at the event of header h: its changes
+// are written at its commit position, then it is handed to the engine.
+func (s *stream) commit(ctx context.Context, h *replication.EventHeader) error {
+	tx := s.tx
+	s.tx = txState{}
+	lsn := s.readPos
+	at := time.Unix(int64(h.Timestamp), 0).UTC()
+	var seq int64
+	for _, e := range tx.rows {
+		if err := s.rowsEvent(ctx, e, lsn, int64(tx.gtidSeq), at, &seq); err != nil {
+			return err
+		}
+	}
+	switch {
+	case tx.mariaGTID != nil:
+		if err := s.gtid.(*gmysql.MariadbGTIDSet).AddSet(tx.mariaGTID); err != nil {
+			return fmt.Errorf("GTID %s: %w", tx.mariaGTID, err)
+		}
+	case tx.mysqlSID != nil:
+		u, err := uuid.FromBytes(tx.mysqlSID)
+		if err != nil {
+			return fmt.Errorf("GTID of transaction %d: %w", tx.gtidSeq, err)
+		}
+		s.gtid.(*gmysql.MysqlGTIDSet).AddGTID(u, int64(tx.gtidSeq))
+	}
+	s.done.File, s.done.Pos = s.file, uint32(lsn&0xffffffff)
+	s.completed(at)
+	return nil
+}
+
+// rowsEvent writes the changes of one row event.
+func (s *stream) rowsEvent(ctx context.Context, e *replication.RowsEvent, lsn uint64, txid int64, at time.Time, seq *int64) error {
+	id := change.TableID{Schema: string(e.Table.Schema), Name: string(e.Table.Table)}
+	t, err := s.tableFor(ctx, id, e.Table)
+	if err != nil || t == nil {
+		return err
+	}
+	emit := func(op change.Op, row, before []any) error {
+		*seq++
+		pos := change.Position{LSN: lsn, Seq: *seq}
+		vals, derr := s.decodeRow(t, row)
+		var bvals []any
+		if derr == nil && before != nil {
+			bvals, derr = s.decodeRow(t, before)
+		}
+		if derr != nil {
+			return s.c.sink.DeadLetter(ctx, change.DeadLetter{Table: id, Op: op, Pos: pos, TxID: txid, CommitTime: at,
+				Raw: rawJSON(t, row), Error: derr.Error()})
+		}
+		s.windows.changed(id, keyOf(t, vals), lsn)
+		if err := s.c.sink.Write(ctx, &change.Change{Table: id, Op: op, Values: vals, Before: bvals, Schema: t.schema,
+			Pos: pos, TxID: txid, CommitTime: at}); err != nil {
+			return err
+		}
+		if s.eng.Full() {
+			// Back-pressure inside a transaction: the checkpoint the flush
+			// records is the last complete transaction's.
+			return s.eng.Flush(ctx)
+		}
+		return nil
+	}
+	switch e.Type() {
+	case replication.EnumRowsEventTypeInsert:
+		for _, r := range e.Rows {
+			if err := emit(change.OpInsert, r, nil); err != nil {
+				return err
+			}
+		}
+	case replication.EnumRowsEventTypeUpdate:
+		for i := 0; i+1 < len(e.Rows); i += 2 {
+			before, after := e.Rows[i], e.Rows[i+1]
+			ov, oerr := s.decodeRow(t, before)
+			nv, nerr := s.decodeRow(t, after)
+			if oerr == nil && nerr == nil && keyOf(t, ov) != keyOf(t, nv) {
+				// A key change is a delete of the old key and an insert of the
+				// new one, for replay by key.
+				if err := emit(change.OpDelete, before, before); err != nil {
+					return err
+				}
+				if err := emit(change.OpInsert, after, nil); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := emit(change.OpUpdate, after, before); err != nil {
+				return err
+			}
+		}
+	case replication.EnumRowsEventTypeDelete:
+		for _, r := range e.Rows {
+			if err := emit(change.OpDelete, r, r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tableFor returns the captured table of a row event, its column layout
+// checked against the TABLE_MAP event's column names (binlog_row_metadata
+// = FULL): after a DDL statement the table is described again, and a
+// layout that matches neither is a named error, never misaligned columns.
+func (s *stream) tableFor(ctx context.Context, id change.TableID, tm *replication.TableMapEvent) (*table, error) {
+	t := s.tables[id]
+	if t == nil {
+		return nil, nil
+	}
+	names := tm.ColumnNameString()
+	if len(names) == 0 {
+		return nil, fault.With(fault.ErrServerConfig, fmt.Sprintf(
+			"table %s: the binlog's row events carry no column names: set binlog_row_metadata = FULL on the server (SET GLOBAL binlog_row_metadata = 'FULL' and in its config)", id), nil)
+	}
+	if sameNames(names, t.names()) && !s.stale[id] {
+		return t, nil
+	}
+	if sameNames(names, t.names()) {
+		delete(s.stale, id)
+		return t, nil
+	}
+	nt, err := s.c.describe(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !sameNames(names, nt.names()) {
+		return nil, fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
+			"table %s: the binlog's row event has columns %v, the table now has %v: its schema changed again since, and the older layout cannot be read. "+
+				"Re-snapshot the table (tidemark resnapshot %s)", id, names, nt.names(), id), nil)
+	}
+	if _, err := s.c.sink.OpenTable(ctx, id, nt.schema); err != nil {
+		return nil, err
+	}
+	// A new table value: a snapshot worker may still read the old one.
+	nt.snap, nt.est = t.snap, t.est
+	s.tables[id] = nt
+	delete(s.stale, id)
+	s.c.log.Info("schema change", "table", id.String(), "columns", len(nt.cols))
+	return nt, nil
+}
+
+func sameNames(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !strings.EqualFold(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *stream) decodeRow(t *table, row []any) ([]any, error) {
+	if len(row) != len(t.cols) {
+		return nil, fmt.Errorf("row has %d columns, table %s has %d", len(row), t.id, len(t.cols))
+	}
+	out := make([]any, len(row))
+	for i, v := range row {
+		x, err := t.cols[i].decodeBinlog(v)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", t.cols[i].Name, err)
+		}
+		out[i] = x
+	}
+	return out, nil
+}
+
+// rawJSON renders a binlog row for the dead-letter table.
+func rawJSON(t *table, row []any) string {
+	m := make(map[string]any, len(row))
+	for i, v := range row {
+		name := strconv.Itoa(i)
+		if i < len(t.cols) {
+			name = t.cols[i].Name
+		}
+		if b, ok := v.([]byte); ok {
+			v = string(b)
+		}
+		m[name] = fmt.Sprint(v)
+		if v == nil {
+			m[name] = nil
+		}
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// keyOf is the comparable form of a row's key values.
+func keyOf(t *table, vals []any) string {
+	var b strings.Builder
+	for _, i := range t.keyIdx {
+		if i < len(vals) {
+			fmt.Fprintf(&b, "%T:%v\x00", vals[i], vals[i])
+		}
+	}
+	return b.String()
+}
+
+// ddl applies a statement of the binlog other than BEGIN/COMMIT, in stream
+// order.
+func (s *stream) ddl(ctx context.Context, schema, q string, h *replication.EventHeader) error {
+	words := strings.Fields(strings.ToUpper(q))
+	if len(words) < 2 {
+		return nil
+	}
+	target := func(raw string) change.TableID {
+		raw = strings.TrimRight(raw, ";")
+		db, name := schema, raw
+		if i := strings.Index(raw, "."); i >= 0 {
+			db, name = raw[:i], raw[i+1:]
+		}
+		return change.TableID{Schema: strings.Trim(db, "`"), Name: strings.Trim(name, "`")}
+	}
+	orig := strings.Fields(q)
+	switch words[0] {
+	case "TRUNCATE":
+		i := 1
+		if words[1] == "TABLE" {
+			i = 2
+		}
+		if i >= len(orig) {
+			return nil
+		}
+		id := target(orig[i])
+		t := s.tables[id]
+		if t == nil {
+			return nil
+		}
+		s.windows.truncate(id, s.readPos)
+		return s.c.sink.Write(ctx, &change.Change{Table: id, Op: change.OpTruncate, Values: make([]any, len(t.cols)), Schema: t.schema,
+			Pos: change.Position{LSN: s.readPos, Seq: 1}, TxID: int64(s.tx.gtidSeq), CommitTime: time.Unix(int64(h.Timestamp), 0).UTC()})
+	case "ALTER", "RENAME", "DROP":
+		for id := range s.tables {
+			if strings.EqualFold(id.Schema, schema) || strings.Contains(q, id.Schema) {
+				s.stale[id] = true
+			}
+		}
+	case "CREATE":
+		if !strings.EqualFold(schema, s.c.opts.Database) || !containsWord(words, "TABLE") {
+			return nil
+		}
+		return s.pickUpNewTables(ctx)
+	}
+	return nil
+}
+
+func containsWord(ws []string, w string) bool {
+	for _, x := range ws {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}
+
+// pickUpNewTables sets up tables of the database that appeared since the
+// start and queues their snapshot.
+func (s *stream) pickUpNewTables(ctx context.Context) error {
+	ids, err := s.c.listTables(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if _, ok := s.tables[id]; ok {
+			continue
+		}
+		t, err := s.c.describe(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := s.c.open(ctx, t); err != nil {
+			return err
+		}
+		s.tables[id] = t
+		s.c.log.Info("new table picked up", "table", id.String())
+		if t.snap.Status != snapDone {
+			if s.c.opts.Snapshot.Enabled {
+				s.snap.enqueue(t)
+			} else if err := s.markSkipped(ctx, t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// markSkipped records that a table's existing rows are deliberately not
+// backfilled (snapshot disabled by configuration).
+func (s *stream) markSkipped(ctx context.Context, t *table) error {
+	t.snap.Status = snapSkipped
+	return s.c.sink.WriteBatch(ctx, t.id, nil, map[string]string{PropSnapshot: t.snap.encode()})
+}
