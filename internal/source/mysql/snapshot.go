@@ -154,6 +154,10 @@ func (ws *windows) truncate(id change.TableID, lsn uint64) {
 // truncated between its watermarks.
 var errTruncatedInWindow = errors.New("table truncated inside the snapshot window")
 
+// snapSeqBase is added to the row number of a snapshot row to form its
+// cdc_seq (see emitChunk).
+const snapSeqBase = 1 << 40
+
 // firstChunkRows bounds the first chunk of a table, read before its row
 // size is known.
 const firstChunkRows = 64
@@ -445,15 +449,19 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	now := time.Now().UTC()
 	var cs []*change.Change
 	var dls []change.DeadLetter
-	seq := int64(0)
 	dropped := 0
-	for _, r := range w.rows {
+	for i, r := range w.rows {
 		if p, ok := w.changed[r.key]; ok && p > w.low && p <= w.high {
 			dropped++
 			continue
 		}
-		seq++
-		pos := change.Position{LSN: w.high, Seq: seq}
+		// Unique positions: chunks and transactions share commit positions
+		// (the high watermark is a position in the binlog, not a
+		// transaction of its own), so a snapshot row's seq is snapSeqBase
+		// plus its number in the table's snapshot, which its progress
+		// persists. Keys changed at the same position were dropped above,
+		// so the order against those changes does not matter.
+		pos := change.Position{LSN: w.high, Seq: snapSeqBase + t.snap.Rows + int64(i) + 1}
 		if r.err != nil {
 			m := map[string]string{}
 			for i, v := range r.raw {
