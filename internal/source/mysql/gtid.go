@@ -111,7 +111,7 @@ func (g GTID) String() string {
 // "" of a flavour for an empty set.
 type GTIDSet struct {
 	flavor  Flavor
-	domains map[uint32]GTID        // MariaDB: domain -> last GTID
+	domains map[uint32]GTID       // MariaDB: domain -> last GTID
 	mysql   *gomysql.MysqlGTIDSet // MySQL: never nil for MySQL
 }
 
