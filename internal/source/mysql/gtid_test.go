@@ -8,6 +8,7 @@ import (
 const (
 	uuidA = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 	uuidB = "7b4f6e5c-0d1a-11ef-8c3e-0242ac120002"
+	uuidC = "9d2c1b0a-0000-4000-8000-000000000003"
 )
 
 func mustSet(t *testing.T, f Flavor, s string) GTIDSet {
