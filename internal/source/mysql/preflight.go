@@ -608,4 +608,3 @@ func CheckServerID(ctx context.Context, db *sql.DB, replicaID uint32, reportHost
 	}
 	return nil
 }
-
