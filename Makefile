@@ -21,7 +21,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/tidemark ./cmd/tidemark
 
-## setup: install what the tests need (PostgreSQL binaries, .venv with PyIceberg)
+## setup: install what the tests need (PostgreSQL and MariaDB binaries, .venv with PyIceberg)
 setup:
 	bash scripts/setup-test-env.sh
 
@@ -30,8 +30,8 @@ setup:
 test: setup
 	$(GO) vet ./...
 	$(GO) vet -tags faults ./internal/faults/
-	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_PYICEBERG=1 $(GO) test -count=1 -timeout 40m ./...
-	TIDEMARK_REQUIRE_PG=1 $(GO) test -tags faults -count=1 -timeout 20m -run Quick ./internal/faults/
+	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_MARIADB=1 TIDEMARK_REQUIRE_PYICEBERG=1 $(GO) test -count=1 -timeout 40m ./...
+	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_MARIADB=1 $(GO) test -tags faults -count=1 -timeout 20m -run Quick ./internal/faults/
 
 ## demo: throwaway PostgreSQL -> tidemark -> ./demo-lake
 demo:
@@ -39,7 +39,7 @@ demo:
 
 ## faults: the fault-injection suite (docs/reliability.md), 50 crash-loop iterations; prints the fault table
 faults: setup
-	TIDEMARK_REQUIRE_PG=1 $(GO) test -tags faults -count=1 -timeout 60m -v ./internal/faults/ -args -iterations=$(or $(ITERATIONS),50)
+	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_MARIADB=1 $(GO) test -tags faults -count=1 -timeout 60m -v ./internal/faults/ -args -iterations=$(or $(ITERATIONS),50)
 
 ## bench: tidemark against pg_recvlogical and COPY on a throwaway PostgreSQL,
 ## printed as a markdown table (docs/benchmarks.md). Sizes and scenarios:

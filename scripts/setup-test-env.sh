@@ -8,6 +8,10 @@
 #      they run as root).
 #   3. A Python venv at .venv with PyIceberg, which the tests use to read the
 #      Iceberg tables tidemark writes (found through TIDEMARK_PYTHON).
+#   4. MariaDB server binaries (mariadb-install-db, mariadbd): installed with
+#      apt-get (mariadb-server) when mariadbd is neither on PATH nor in
+#      /usr/sbin. The tests start their own throwaway servers; the system
+#      service the package sets up is stopped and disabled.
 #
 # Environment:
 #   TIDEMARK_PG_BIN      use the PostgreSQL binaries in this directory
@@ -124,5 +128,42 @@ else
 	venv_ok || die "pyiceberg installed into $VENV but cannot be imported"
 	say "Python venv: pyiceberg $("$VENV/bin/python" -c 'import pyiceberg; print(pyiceberg.__version__)') installed"
 fi
+
+# --- 4. MariaDB server binaries -----------------------------------------------
+mariadbd_path() {
+	if [ -n "${TIDEMARK_MARIADB_BIN:-}" ]; then
+		[ -x "$TIDEMARK_MARIADB_BIN/mariadbd" ] && { echo "$TIDEMARK_MARIADB_BIN/mariadbd"; return 0; }
+		return 1
+	fi
+	command -v mariadbd 2>/dev/null && return 0
+	[ -x /usr/sbin/mariadbd ] && { echo /usr/sbin/mariadbd; return 0; }
+	return 1
+}
+
+if mdb=$(mariadbd_path); then
+	say "MariaDB binaries: $mdb ($("$mdb" --version 2>/dev/null | head -n1)) — already present"
+else
+	[ -z "${TIDEMARK_MARIADB_BIN:-}" ] || die "TIDEMARK_MARIADB_BIN=$TIDEMARK_MARIADB_BIN has no mariadbd"
+	command -v apt-get >/dev/null 2>&1 ||
+		die "MariaDB server binaries not found and apt-get is unavailable; install MariaDB (>= 10.5) and set TIDEMARK_MARIADB_BIN to the directory holding mariadbd"
+	say "MariaDB binaries not found: installing the mariadb-server package with apt-get"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
+	# policy-rc.d exit 101 keeps the package from starting a system server.
+	rcd=/usr/sbin/policy-rc.d
+	made_rcd=
+	if [ ! -e "$rcd" ]; then
+		printf '#!/bin/sh\nexit 101\n' | as_root tee "$rcd" >/dev/null
+		as_root chmod 755 "$rcd"
+		made_rcd=1
+	fi
+	apt_install mariadb-server >/dev/null
+	[ -z "$made_rcd" ] || as_root rm -f "$rcd"
+	if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+		as_root systemctl disable --now mariadb >/dev/null 2>&1 || true
+	fi
+	mdb=$(mariadbd_path) || die "installed mariadb-server but still cannot find mariadbd"
+	say "installed MariaDB: $mdb ($("$mdb" --version 2>/dev/null | head -n1))"
+fi
+id mysql >/dev/null 2>&1 || die "OS user mysql is missing (the mariadb-server package creates it)"
 
 say "done (tests use TIDEMARK_PYTHON=$VENV/bin/python)"

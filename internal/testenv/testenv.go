@@ -18,14 +18,23 @@
 //
 // Tests that stop or restart the server (fault tests) should Start their own.
 //
+// MariaDB (for the MySQL source) is started the same way from mariadbd and
+// mariadb-install-db: SharedMariaDB(t) for most tests, StartMariaDB(t, opts...)
+// for a server of the test's own (other binlog settings, restarts, purges).
+// The server writes a ROW binlog with FULL row images and metadata and runs
+// with gtid_strict_mode. MySQL 8 itself is not installable on the CI machine
+// (Debian 12 ships MariaDB only); the MySQL flavour is covered by unit tests.
+//
 // Environment:
 //
 //	TIDEMARK_PG_BIN       directory holding initdb/pg_ctl (otherwise found, see BinDir)
 //	TIDEMARK_REQUIRE_PG   "1": a missing PostgreSQL fails the test instead of skipping it
+//	TIDEMARK_MARIADB_BIN  directory holding mariadbd (otherwise $PATH, then /usr/sbin)
+//	TIDEMARK_REQUIRE_MARIADB "1": a missing MariaDB fails the test instead of skipping it
 //
 // When the test process runs as root, initdb and the server run as the OS user
 // "postgres" (PostgreSQL refuses to run as root) and the temporary directory is
-// handed to that user.
+// handed to that user; MariaDB runs as the OS user "mysql" likewise.
 package testenv
 
 import (
@@ -138,6 +147,7 @@ func Shared(t testing.TB) *PG {
 func Main(m *testing.M) int {
 	code := m.Run()
 	removeTidemark()
+	stopSharedMariaDB()
 	if shared.pg != nil {
 		if err := shared.pg.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "testenv: stop shared PostgreSQL: %v\n", err)
