@@ -32,9 +32,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
+	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tidemark/tidemark/internal/change"
 )
@@ -508,13 +510,23 @@ func QuoteIdent(name string) string {
 // utf8mb4, and no PAD_CHAR_TO_FULL_LENGTH (the binlog holds char(n)
 // without its trailing spaces, as SELECT prints it by default). The values
 // are SQL literals, in the form go-sql-driver/mysql's Config.Params take
-// them (each becomes SET name=value when a connection opens). Connect with
-// charset utf8mb4 as well (Config.Params["charset"] or Collation). The
-// map is fresh on every call.
+// them (each becomes SET name=value when a connection opens). Connect in
+// utf8mb4 as well (Config.Collation "utf8mb4_unicode_ci", or charset=utf8mb4
+// in the DSN). The map is fresh on every call.
 func SessionVariables() map[string]string {
 	return map[string]string{
 		"time_zone":             "'+00:00'",
 		"character_set_results": "utf8mb4",
 		"sql_mode":              "'NO_ENGINE_SUBSTITUTION'",
 	}
+}
+
+// SyncerSettings sets the fields of a go-mysql BinlogSyncerConfig that
+// DecodeBinlog relies on: dates and times as go-mysql's text (ParseTime
+// false: its time.Time moves invalid dates), TIMESTAMP text in UTC, and
+// JSON doubles with a trailing ".0" as MySQL prints them.
+func SyncerSettings(cfg *replication.BinlogSyncerConfig) {
+	cfg.ParseTime = false
+	cfg.TimestampStringLocation = time.UTC
+	cfg.UseFloatWithTrailingZero = true
 }

@@ -445,8 +445,9 @@ func year(y int64) (any, error) {
 
 // fromBytes copies a binary value; binary(n) comes out of the binlog
 // without its trailing zero bytes (the row image strips the pad
-// character) and is padded back to n, as SELECT shows it. Spatial values
-// become WKB; MariaDB's uuid, inet4 and inet6 their text.
+// character) and is padded back to n, as SELECT shows it; so are
+// MariaDB's uuid, inet4 and inet6, which become their text. Spatial values
+// become WKB.
 func (m *Mapping) fromBytes(b []byte, binlog bool) (any, error) {
 	switch m.k {
 	case kBinaryFixed:
@@ -459,6 +460,15 @@ func (m *Mapping) fromBytes(b []byte, binlog bool) (any, error) {
 		return out, nil
 	case kGeometry:
 		return wkb(b)
+	}
+	if binlog {
+		// MariaDB's uuid, inet4 and inet6 are fixed binary strings in the
+		// row image, stripped of trailing zero bytes like binary(n).
+		if n := map[kind]int{kUUID: 16, kInet4: 4, kInet6: 16}[m.k]; n > 0 && len(b) < n {
+			b = append(append(make([]byte, 0, n), b...), make([]byte, n-len(b))...)
+		}
+	}
+	switch m.k {
 	case kUUID:
 		return uuidText(b)
 	case kInet4:
