@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // wkb turns MySQL's internal geometry value (a little-endian 4-byte SRID,
@@ -112,12 +111,4 @@ func inet6Text(b []byte) (string, error) {
 		}
 	}
 	return sb.String(), nil
-}
-
-// jsonText keeps a MySQL json value's text (it must be UTF-8).
-func jsonText(b []byte) (string, error) {
-	if !utf8.Valid(b) {
-		return "", errNotUTF8
-	}
-	return string(b), nil
 }

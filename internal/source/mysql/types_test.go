@@ -341,3 +341,39 @@ func TestSelectExpr(t *testing.T) {
 		t.Errorf("SelectExpr = %s", got)
 	}
 }
+
+// TestMySQLJSON: MySQL's json reaches tidemark as go-mysql's rendering
+// (binlog, with SyncerSettings' UseFloatWithTrailingZero) and as MySQL's
+// own (SELECT); both reduce to one text.
+func TestMySQLJSON(t *testing.T) {
+	m := mapping(t, "json", "")
+	for _, tc := range []struct{ binlog, text, want string }{
+		{`{"bb":[1,2.5,"x\u003cy"],"a":null,"ccc":true}`, `{"a": null, "bb": [1, 2.5, "x<y"], "ccc": true}`,
+			`{"a": null, "bb": [1, 2.5, "x<y"], "ccc": true}`},
+		{`[3.0,-0.0,1000000000000000000.0,` + "1" + strings.Repeat("0", 300) + `]`, `[3.0, -0.0, 1e18, 1e300]`,
+			`[3.0, -0.0, 1e+18, 1e+300]`},
+		{`[18446744073709551615,-9223372036854775808,0.1]`, `[18446744073709551615, -9223372036854775808, 0.1]`,
+			`[18446744073709551615, -9223372036854775808, 0.1]`},
+		{`"tab\tnul\u0000del\u007fé🌊\"\\/"`, `"tab\tnul\u0000del\u007fé🌊\"\\/"`, `"tab\tnul\u0000del\u007fé🌊\"\\/"`},
+		{`{}`, `{}`, `{}`},
+	} {
+		b, err := m.DecodeBinlog(tc.binlog)
+		if err != nil {
+			t.Errorf("binlog %s: %v", tc.binlog, err)
+			continue
+		}
+		s, err := m.DecodeText([]byte(tc.text))
+		if err != nil {
+			t.Errorf("text %s: %v", tc.text, err)
+			continue
+		}
+		if b != tc.want || s != tc.want {
+			t.Errorf("binlog %s -> %s\ntext %s -> %s\nwant %s", tc.binlog, b, tc.text, s, tc.want)
+		}
+	}
+	for _, bad := range []string{`{"a":`, `1 2`, `[1e999]`} {
+		if _, err := m.DecodeText([]byte(bad)); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
