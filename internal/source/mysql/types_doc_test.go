@@ -56,7 +56,7 @@ func TestTypeMappingDoc(t *testing.T) {
 // lake stores it.
 func docTable(t *testing.T, golden string) string {
 	var b strings.Builder
-	b.WriteString("\n| MariaDB column (as in the test) | Iceberg type | example: SELECT text → lake value |\n|---|---|---|\n")
+	b.WriteString("\n| test column | MariaDB type | Iceberg type | example: SELECT text → lake value |\n|---|---|---|---|\n")
 	var (
 		name, source, ice string
 		example           string
@@ -69,7 +69,7 @@ func docTable(t *testing.T, golden string) string {
 					src, gen = strings.TrimSuffix(src, g), g
 				}
 			}
-			fmt.Fprintf(&b, "| `%s`%s | `%s` | %s |\n", mdEscape(src), gen, ice, example)
+			fmt.Fprintf(&b, "| %s | `%s`%s | `%s` | %s |\n", name, mdEscape(src), gen, ice, example)
 		}
 	}
 	for _, line := range strings.Split(golden, "\n") {
