@@ -37,7 +37,7 @@ func mysqlOptions(cfg *config.Config) (mysql.Options, error) {
 	return mysql.Options{
 		Host: conn.Host, Port: conn.Port, User: conn.User, Password: conn.Password, Database: conn.Database,
 		Tables:            tables,
-		Flavor:            cfg.MySQL.Flavor,
+		Flavor:            mysql.Flavor(cfg.MySQL.Flavor),
 		ServerID:          cfg.ServerIDOf(),
 		CommitInterval:    time.Duration(cfg.CommitInterval),
 		CommitBytes:       int64(cfg.CommitBytes),

@@ -218,7 +218,7 @@ func (sn *snapshotter) worker(ctx context.Context) error {
 func (sn *snapshotter) table(ctx context.Context, t *table) error {
 	conn, err := sn.c.db.Conn(ctx)
 	if err != nil {
-		return classify(fmt.Errorf("table %s: connect for the snapshot: %w", t.id, err))
+		return Classify(fmt.Errorf("table %s: connect for the snapshot: %w", t.id, err))
 	}
 	defer conn.Close()
 	// t.snap is the stream's; the progress read here is where this run
@@ -286,7 +286,7 @@ func (sn *snapshotter) table(ctx context.Context, t *table) error {
 func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, after []string, limit int) (err error) {
 	t := w.t
 	c := sn.c
-	if c.flavor == FlavorMySQL {
+	if c.flavor == MySQL {
 		p, err := c.binlogEnd(ctx, conn)
 		if err != nil {
 			return err
@@ -294,14 +294,14 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 		w.low = p.LSN()
 	}
 	if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
-		return classify(fmt.Errorf("table %s: open the snapshot chunk: %w", t.id, err))
+		return Classify(fmt.Errorf("table %s: open the snapshot chunk: %w", t.id, err))
 	}
 	defer func() {
 		if _, cerr := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); cerr != nil && err == nil {
-			err = classify(fmt.Errorf("table %s: end the snapshot chunk: %w", t.id, cerr))
+			err = Classify(fmt.Errorf("table %s: end the snapshot chunk: %w", t.id, cerr))
 		}
 	}()
-	if c.flavor == FlavorMariaDB {
+	if c.flavor == MariaDB {
 		p, err := snapshotPos(ctx, conn)
 		if err != nil {
 			return fmt.Errorf("table %s: %w", t.id, err)
@@ -309,8 +309,8 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 		w.low = p.LSN()
 	}
 	cols := make([]string, len(t.cols))
-	for i, col := range t.cols {
-		cols[i] = quoteIdent(col.Name)
+	for i, m := range t.maps {
+		cols[i] = m.SelectExpr()
 	}
 	keys := make([]string, len(t.keyIdx))
 	for i, k := range t.keyIdx {
@@ -328,7 +328,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 	fmt.Fprintf(&q, " ORDER BY %s LIMIT %d", strings.Join(keys, ", "), limit)
 	rs, err := conn.QueryContext(ctx, q.String(), args...)
 	if err != nil {
-		return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
+		return Classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 	}
 	defer rs.Close()
 	raw := make([]sql.RawBytes, len(cols))
@@ -338,7 +338,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 	}
 	for rs.Next() {
 		if err := rs.Scan(ptrs...); err != nil {
-			return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
+			return Classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 		}
 		r := snapRow{values: make([]any, len(cols))}
 		for i, b := range raw {
@@ -349,7 +349,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 			if b == nil {
 				continue
 			}
-			v, err := t.cols[i].decodeText(b)
+			v, err := t.maps[i].DecodeText(b)
 			if err != nil {
 				r.err = fmt.Errorf("column %q: %w", t.cols[i].Name, err)
 				continue
@@ -370,7 +370,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 		}
 	}
 	if err := rs.Err(); err != nil {
-		return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
+		return Classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 	}
 	if len(w.rows) == 0 {
 		w.lastKey = after
@@ -389,14 +389,14 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 func snapshotPos(ctx context.Context, conn *sql.Conn) (binlogPos, error) {
 	rows, err := conn.QueryContext(ctx, "SHOW STATUS LIKE 'binlog_snapshot_%'")
 	if err != nil {
-		return binlogPos{}, classify(fmt.Errorf("read the snapshot's binlog position: %w", err))
+		return binlogPos{}, Classify(fmt.Errorf("read the snapshot's binlog position: %w", err))
 	}
 	defer rows.Close()
 	var p binlogPos
 	for rows.Next() {
 		var k, v string
 		if err := rows.Scan(&k, &v); err != nil {
-			return p, classify(err)
+			return p, Classify(err)
 		}
 		switch strings.ToLower(k) {
 		case "binlog_snapshot_file":
@@ -410,7 +410,7 @@ func snapshotPos(ctx context.Context, conn *sql.Conn) (binlogPos, error) {
 	if p.File == "" {
 		return p, fault.With(fault.ErrServerConfig, "the server reports no binlog snapshot position (Binlog_snapshot_file): is log_bin on?", rows.Err())
 	}
-	return p, classify(rows.Err())
+	return p, Classify(rows.Err())
 }
 
 // reconcileReady writes the chunks whose high watermark the stream has

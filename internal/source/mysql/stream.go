@@ -26,12 +26,11 @@ const eventCache = 16
 // txState is the transaction being read: its changes wait for its commit
 // event, whose position they carry.
 type txState struct {
-	open      bool
-	gtidSeq   uint64 // GTID sequence number (MariaDB) or GNO (MySQL): cdc_source_tx_id
-	mariaGTID *gmysql.MariadbGTID
-	mysqlSID  []byte
-	rows      []*replication.RowsEvent
-	bytes     int64
+	open    bool
+	gtidSeq uint64 // GTID sequence number (MariaDB) or GNO (MySQL): cdc_source_tx_id
+	gtid    *GTID  // nil: the server gives no GTIDs
+	rows    []*replication.RowsEvent
+	bytes   int64
 }
 
 // stream reads the binlog and feeds the Sink through the Engine. Everything
@@ -50,10 +49,10 @@ type stream struct {
 	file    string // binlog file being read
 	readPos uint64 // LSN of the end of the last event read
 	tx      txState
-	gtid    gmysql.GTIDSet // executed set up to the last completed transaction
+	gtid    GTIDSet // executed set up to the last completed transaction
 	// done is the resume point after the last completed transaction (or
 	// the last event read between transactions).
-	done resume
+	done Resume
 	// stale: tables whose schema may have changed (a DDL statement): the
 	// next row event's column names are checked against a fresh describe.
 	stale map[change.TableID]bool
@@ -62,18 +61,14 @@ type stream struct {
 	lastWatermark time.Time
 }
 
-func newStream(c *Capture, tables map[change.TableID]*table, start resume) (*stream, error) {
+func newStream(c *Capture, tables map[change.TableID]*table, start Resume) (*stream, error) {
 	s := &stream{c: c, tables: tables, windows: newWindows(), ready: make(chan *window, 64),
 		file: start.File, done: start, stale: map[change.TableID]bool{}}
 	s.readPos = binlogPos{start.File, start.Pos}.LSN()
 	var err error
-	if c.flavor == FlavorMariaDB {
-		s.gtid, err = gmysql.ParseMariadbGTIDSet(start.GTID)
-	} else {
-		s.gtid, err = gmysql.ParseMysqlGTIDSet(start.GTID)
-	}
-	if err != nil {
-		return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("the checkpoint's GTID set %q cannot be read", start.GTID), err)
+	s.gtid = start.GTID
+	if s.gtid.Flavor() == "" {
+		s.gtid, _ = ParseGTIDSet(c.flavor, "")
 	}
 	s.lastWatermark = c.startWM
 	startCP := c.checkpoint(start, s.readPos, c.startWM)
@@ -90,17 +85,16 @@ func newStream(c *Capture, tables map[change.TableID]*table, start resume) (*str
 		},
 	})
 	cfg := replication.BinlogSyncerConfig{
-		ServerID:                c.opts.ServerID,
-		Flavor:                  c.flavor,
-		Host:                    c.opts.Host,
-		Port:                    uint16(c.opts.Port),
-		User:                    c.opts.User,
-		Password:                c.opts.Password,
-		HeartbeatPeriod:         c.opts.HeartbeatInterval,
-		DisableRetrySync:        true, // a broken stream ends the session; the next resumes from the lake
-		EventCacheCount:         eventCache,
-		TimestampStringLocation: time.UTC,
-		Logger:                  c.log.With("component", "binlog"),
+		ServerID:         c.opts.ServerID,
+		Flavor:           string(c.flavor),
+		Host:             c.opts.Host,
+		Port:             uint16(c.opts.Port),
+		User:             c.opts.User,
+		Password:         c.opts.Password,
+		HeartbeatPeriod:  c.opts.HeartbeatInterval,
+		DisableRetrySync: true, // a broken stream ends the session; the next resumes from the lake
+		EventCacheCount:  eventCache,
+		Logger:           c.log.With("component", "binlog"),
 	}
 	if cfg.HeartbeatPeriod <= 0 || cfg.HeartbeatPeriod > 30*time.Second {
 		cfg.HeartbeatPeriod = 30 * time.Second
@@ -108,15 +102,16 @@ func newStream(c *Capture, tables map[change.TableID]*table, start resume) (*str
 	if c.opts.HeartbeatInterval > 0 {
 		cfg.ReadTimeout = 3*cfg.HeartbeatPeriod + 10*time.Second
 	}
+	SyncerSettings(&cfg)
 	s.syncer = replication.NewBinlogSyncer(cfg)
-	if start.GTID != "" {
-		s.bs, err = s.syncer.StartSyncGTID(s.gtid.Clone())
+	if !start.GTID.IsEmpty() && c.info.GTIDMode {
+		s.bs, err = s.syncer.StartSyncGTID(s.gtid.GoMySQL())
 	} else {
 		s.bs, err = s.syncer.StartSync(gmysql.Position{Name: start.File, Pos: start.Pos})
 	}
 	if err != nil {
 		s.syncer.Close()
-		return nil, s.streamError(fmt.Errorf("start reading the binlog from %s: %w", start.describe(), err))
+		return nil, s.streamError(fmt.Errorf("start reading the binlog from %s: %w", describeResume(start), err))
 	}
 	return s, nil
 }
@@ -125,6 +120,9 @@ func (s *stream) close() { s.syncer.Close() }
 
 // streamError names the errors a binlog dump can end with.
 func (s *stream) streamError(err error) error {
+	if c := Classify(err); fault.ClassOf(c) != fault.Unknown {
+		return c
+	}
 	var me *gmysql.MyError
 	if errors.As(err, &me) {
 		switch me.Code {
@@ -132,7 +130,7 @@ func (s *stream) streamError(err error) error {
 			return fault.With(fault.ErrWALLost, fmt.Sprintf(
 				"the server cannot send the binlog from %s (%s): the binlog tidemark needs was purged, or the GTID position is not in it. "+
 					"Nothing was skipped silently. Re-snapshot: run `tidemark resnapshot --all` with the same --source/--warehouse/--name flags, then `tidemark run`",
-				s.done.describe(), me.Message), err)
+				describeResume(s.done), me.Message), err)
 		case 1045, 1227, 1044:
 			return fault.With(fault.ErrPermissionDenied, "the MySQL user may not read the binlog: GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO it", err)
 		}
@@ -172,7 +170,7 @@ func (s *stream) run(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("final flush on shutdown: %w", err)
 			}
-			s.c.log.Info("capture stopped cleanly", "position", s.done.describe())
+			s.c.log.Info("capture stopped cleanly", "position", describeResume(s.done))
 			return ctx.Err()
 		}
 		if err := s.reconcileReady(ctx); err != nil {
@@ -195,7 +193,7 @@ func (s *stream) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				continue
 			}
-			return s.streamError(fmt.Errorf("read the binlog after %s: %w", s.done.describe(), err))
+			return s.streamError(fmt.Errorf("read the binlog after %s: %w", describeResume(s.done), err))
 		case ev := <-events:
 			if err := s.handle(ctx, ev); err != nil {
 				return err
@@ -214,10 +212,15 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		s.between(time.Time{})
 		return nil
 	case *replication.MariadbGTIDEvent:
-		gt := e.GTID
-		s.tx = txState{open: true, gtidSeq: gt.SequenceNumber, mariaGTID: &gt}
+		g := GTID{Flavor: MariaDB, Domain: e.GTID.DomainID, ServerID: e.GTID.ServerID, Seq: e.GTID.SequenceNumber}
+		s.tx = txState{open: true, gtidSeq: g.Seq, gtid: &g}
 	case *replication.GTIDEvent:
-		s.tx = txState{open: true, gtidSeq: uint64(e.GNO), mysqlSID: append([]byte(nil), e.SID...)}
+		u, err := uuid.FromBytes(e.SID)
+		if err != nil {
+			return fault.With(fault.ErrCorruptState, "a GTID event's source id cannot be read", err)
+		}
+		g := GTID{Flavor: MySQL, UUID: u, Seq: uint64(e.GNO)}
+		s.tx = txState{open: true, gtidSeq: g.Seq, gtid: &g}
 	case *replication.QueryEvent:
 		q := strings.TrimSpace(string(e.Query))
 		switch strings.ToUpper(q) {
@@ -284,7 +287,7 @@ func (s *stream) between(wm time.Time) {
 
 // completed hands the resume point s.done to the engine.
 func (s *stream) completed(wm time.Time) {
-	s.done.GTID = s.gtid.String()
+	s.done.GTID = s.gtid
 	cp := s.c.checkpoint(s.done, s.readPos, wm)
 	if wm.IsZero() {
 		cp.Watermark = s.eng.Acked().Watermark
@@ -310,17 +313,12 @@ func (s *stream) commit(ctx context.Context, h *replication.EventHeader) error {
 			return err
 		}
 	}
-	switch {
-	case tx.mariaGTID != nil:
-		if err := s.gtid.(*gmysql.MariadbGTIDSet).AddSet(tx.mariaGTID); err != nil {
-			return fmt.Errorf("GTID %s: %w", tx.mariaGTID, err)
-		}
-	case tx.mysqlSID != nil:
-		u, err := uuid.FromBytes(tx.mysqlSID)
+	if tx.gtid != nil {
+		g, err := s.gtid.Add(*tx.gtid)
 		if err != nil {
-			return fmt.Errorf("GTID of transaction %d: %w", tx.gtidSeq, err)
+			return fault.With(fault.ErrCorruptState, fmt.Sprintf("the binlog's transaction after %s cannot be placed", describeResume(s.done)), err)
 		}
-		s.gtid.(*gmysql.MysqlGTIDSet).AddGTID(u, int64(tx.gtidSeq))
+		s.gtid = g
 	}
 	s.done.File, s.done.Pos = s.file, uint32(lsn&0xffffffff)
 	s.completed(at)
@@ -410,11 +408,11 @@ func (s *stream) tableFor(ctx context.Context, id change.TableID, tm *replicatio
 			"table %s: the binlog's row events carry no column names: set binlog_row_metadata = FULL on the server (SET GLOBAL binlog_row_metadata = 'FULL' and in its config)", id), nil)
 	}
 	if sameNames(names, t.names()) && !s.stale[id] {
-		return t, nil
+		return t, s.enums(t, tm)
 	}
 	if sameNames(names, t.names()) {
 		delete(s.stale, id)
-		return t, nil
+		return t, s.enums(t, tm)
 	}
 	nt, err := s.c.describe(ctx, id)
 	if err != nil {
@@ -430,10 +428,45 @@ func (s *stream) tableFor(ctx context.Context, id change.TableID, tm *replicatio
 	}
 	// A new table value: a snapshot worker may still read the old one.
 	nt.snap, nt.est = t.snap, t.est
+	if err := s.enums(nt, tm); err != nil {
+		return nil, err
+	}
 	s.tables[id] = nt
 	delete(s.stale, id)
 	s.c.log.Info("schema change", "table", id.String(), "columns", len(nt.cols))
 	return nt, nil
+}
+
+// enums takes the enum and set members of t from the table map event
+// once (exact where information_schema's are not), rebuilding the
+// mappings that decode them.
+func (s *stream) enums(t *table, tm *replication.TableMapEvent) error {
+	if t.enums {
+		return nil
+	}
+	has := false
+	for _, c := range t.cols {
+		if c.DataType == "enum" || c.DataType == "set" {
+			has = true
+		}
+	}
+	t.enums = true
+	if !has {
+		return nil
+	}
+	if err := ElementsFromTableMap(t.cols, tm); err != nil {
+		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s", t.id), err)
+	}
+	for i, c := range t.cols {
+		if c.DataType == "enum" || c.DataType == "set" {
+			m, err := Map(c)
+			if err != nil {
+				return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s column %q", t.id, c.Name), err)
+			}
+			t.maps[i] = m
+		}
+	}
+	return nil
 }
 
 func sameNames(a, b []string) bool {
@@ -454,7 +487,7 @@ func (s *stream) decodeRow(t *table, row []any) ([]any, error) {
 	}
 	out := make([]any, len(row))
 	for i, v := range row {
-		x, err := t.cols[i].decodeBinlog(v)
+		x, err := t.maps[i].DecodeBinlog(v)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", t.cols[i].Name, err)
 		}
