@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	osexec "os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -94,9 +95,9 @@ func lakeText(v any) string {
 }
 
 // checkMySQLSilver compares every silver table with the source, row by row.
-func checkMySQLSilver(t *testing.T, db *sql.DB, wh, source, dbname string) {
+func checkMySQLSilver(t *testing.T, db *sql.DB, wh, source, dbname string, tables []myTable) {
 	t.Helper()
-	for _, tb := range myTables {
+	for _, tb := range tables {
 		want := myRows(t, db, tb)
 		got := map[string][]string{}
 		for _, r := range bronzetest.Read(t, wh, "silver", source, dbname, tb.name) {
@@ -391,7 +392,7 @@ func TestMySQLE2E(t *testing.T) {
 	if out, err := exec.Command(bin, "merge", "--warehouse", wh, "--name", source).CombinedOutput(); err != nil {
 		t.Fatalf("tidemark merge: %v\n%s", err, out)
 	}
-	checkMySQLSilver(t, db, wh, source, dbname)
+	checkMySQLSilver(t, db, wh, source, dbname, myTables)
 	checkMySQLPyIceberg(t, db, wh, source, dbname)
 }
 
@@ -452,4 +453,48 @@ func checkMySQLPyIceberg(t *testing.T, db *sql.DB, wh, source, dbname string) {
 			t.Errorf("PyIceberg's silver %s differs from the source in %d rows, e.g. %v", tb.name, len(diffs), diffs[:min(5, len(diffs))])
 		}
 	}
+}
+
+// TestMySQLSchemaChangeMidStream: ADD COLUMN, a new table (CREATE TABLE)
+// and a DROP COLUMN while tidemark streams; silver follows the source.
+func TestMySQLSchemaChangeMidStream(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Tidemark(t)
+	_, srcURL, db, dbname := newMySQLSource(t, 500, 50)
+	r, wh := newRunner(t, bin, srcURL, "--silver-every", "1s")
+	l := myLake{t: t, wh: wh, source: dbname, dbname: dbname}
+	s := r.start()
+	myWaitFor(t, s, 2*time.Minute, "the snapshots to finish", func() bool {
+		a, _ := l.snapshot("items")
+		b, _ := l.snapshot("accounts")
+		return a == "done" && b == "done"
+	})
+	exec := func(q string) {
+		t.Helper()
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec("UPDATE items SET version = version + 1 WHERE id <= 10")
+	exec("ALTER TABLE items ADD COLUMN color varchar(20)")
+	exec("INSERT INTO items (id, version, payload, amount, updated, color) VALUES (9001, 1, 'with color', 1.25, '2025-01-01 00:00:00.5', 'red')")
+	exec("UPDATE items SET color = 'blue', version = version + 1 WHERE id BETWEEN 5 AND 15")
+	exec("CREATE TABLE extra (k int PRIMARY KEY, v varchar(10))")
+	exec("INSERT INTO extra VALUES (1, 'one'), (2, 'two')")
+	exec("ALTER TABLE accounts DROP COLUMN note")
+	exec("UPDATE accounts SET balance = balance + 1 WHERE id < 3")
+	exec("DELETE FROM extra WHERE k = 2")
+	target := binlogLSN(t, db)
+	myWaitFor(t, s, 2*time.Minute, "the checkpoint to reach the binlog end", func() bool { return l.position() >= target })
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with %d after SIGTERM", code)
+	}
+	if out, err := osexec.Command(bin, "merge", "--warehouse", wh, "--name", dbname).CombinedOutput(); err != nil {
+		t.Fatalf("tidemark merge: %v\n%s", err, out)
+	}
+	checkMySQLSilver(t, db, wh, dbname, dbname, []myTable{
+		{"items", []string{"id"}, []string{"id", "version", "payload", "amount", "updated", "color"}},
+		{"accounts", []string{"tenant", "id"}, []string{"tenant", "id", "balance"}},
+		{"extra", []string{"k"}, []string{"k", "v"}},
+	})
 }
