@@ -39,6 +39,7 @@ func mysqlOptions(cfg *config.Config) (mysql.Options, error) {
 		Tables:            tables,
 		Flavor:            mysql.Flavor(cfg.MySQL.Flavor),
 		ServerID:          cfg.ServerIDOf(),
+		SpoolDir:          spoolDir(cfg),
 		CommitInterval:    time.Duration(cfg.CommitInterval),
 		CommitBytes:       int64(cfg.CommitBytes),
 		HeartbeatInterval: time.Duration(cfg.HeartbeatInterval),

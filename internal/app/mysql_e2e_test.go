@@ -498,3 +498,62 @@ func TestMySQLSchemaChangeMidStream(t *testing.T) {
 		{"extra", []string{"k"}, []string{"k", "v"}},
 	})
 }
+
+// TestMySQLLargeTransaction: a transaction many times commit_bytes is
+// spooled to disk until its commit and lands whole, at its commit
+// position, once, over several flushes (commit_bytes 1MiB).
+func TestMySQLLargeTransaction(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Tidemark(t)
+	_, srcURL, db, dbname := newMySQLSource(t, 100, 10)
+	r, wh := newRunner(t, bin, srcURL, "--commit-bytes", "1MiB", "--silver-every", "1s")
+	l := myLake{t: t, wh: wh, source: dbname, dbname: dbname}
+	s := r.start()
+	myWaitFor(t, s, 2*time.Minute, "the snapshots to finish", func() bool {
+		a, _ := l.snapshot("items")
+		return a == "done"
+	})
+	// About 12 MiB of row events in one transaction.
+	if _, err := db.Exec(`INSERT INTO items SELECT 1000 + seq, 1, REPEAT(md5(seq), 6), seq, '2025-01-01 00:00:00' FROM seq_1_to_60000`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE items SET version = 2 WHERE id > 1000 AND id % 3 = 0`); err != nil {
+		t.Fatal(err)
+	}
+	target := binlogLSN(t, db)
+	myWaitFor(t, s, 3*time.Minute, "the checkpoint to reach the binlog end", func() bool { return l.position() >= target })
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with %d after SIGTERM", code)
+	}
+	logData, _ := os.ReadFile(r.logPath)
+	if !strings.Contains(string(logData), "large transaction spooled to disk") {
+		t.Errorf("the transaction was not spooled (no \"large transaction spooled to disk\" in the log)")
+	}
+	rows := bronzetest.Read(t, wh, "bronze", dbname, dbname, "items")
+	var lsn int64
+	n := 0
+	for _, row := range rows {
+		if row.Op() == "c" {
+			n++
+			if lsn == 0 {
+				lsn = row.LSN()
+			} else if row.LSN() != lsn {
+				t.Fatalf("the transaction's inserts carry two positions: %d and %d", lsn, row.LSN())
+			}
+		}
+	}
+	if n != 60000 {
+		t.Errorf("bronze holds %d inserts, want 60000", n)
+	}
+	if d := bronzetest.Duplicates(rows); len(d) > 0 {
+		t.Errorf("bronze holds changes twice: %v", d[:min(5, len(d))])
+	}
+	if out, err := osexec.Command(bin, "merge", "--warehouse", wh, "--name", dbname).CombinedOutput(); err != nil {
+		t.Fatalf("tidemark merge: %v\n%s", err, out)
+	}
+	checkMySQLSilver(t, db, wh, dbname, dbname, myTables[:1])
+	spool, _ := filepath.Glob(filepath.Join(wh, "_tidemark", "spool", "mysql-tx-*"))
+	if len(spool) > 0 {
+		t.Errorf("spool files left behind: %v", spool)
+	}
+}

@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,7 +48,10 @@ type Options struct {
 	Flavor Flavor
 	// ServerID is the replica server id the binlog reader registers with;
 	// it must be unique among the server's replicas.
-	ServerID          uint32
+	ServerID uint32
+	// SpoolDir holds transactions too large for memory until their commit
+	// (emptied of them at start).
+	SpoolDir          string
 	CommitInterval    time.Duration
 	CommitBytes       int64
 	HeartbeatInterval time.Duration
@@ -178,6 +183,14 @@ func (c *Capture) Run(ctx context.Context) error {
 	c.log.Info("capture starting", "source", "mysql", "flavor", c.flavor, "database", c.opts.Database,
 		"tables", len(tables), "from", describeResume(start))
 
+	// A transaction spooled by an earlier (crashed) session is read again
+	// from the binlog: its spool file is garbage.
+	if c.opts.SpoolDir != "" {
+		old, _ := filepath.Glob(filepath.Join(c.opts.SpoolDir, "mysql-tx-*.spool"))
+		for _, f := range old {
+			os.Remove(f)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s, err := newStream(c, tables, start)

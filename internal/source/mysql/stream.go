@@ -1,10 +1,14 @@
 package mysql
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +34,13 @@ type txState struct {
 	gtidSeq uint64 // GTID sequence number (MariaDB) or GNO (MySQL): cdc_source_tx_id
 	gtid    *GTID  // nil: the server gives no GTIDs
 	rows    []*replication.RowsEvent
-	bytes   int64
+	// raw are the events rows were parsed from, with the table maps
+	// before them, in binlog order: what a spool needs.
+	raw   [][]byte
+	bytes int64
+	// spool holds the raw events once the transaction outgrew memory
+	// (spoolAt); rows and raw are then empty.
+	spool *txSpool
 }
 
 // stream reads the binlog and feeds the Sink through the Engine. Everything
@@ -56,6 +66,8 @@ type stream struct {
 	// stale: tables whose schema may have changed (a DDL statement): the
 	// next row event's column names are checked against a fresh describe.
 	stale map[change.TableID]bool
+	// fde is the raw format description event of the binlog being read.
+	fde []byte
 	// lastWatermark is the commit time of the last transaction (or
 	// heartbeat) read.
 	lastWatermark time.Time
@@ -116,7 +128,12 @@ func newStream(c *Capture, tables map[change.TableID]*table, start Resume) (*str
 	return s, nil
 }
 
-func (s *stream) close() { s.syncer.Close() }
+func (s *stream) close() {
+	s.syncer.Close()
+	if s.tx.spool != nil {
+		s.tx.spool.remove()
+	}
+}
 
 // streamError names the errors a binlog dump can end with.
 func (s *stream) streamError(err error) error {
@@ -236,12 +253,18 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 			}
 			return s.commit(ctx, h)
 		}
+	case *replication.FormatDescriptionEvent:
+		// Kept to parse a spooled transaction's events again.
+		s.fde = ev.RawData
 	case *replication.TableMapEvent:
+		id := change.TableID{Schema: string(e.Schema), Name: string(e.Table)}
+		if _, ok := s.tables[id]; ok && s.tx.open {
+			return s.buffer(ev, nil)
+		}
 	case *replication.RowsEvent:
 		id := change.TableID{Schema: string(e.Table.Schema), Name: string(e.Table.Table)}
 		if _, ok := s.tables[id]; ok {
-			s.tx.rows = append(s.tx.rows, e)
-			s.tx.bytes += int64(h.EventSize)
+			return s.buffer(ev, e)
 		}
 	case *replication.XIDEvent:
 		s.setPos(h)
@@ -310,6 +333,15 @@ func (s *stream) commit(ctx context.Context, h *replication.EventHeader) error {
 	var seq int64
 	for _, e := range tx.rows {
 		if err := s.rowsEvent(ctx, e, lsn, int64(tx.gtidSeq), at, &seq); err != nil {
+			return err
+		}
+	}
+	if tx.spool != nil {
+		err := tx.spool.replay(s, func(e *replication.RowsEvent) error {
+			return s.rowsEvent(ctx, e, lsn, int64(tx.gtidSeq), at, &seq)
+		})
+		tx.spool.remove()
+		if err != nil {
 			return err
 		}
 	}
@@ -620,4 +652,121 @@ func (s *stream) pickUpNewTables(ctx context.Context) error {
 func (s *stream) markSkipped(ctx context.Context, t *table) error {
 	t.snap.Status = snapSkipped
 	return s.c.sink.WriteBatch(ctx, t.id, nil, map[string]string{PropSnapshot: t.snap.encode()})
+}
+
+// spoolAt is the size of a transaction's row events (of captured tables)
+// past which they go to a spool file instead of memory: a transaction's
+// changes are written only at its commit, whose position they carry, so a
+// 1 GiB transaction is held until then, on disk.
+func (s *stream) spoolAt() int64 { return max(s.c.opts.CommitBytes/4, 1<<20) }
+
+// buffer keeps an event of the open transaction (rows nil: a table map).
+func (s *stream) buffer(ev *replication.BinlogEvent, rows *replication.RowsEvent) error {
+	tx := &s.tx
+	tx.bytes += int64(len(ev.RawData))
+	if tx.spool != nil {
+		return tx.spool.append(ev.RawData)
+	}
+	tx.raw = append(tx.raw, ev.RawData)
+	if rows != nil {
+		tx.rows = append(tx.rows, rows)
+	}
+	if tx.bytes < s.spoolAt() {
+		return nil
+	}
+	if s.fde == nil {
+		return fmt.Errorf("a transaction outgrew memory before the binlog's format description event was read")
+	}
+	sp, err := newTxSpool(s.c.opts.SpoolDir)
+	if err != nil {
+		return err
+	}
+	for _, raw := range tx.raw {
+		if err := sp.append(raw); err != nil {
+			sp.remove()
+			return err
+		}
+	}
+	s.c.log.Debug("large transaction spooled to disk", "bytes", tx.bytes, "file", sp.f.Name())
+	tx.spool, tx.raw, tx.rows = sp, nil, nil
+	return nil
+}
+
+// txSpool is a transaction's raw events on disk: each a 4-byte length,
+// then the event.
+type txSpool struct {
+	f *os.File
+	w *bufio.Writer
+}
+
+func newTxSpool(dir string) (*txSpool, error) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("spool a large transaction: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "mysql-tx-*.spool")
+	if err != nil {
+		return nil, fmt.Errorf("spool a large transaction: %w", err)
+	}
+	return &txSpool{f: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
+}
+
+func (sp *txSpool) append(raw []byte) error {
+	var n [4]byte
+	binary.LittleEndian.PutUint32(n[:], uint32(len(raw)))
+	if _, err := sp.w.Write(n[:]); err != nil {
+		return fmt.Errorf("spool a large transaction to %s: %w", sp.f.Name(), err)
+	}
+	if _, err := sp.w.Write(raw); err != nil {
+		return fmt.Errorf("spool a large transaction to %s: %w", sp.f.Name(), err)
+	}
+	return nil
+}
+
+// replay parses the spooled events again, with a parser of the stream's
+// settings, and hands each row event to fn in binlog order.
+func (sp *txSpool) replay(s *stream, fn func(*replication.RowsEvent) error) error {
+	if err := sp.w.Flush(); err != nil {
+		return fmt.Errorf("spool a large transaction to %s: %w", sp.f.Name(), err)
+	}
+	if _, err := sp.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("read the spooled transaction %s: %w", sp.f.Name(), err)
+	}
+	p := replication.NewBinlogParser()
+	p.SetFlavor(string(s.c.flavor))
+	p.SetParseTime(false)
+	p.SetTimestampStringLocation(time.UTC)
+	p.SetUseFloatWithTrailingZero(true)
+	if _, err := p.Parse(s.fde); err != nil {
+		return fmt.Errorf("parse the binlog's format description again: %w", err)
+	}
+	r := bufio.NewReaderSize(sp.f, 1<<20)
+	var n [4]byte
+	for {
+		if _, err := io.ReadFull(r, n[:]); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("read the spooled transaction %s: %w", sp.f.Name(), err)
+		}
+		raw := make([]byte, binary.LittleEndian.Uint32(n[:]))
+		if _, err := io.ReadFull(r, raw); err != nil {
+			return fmt.Errorf("read the spooled transaction %s: %w", sp.f.Name(), err)
+		}
+		ev, err := p.Parse(raw)
+		if err != nil {
+			return fault.With(fault.ErrCorruptState, fmt.Sprintf("the spooled transaction %s cannot be parsed again", sp.f.Name()), err)
+		}
+		if e, ok := ev.Event.(*replication.RowsEvent); ok {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (sp *txSpool) remove() {
+	sp.f.Close()
+	os.Remove(sp.f.Name())
 }
