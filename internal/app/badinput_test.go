@@ -34,6 +34,7 @@ import (
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/silver"
+	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -234,7 +235,7 @@ func (l *lakeView) waitCaughtUpIDs(s *session, target uint64, timeout time.Durat
 			l.t.Fatalf("tidemark session %d exited by itself while catching up: %v", s.n, s.err)
 		}
 		cp, ok := l.checkpoint()
-		done := ok && cp.AckedLSN >= target
+		done := ok && postgres.AckedLSN(cp) >= target
 		var states []string
 		for _, tb := range tables {
 			st := l.snapshotStatusID(tb.id)

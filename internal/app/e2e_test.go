@@ -32,6 +32,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
@@ -735,7 +736,7 @@ func (l *lakeView) close() {
 	}
 }
 
-func (l *lakeView) checkpoint() (postgres.Checkpoint, bool) {
+func (l *lakeView) checkpoint() (pipeline.Checkpoint, bool) {
 	cp, ok, err := bronze.LoadCheckpoint(context.Background(), l.cat, l.source)
 	if err != nil {
 		l.t.Logf("read checkpoint: %v", err)
@@ -754,7 +755,7 @@ func (l *lakeView) waitCaughtUp(s *session, target uint64, timeout time.Duration
 			l.t.Fatalf("tidemark session %d exited by itself while catching up: %v", s.n, s.err)
 		}
 		cp, ok := l.checkpoint()
-		done := ok && cp.AckedLSN >= target
+		done := ok && postgres.AckedLSN(cp) >= target
 		var states []string
 		for _, tb := range tables {
 			st := l.snapshotStatus(tb)

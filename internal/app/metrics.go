@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
@@ -50,14 +51,15 @@ func newMetrics(reg prometheus.Registerer, source string) *metrics {
 	return m
 }
 
-func (m *metrics) progress(cp postgres.Checkpoint, rowsDelta int64) {
+func (m *metrics) progress(cp pipeline.Checkpoint, rowsDelta int64) {
 	m.flushes.Inc()
 	if rowsDelta > 0 {
 		m.rows.Add(float64(rowsDelta))
 	}
-	m.confirmed.Set(float64(cp.AckedLSN))
-	if cp.WALEnd > cp.AckedLSN {
-		m.lagBytes.Set(float64(cp.WALEnd - cp.AckedLSN))
+	end, acked := postgres.WALEnd(cp), postgres.AckedLSN(cp)
+	m.confirmed.Set(float64(acked))
+	if end > acked {
+		m.lagBytes.Set(float64(end - acked))
 	} else {
 		m.lagBytes.Set(0)
 	}

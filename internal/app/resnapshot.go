@@ -179,7 +179,7 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 		if wm.IsZero() {
 			wm = time.Now().UTC()
 		}
-		err = w.Flush(ctx, postgres.Checkpoint{AckedLSN: lsn, Slot: cfg.Slot, Watermark: wm})
+		err = w.Flush(ctx, postgres.NewCheckpoint(lsn, 0, wm, 0, cfg.Slot))
 		w.Close()
 		if err != nil {
 			return fmt.Errorf("replication slot %q was created at %s, but the checkpoint could not be reset (rerun `tidemark resnapshot --all`): %w",
@@ -188,7 +188,7 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 		if dropped > 0 {
 			fmt.Fprintf(out, "  slot %s: dropped (it was at %s)\n", cfg.Slot, postgres.FormatLSN(dropped))
 		}
-		fmt.Fprintf(out, "  slot %s: created at %s; checkpoint reset to it (was %s)\n", cfg.Slot, postgres.FormatLSN(lsn), postgres.FormatLSN(cp.AckedLSN))
+		fmt.Fprintf(out, "  slot %s: created at %s; checkpoint reset to it (was %s)\n", cfg.Slot, postgres.FormatLSN(lsn), postgres.FormatLSN(postgres.AckedLSN(cp)))
 	}
 	fmt.Fprintf(out, "next: `tidemark run` with the same flags reads %d table(s) again in chunks while it streams\n", len(tables))
 	fmt.Fprintf(out, "  (progress: `snapshot progress` log lines and `tidemark status`). Until a table's re-snapshot is\n")

@@ -21,6 +21,7 @@ import (
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/maintain"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
@@ -215,7 +216,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			return err
 		}
 		var committedAtMetric int64
-		opts.OnProgress = func(cp postgres.Checkpoint) {
+		opts.OnProgress = func(cp pipeline.Checkpoint) {
 			if merger != nil {
 				merger.Wake() // a gated silver table is checked now
 			}
@@ -231,10 +232,10 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 					rate = 0
 				}
 				lagBytes := int64(0)
-				if cp.WALEnd > cp.AckedLSN {
-					lagBytes = int64(cp.WALEnd - cp.AckedLSN)
+				if end, acked := postgres.WALEnd(cp), postgres.AckedLSN(cp); end > acked {
+					lagBytes = int64(end - acked)
 				}
-				log.Info("capture progress", "confirmed_lsn", postgres.FormatLSN(cp.AckedLSN), "rows_committed", n,
+				log.Info("capture progress", "confirmed_lsn", postgres.FormatLSN(postgres.AckedLSN(cp)), "rows_committed", n,
 					"rows_per_sec", int64(rate), "lag_bytes", lagBytes, "lag_seconds", lagSeconds(cp.Watermark))
 				lastLog, committedAtLog = time.Now(), n
 			}

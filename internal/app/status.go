@@ -120,18 +120,18 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 			wm, _ := time.Parse(time.RFC3339Nano, sum[bronze.PropWatermark])
 			if haveCP {
 				// Every table holds every change up to the source checkpoint.
-				if cp.CommitLSN > pos {
-					pos = cp.CommitLSN
+				if cp.Pos > pos {
+					pos = cp.Pos
 				}
 				if cp.Watermark.After(wm) {
 					wm = cp.Watermark
 				}
-				end := cp.WALEnd
+				end, acked := postgres.WALEnd(cp), postgres.AckedLSN(cp)
 				if liveWAL > 0 {
 					end = liveWAL
 				}
-				if end >= cp.AckedLSN {
-					st.LagBytes = int64(end - cp.AckedLSN)
+				if end >= acked {
+					st.LagBytes = int64(end - acked)
 				}
 			}
 			if pos > 0 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
@@ -82,10 +83,10 @@ type tailWriter struct {
 	only map[change.TableID]bool
 }
 
-var _ postgres.Writer = (*tailWriter)(nil)
+var _ pipeline.Sink = (*tailWriter)(nil)
 
-func (t *tailWriter) OpenTable(context.Context, change.TableID, *change.Schema) (postgres.TableState, error) {
-	return postgres.TableState{}, nil
+func (t *tailWriter) OpenTable(context.Context, change.TableID, *change.Schema) (pipeline.TableState, error) {
+	return pipeline.TableState{}, nil
 }
 
 type envelope struct {
@@ -175,10 +176,10 @@ func (t *tailWriter) Message(_ context.Context, m change.Message) error {
 
 func (t *tailWriter) Buffered() int64 { return 0 }
 
-func (t *tailWriter) Flush(context.Context, postgres.Checkpoint) error { return t.out.Flush() }
+func (t *tailWriter) Flush(context.Context, pipeline.Checkpoint) error { return t.out.Flush() }
 
-func (t *tailWriter) LoadCheckpoint(context.Context) (postgres.Checkpoint, bool, error) {
-	return postgres.Checkpoint{}, false, nil
+func (t *tailWriter) LoadCheckpoint(context.Context) (pipeline.Checkpoint, bool, error) {
+	return pipeline.Checkpoint{}, false, nil
 }
 
 func rowJSON(s *change.Schema, vals []any) map[string]any {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
@@ -139,7 +141,7 @@ func TestChunkLandsAsItsChanges(t *testing.T) {
 			t.Fatalf("%s: %v", id, err)
 		}
 	}
-	if err := w.Flush(ctx, postgres.Checkpoint{AckedLSN: 600, CommitLSN: 600, Watermark: time.Now()}); err != nil {
+	if err := w.Flush(ctx, pipeline.Checkpoint{Resume: strconv.FormatUint(600, 10), Pos: 600, Watermark: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	want := comparable(bronzetest.Read(t, wh, bronze.Ident("src", rowsT)...))

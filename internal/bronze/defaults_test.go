@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/change"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
@@ -57,7 +59,7 @@ func TestRowsWithoutAnAddedColumnGetItsDefault(t *testing.T) {
 	}
 	flush := func(lsn uint64) {
 		t.Helper()
-		if err := w.Flush(ctx, postgres.Checkpoint{AckedLSN: lsn + 1, CommitLSN: lsn, Watermark: time.Unix(int64(lsn), 0)}); err != nil {
+		if err := w.Flush(ctx, pipeline.Checkpoint{Resume: strconv.FormatUint(lsn+1, 10), Pos: lsn, Watermark: time.Unix(int64(lsn), 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,8 +18,25 @@
 //
 // # Checkpoint
 //
-// After every table has committed, Flush records the source-wide checkpoint
-// as properties of the namespace bronze.<source> (tidemark.acked-lsn,
-// tidemark.watermark, tidemark.wal-end). Only then may the capture confirm
-// the LSN to the source: the confirmed position is never ahead of the lake.
+// After every table has committed, Flush records the source-wide
+// checkpoint (pipeline.Checkpoint) as properties of the namespace
+// bronze.<source>:
+//
+//	tidemark.commit-lsn  Pos: commit position of the last transaction fully
+//	                     captured (PostgreSQL: commit LSN; other sources: the
+//	                     integer their cdc_source_lsn holds)
+//	tidemark.resume      Resume: the source's opaque resume token (PostgreSQL:
+//	                     end LSN in decimal)
+//	tidemark.watermark   Watermark (RFC 3339; kept when zero)
+//	tidemark.updated-at  when the checkpoint was recorded
+//	tidemark.<key>       each Info entry (PostgreSQL: tidemark.acked-lsn,
+//	                     tidemark.wal-end, tidemark.slot, the keys lakes
+//	                     have always had)
+//
+// Info keys are lowercase letters, digits and '-', and may not be one of
+// the four above. Reading back, every other tidemark.* property is Info. A
+// lake written before tidemark.resume existed has tidemark.acked-lsn
+// instead, read as the resume token, so it resumes where it stopped. Only
+// once the properties are set may the capture acknowledge the position to
+// the source: the acknowledged position is never ahead of the lake.
 package bronze

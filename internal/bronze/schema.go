@@ -23,10 +23,14 @@ const (
 	PropPosition  = "tidemark.position"
 	PropWatermark = "tidemark.watermark"
 	PropSlot      = "tidemark.slot"
-	PropAckedLSN  = "tidemark.acked-lsn"
-	PropCommitLSN = "tidemark.commit-lsn"
-	PropWALEnd    = "tidemark.wal-end"
 	PropUpdatedAt = "tidemark.updated-at"
+	// Checkpoint properties of the namespace bronze.<source> (checkpoint.go).
+	PropCommitLSN = "tidemark.commit-lsn" // Checkpoint.Pos: the commit position (PostgreSQL: commit LSN)
+	PropResume    = "tidemark.resume"     // Checkpoint.Resume: the source's opaque resume token
+	// PropAckedLSN is where lakes written before tidemark.resume keep a
+	// PostgreSQL checkpoint's resume position (now also its Info
+	// "acked-lsn", stored under the same key).
+	PropAckedLSN = "tidemark.acked-lsn"
 	// PropKey is a table property: the source table's key columns (JSON list).
 	PropKey = "tidemark.key"
 )

@@ -21,7 +21,7 @@ import (
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
-	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
 
@@ -90,7 +90,7 @@ type Writer struct {
 // Committed is the number of rows committed by this Writer.
 func (w *Writer) Committed() int64 { return w.committed }
 
-var _ postgres.Writer = (*Writer)(nil)
+var _ pipeline.BackgroundSink = (*Writer)(nil)
 
 // NewWriter creates bronze.<source>, its _messages and _dead_letter tables
 // (or loads them), before any data moves.
@@ -256,34 +256,34 @@ func formatCursor(p change.Position) string {
 	return strconv.FormatUint(p.LSN, 10) + ":" + strconv.FormatInt(p.Seq, 10)
 }
 
-// OpenTable implements postgres.Writer.
-func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Schema) (postgres.TableState, error) {
+// OpenTable implements pipeline.Sink.
+func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Schema) (pipeline.TableState, error) {
 	tb, ok := w.tables[id]
 	if !ok {
 		ident := Ident(w.source, id)
 		key, _ := json.Marshal(s.Key)
 		tbl, err := loadOrCreate(ctx, w.cat, ident, tableSchema(s), tableProperties(string(key)))
 		if err != nil {
-			return postgres.TableState{}, err
+			return pipeline.TableState{}, err
 		}
 		if tb, err = newTableBuf(ident, tbl, w.mem); err != nil {
-			return postgres.TableState{}, err
+			return pipeline.TableState{}, err
 		}
 		w.tables[id] = tb
 		w.order = append(w.order, id)
 	}
 	if err := checkKey(id, tb, s); err != nil {
-		return postgres.TableState{}, err
+		return pipeline.TableState{}, err
 	}
 	if err := w.evolve(ctx, id, tb, s); err != nil {
-		return postgres.TableState{}, err
+		return pipeline.TableState{}, err
 	}
 	tb.arm(s)
 	props := map[string]string{}
 	for k, v := range tb.props {
 		props[k] = v
 	}
-	return postgres.TableState{Cursor: tb.cursor, Props: props}, nil
+	return pipeline.TableState{Cursor: tb.cursor, Props: props}, nil
 }
 
 // checkKey refuses a source key that differs from the one the bronze table
@@ -412,7 +412,7 @@ func (tb *tableBuf) layoutFor(s *change.Schema, pos change.Position) (*layout, e
 	return l, nil
 }
 
-// Write implements postgres.Writer.
+// Write implements pipeline.Sink.
 func (w *Writer) Write(ctx context.Context, c *change.Change) error {
 	tb, ok := w.tables[c.Table]
 	if !ok {
@@ -523,7 +523,7 @@ func valueSize(v any) int64 {
 	return 8
 }
 
-// WriteBatch implements postgres.Writer.
+// WriteBatch implements pipeline.Sink.
 func (w *Writer) WriteBatch(ctx context.Context, id change.TableID, cs []*change.Change, props map[string]string) error {
 	tb, ok := w.tables[id]
 	if !ok {
@@ -547,7 +547,7 @@ func (tb *tableBuf) noteProgress(props map[string]string) {
 	tb.dirty = true
 }
 
-// DeadLetter implements postgres.Writer.
+// DeadLetter implements pipeline.Sink.
 func (w *Writer) DeadLetter(ctx context.Context, d change.DeadLetter) error {
 	tb := w.dead
 	if d.Op != change.OpRead && !tb.cursor.Less(d.Pos) {
@@ -571,7 +571,7 @@ func (w *Writer) DeadLetter(ctx context.Context, d change.DeadLetter) error {
 	return nil
 }
 
-// Message implements postgres.Writer.
+// Message implements pipeline.Sink.
 func (w *Writer) Message(ctx context.Context, m change.Message) error {
 	tb := w.msgs
 	if !tb.cursor.Less(m.Pos) {
@@ -602,7 +602,7 @@ func (w *Writer) Message(ctx context.Context, m change.Message) error {
 	return nil
 }
 
-// Buffered implements postgres.Writer.
+// Buffered implements pipeline.Sink.
 func (w *Writer) Buffered() int64 { return w.buffered }
 
 // pendingCommit is one table's share of a flush: the rows and props taken
@@ -619,7 +619,7 @@ type pendingCommit struct {
 // commit with cp's position (cp == nil: a commit forced by schema evolution
 // that does not move the position). nil when there is nothing to commit.
 // Stream goroutine only.
-func (w *Writer) detach(tb *tableBuf, cp *postgres.Checkpoint) *pendingCommit {
+func (w *Writer) detach(tb *tableBuf, cp *pipeline.Checkpoint) *pendingCommit {
 	if tb.b.Field(0).Len() > 0 {
 		tb.recs = append(tb.recs, tb.b.NewRecordBatch())
 	}
@@ -633,7 +633,7 @@ func (w *Writer) detach(tb *tableBuf, cp *postgres.Checkpoint) *pendingCommit {
 	props[PropCursor] = formatCursor(tb.pending)
 	props[PropSlot] = w.slot
 	if cp != nil {
-		props[PropPosition] = strconv.FormatUint(cp.CommitLSN, 10)
+		props[PropPosition] = strconv.FormatUint(cp.Pos, 10)
 		props[PropWatermark] = cp.Watermark.UTC().Format(time.RFC3339Nano)
 	}
 	pc := &pendingCommit{tb: tb, recs: tb.recs, props: props, cursor: tb.pending, rows: tb.rows}
@@ -654,8 +654,8 @@ func (w *Writer) detach(tb *tableBuf, cp *postgres.Checkpoint) *pendingCommit {
 // rows, to record the position: silver merges a bronze range only once no
 // row in it is above the position, and a table that receives nothing more
 // would otherwise hold its last transaction back from silver for good.
-func positionLags(tb *tableBuf, cp *postgres.Checkpoint) bool {
-	if cp == nil || tb.pending.LSN == 0 || tb.pending.LSN > cp.CommitLSN {
+func positionLags(tb *tableBuf, cp *pipeline.Checkpoint) bool {
+	if cp == nil || tb.pending.LSN == 0 || tb.pending.LSN > cp.Pos {
 		return false
 	}
 	p, err := strconv.ParseUint(tb.props[PropPosition], 10, 64)
@@ -692,7 +692,7 @@ func (w *Writer) applied(pcs []*pendingCommit) {
 
 // commitTable commits tb's buffered rows (and its dirty props) with cp's
 // position, now, on the calling goroutine; nothing may be in flight.
-func (w *Writer) commitTable(ctx context.Context, tb *tableBuf, cp *postgres.Checkpoint) error {
+func (w *Writer) commitTable(ctx context.Context, tb *tableBuf, cp *pipeline.Checkpoint) error {
 	pc := w.detach(tb, cp)
 	if pc == nil {
 		return nil
@@ -706,7 +706,7 @@ func (w *Writer) commitTable(ctx context.Context, tb *tableBuf, cp *postgres.Che
 
 // flushJob is a flush running in the background (StartFlush).
 type flushJob struct {
-	cp     postgres.Checkpoint
+	cp     pipeline.Checkpoint
 	pcs    []*pendingCommit
 	done   chan struct{}
 	err    error
@@ -715,10 +715,10 @@ type flushJob struct {
 	applied bool
 }
 
-// Flush implements postgres.Writer: it commits everything buffered, then
+// Flush implements pipeline.Sink: it commits everything buffered, then
 // the checkpoint, on the calling goroutine (after any flush StartFlush left
 // in flight).
-func (w *Writer) Flush(ctx context.Context, cp postgres.Checkpoint) error {
+func (w *Writer) Flush(ctx context.Context, cp pipeline.Checkpoint) error {
 	if _, err := w.FinishFlush(); err != nil {
 		return err
 	}
@@ -731,7 +731,7 @@ func (w *Writer) Flush(ctx context.Context, cp postgres.Checkpoint) error {
 }
 
 // detachAll detaches every table's buffered rows for a flush at cp.
-func (w *Writer) detachAll(cp *postgres.Checkpoint) []*pendingCommit {
+func (w *Writer) detachAll(cp *pipeline.Checkpoint) []*pendingCommit {
 	var pcs []*pendingCommit
 	for _, id := range w.order {
 		if pc := w.detach(w.tables[id], cp); pc != nil {
@@ -753,7 +753,7 @@ func (w *Writer) detachAll(cp *postgres.Checkpoint) []*pendingCommit {
 // first waits for the previous one, and returns its error. The commit is
 // not cancelled with ctx (a clean stop waits for it); Close cancels it.
 // Stream goroutine only, like every method but the background commit.
-func (w *Writer) StartFlush(ctx context.Context, cp postgres.Checkpoint) error {
+func (w *Writer) StartFlush(ctx context.Context, cp pipeline.Checkpoint) error {
 	// A later checkpoint covers an earlier one not collected.
 	if _, err := w.FinishFlush(); err != nil {
 		return err
@@ -782,6 +782,15 @@ func (w *Writer) StartFlush(ctx context.Context, cp postgres.Checkpoint) error {
 // runFlush commits a flush's tables in order, then its checkpoint.
 func (w *Writer) runFlush(ctx context.Context, job *flushJob) error {
 	start := time.Now()
+	if err := checkInfo(job.cp.Info); err != nil {
+		for _, pc := range job.pcs {
+			for _, r := range pc.recs {
+				r.Release()
+			}
+			pc.recs = nil
+		}
+		return fmt.Errorf("bronze: record checkpoint of source %s: %w", w.source, err)
+	}
 	rows := 0
 	for i, pc := range job.pcs {
 		rows += pc.rows
@@ -798,17 +807,7 @@ func (w *Writer) runFlush(ctx context.Context, job *flushJob) error {
 	// Every bronze table holding the changes is committed; the checkpoint
 	// that lets the source be acknowledged is not written yet.
 	failpoint.Inject("bronze-before-checkpoint")
-	cp := job.cp
-	props := map[string]string{
-		PropAckedLSN:  strconv.FormatUint(cp.AckedLSN, 10),
-		PropCommitLSN: strconv.FormatUint(cp.CommitLSN, 10),
-		PropWALEnd:    strconv.FormatUint(cp.WALEnd, 10),
-		PropSlot:      w.slot,
-		PropUpdatedAt: w.now().UTC().Format(time.RFC3339Nano),
-	}
-	if !cp.Watermark.IsZero() {
-		props[PropWatermark] = cp.Watermark.UTC().Format(time.RFC3339Nano)
-	}
+	props := checkpointProps(job.cp, w.now())
 	// Setting the properties is idempotent: retry a few times before the
 	// session fails (SQLite answers SQLITE_BUSY at once, without its busy
 	// timeout, when a silver commit raced this one).
@@ -829,7 +828,7 @@ func (w *Writer) runFlush(ctx context.Context, job *flushJob) error {
 		return fault.MarkTransient(fmt.Errorf("bronze: record checkpoint of source %s: %w", w.source, err))
 	}
 	failpoint.Inject("bronze-after-checkpoint")
-	w.log.Debug("bronze flush", "tables", len(job.pcs), "rows", rows, "acked_lsn", cp.AckedLSN, "took", time.Since(start))
+	w.log.Debug("bronze flush", "tables", len(job.pcs), "rows", rows, "position", job.cp.Pos, "took", time.Since(start))
 	return nil
 }
 
@@ -847,10 +846,10 @@ func (w *Writer) FlushDone() <-chan struct{} {
 // durable and the checkpoint may be acknowledged. With no flush in flight it
 // returns the zero Checkpoint and nil. After an error the Writer must be
 // discarded.
-func (w *Writer) FinishFlush() (postgres.Checkpoint, error) {
+func (w *Writer) FinishFlush() (pipeline.Checkpoint, error) {
 	j := w.flushing
 	if j == nil {
-		return postgres.Checkpoint{}, nil
+		return pipeline.Checkpoint{}, nil
 	}
 	err := w.waitFlush()
 	w.flushing = nil
@@ -872,51 +871,25 @@ func (w *Writer) waitFlush() error {
 	return j.err
 }
 
-// LoadCheckpoint implements postgres.Writer.
-func (w *Writer) LoadCheckpoint(ctx context.Context) (postgres.Checkpoint, bool, error) {
+// LoadCheckpoint implements pipeline.Sink.
+func (w *Writer) LoadCheckpoint(ctx context.Context) (pipeline.Checkpoint, bool, error) {
 	if err := w.waitFlush(); err != nil {
-		return postgres.Checkpoint{}, false, err
+		return pipeline.Checkpoint{}, false, err
 	}
 	return LoadCheckpoint(ctx, w.cat, w.source)
 }
 
-// LoadCheckpoint reads the source-wide checkpoint from the catalog.
-func LoadCheckpoint(ctx context.Context, cat *lake.Catalog, source string) (postgres.Checkpoint, bool, error) {
+// LoadCheckpoint reads the source-wide checkpoint from the catalog
+// (checkpoint.go).
+func LoadCheckpoint(ctx context.Context, cat *lake.Catalog, source string) (pipeline.Checkpoint, bool, error) {
 	props, err := cat.NamespaceProperties(ctx, SourceNamespace(source))
 	if err != nil {
 		if errors.Is(err, lake.ErrNoSuchNamespace) {
-			return postgres.Checkpoint{}, false, nil
+			return pipeline.Checkpoint{}, false, nil
 		}
-		return postgres.Checkpoint{}, false, fmt.Errorf("bronze: read checkpoint of source %s: %w", source, err)
+		return pipeline.Checkpoint{}, false, fmt.Errorf("bronze: read checkpoint of source %s: %w", source, err)
 	}
-	a, ok := props[PropAckedLSN]
-	if !ok {
-		return postgres.Checkpoint{}, false, nil
-	}
-	var cp postgres.Checkpoint
-	bad := func(k string, err error) error {
-		return fault.With(fault.ErrCorruptState, fmt.Sprintf("checkpoint of source %s: property %s is unreadable; refusing to guess a position", source, k), err)
-	}
-	if cp.AckedLSN, err = strconv.ParseUint(a, 10, 64); err != nil {
-		return cp, false, bad(PropAckedLSN, err)
-	}
-	if v := props[PropCommitLSN]; v != "" {
-		if cp.CommitLSN, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return cp, false, bad(PropCommitLSN, err)
-		}
-	}
-	if v := props[PropWALEnd]; v != "" {
-		if cp.WALEnd, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return cp, false, bad(PropWALEnd, err)
-		}
-	}
-	if v := props[PropWatermark]; v != "" {
-		if cp.Watermark, err = time.Parse(time.RFC3339Nano, v); err != nil {
-			return cp, false, bad(PropWatermark, err)
-		}
-	}
-	cp.Slot = props[PropSlot]
-	return cp, true, nil
+	return parseCheckpoint(source, props)
 }
 
 // Close stops a flush still in flight (its outcome is what the lake

@@ -18,6 +18,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
@@ -121,7 +122,7 @@ func TestBackgroundFlushRecordsOnlyItsOwnProgress(t *testing.T) {
 			<-release
 		}
 	})()
-	cp1 := postgres.Checkpoint{AckedLSN: 101, CommitLSN: 100, Watermark: time.Now()}
+	cp1 := pipeline.Checkpoint{Resume: strconv.FormatUint(101, 10), Pos: 100, Watermark: time.Now()}
 	if err := w.StartFlush(ctx, cp1); err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +141,8 @@ func TestBackgroundFlushRecordsOnlyItsOwnProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.AckedLSN != cp1.AckedLSN {
-		t.Fatalf("FinishFlush checkpoint acked %d, want %d", got.AckedLSN, cp1.AckedLSN)
+	if got.Resume != cp1.Resume {
+		t.Fatalf("FinishFlush checkpoint resumes at %q, want %q", got.Resume, cp1.Resume)
 	}
 
 	// kill -9 now: a new session reads what the lake holds.
@@ -164,7 +165,7 @@ func TestBackgroundFlushRecordsOnlyItsOwnProgress(t *testing.T) {
 	}
 
 	// The chunk written during the flush is committed by the next one.
-	if err := w.Flush(ctx, postgres.Checkpoint{AckedLSN: 121, CommitLSN: 120, Watermark: time.Now()}); err != nil {
+	if err := w.Flush(ctx, pipeline.Checkpoint{Resume: strconv.FormatUint(121, 10), Pos: 120, Watermark: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	ks = keys(bronzetest.Read(t, wh, bronze.Ident("src", b)...))
@@ -210,12 +211,12 @@ func TestPositionCatchesUpAfterAFlushInsideATransaction(t *testing.T) {
 		Pos: change.Position{LSN: 200, Seq: 2}, Values: []any{int64(1), "a1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Flush(ctx, postgres.Checkpoint{AckedLSN: 101, CommitLSN: 100, Watermark: time.Now()}); err != nil {
+	if err := w.Flush(ctx, pipeline.Checkpoint{Resume: strconv.FormatUint(101, 10), Pos: 100, Watermark: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	// The rest of the transaction touches other tables only; the next
 	// flush is past its commit.
-	if err := w.Flush(ctx, postgres.Checkpoint{AckedLSN: 201, CommitLSN: 200, Watermark: time.Now()}); err != nil {
+	if err := w.Flush(ctx, pipeline.Checkpoint{Resume: strconv.FormatUint(201, 10), Pos: 200, Watermark: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	tbl, err := cat.LoadTable(ctx, bronze.Ident("src", a))
@@ -229,7 +230,7 @@ func TestPositionCatchesUpAfterAFlushInsideATransaction(t *testing.T) {
 	}
 	// A further flush with nothing new commits nothing more.
 	n := tbl.SnapshotCount()
-	if err := w.Flush(ctx, postgres.Checkpoint{AckedLSN: 301, CommitLSN: 300, Watermark: time.Now()}); err != nil {
+	if err := w.Flush(ctx, pipeline.Checkpoint{Resume: strconv.FormatUint(301, 10), Pos: 300, Watermark: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if tbl, err = cat.LoadTable(ctx, bronze.Ident("src", a)); err != nil {

@@ -243,9 +243,9 @@ func sigterm(t *testing.T, midRun int) {
 	case sig == syscall.SIGTERM:
 		note = "SIGTERM 100ms after exec: killed by the signal before main ran; "
 		confirmed, _, _ := e.slotState()
-		if cp, _ := e.checkpoint(); confirmed != confirmedBefore || cp.AckedLSN != cpBefore.AckedLSN {
+		if cp, _ := e.checkpoint(); confirmed != confirmedBefore || postgres.AckedLSN(cp) != postgres.AckedLSN(cpBefore) {
 			t.Errorf("killed by SIGTERM before main, yet the slot (%s -> %s) or the checkpoint (%s -> %s) moved",
-				postgres.FormatLSN(confirmedBefore), postgres.FormatLSN(confirmed), postgres.FormatLSN(cpBefore.AckedLSN), postgres.FormatLSN(cp.AckedLSN))
+				postgres.FormatLSN(confirmedBefore), postgres.FormatLSN(confirmed), postgres.FormatLSN(postgres.AckedLSN(cpBefore)), postgres.FormatLSN(postgres.AckedLSN(cp)))
 		}
 	case code == 0:
 		note = "SIGTERM 100ms after exec: main was running, a clean stop; "
@@ -282,10 +282,10 @@ func sigterm(t *testing.T, midRun int) {
 		e.checkAck(fmt.Sprintf("SIGTERM mid-run %d", i+1), true)
 		// A clean stop confirms what it committed: slot == checkpoint.
 		confirmed, _, _ := e.slotState()
-		if cp, ok := e.checkpoint(); ok && confirmed < cp.AckedLSN {
+		if cp, ok := e.checkpoint(); ok && confirmed < postgres.AckedLSN(cp) {
 			behind++
 			t.Logf("after clean stop %d: slot confirmed %s < checkpoint %s (final confirmation not seen by the server)",
-				i+1, postgres.FormatLSN(confirmed), postgres.FormatLSN(cp.AckedLSN))
+				i+1, postgres.FormatLSN(confirmed), postgres.FormatLSN(postgres.AckedLSN(cp)))
 		}
 		if d := e.bronzeDuplicates(); d > 0 {
 			t.Errorf("after clean stop %d: %d duplicate positions in bronze", i+1, d)

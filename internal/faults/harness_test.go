@@ -32,6 +32,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/change"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
@@ -481,15 +482,15 @@ func (e *env) slotState() (confirmed uint64, active, ok bool) {
 }
 
 // checkpoint reads the bronze checkpoint of the source.
-func (e *env) checkpoint() (postgres.Checkpoint, bool) {
+func (e *env) checkpoint() (pipeline.Checkpoint, bool) {
 	e.t.Helper()
 	if _, err := os.Stat(filepath.Join(e.wh, "catalog.db")); err != nil {
-		return postgres.Checkpoint{}, false
+		return pipeline.Checkpoint{}, false
 	}
 	cat, err := lake.Open(context.Background(), lake.Config{Warehouse: e.wh})
 	if err != nil {
 		e.t.Logf("open the lake: %v", err)
-		return postgres.Checkpoint{}, false
+		return pipeline.Checkpoint{}, false
 	}
 	defer cat.Close()
 	cp, ok, err := bronze.LoadCheckpoint(context.Background(), cat, e.source)
@@ -543,9 +544,9 @@ func (e *env) checkAck(when string, afterKill bool) {
 	if !has {
 		return
 	}
-	if confirmed > cp.AckedLSN {
+	if confirmed > postgres.AckedLSN(cp) {
 		v := fmt.Sprintf("%s: slot %s confirmed_flush_lsn %s is ahead of the bronze checkpoint's acked LSN %s",
-			when, e.slot, postgres.FormatLSN(confirmed), postgres.FormatLSN(cp.AckedLSN))
+			when, e.slot, postgres.FormatLSN(confirmed), postgres.FormatLSN(postgres.AckedLSN(cp)))
 		e.violations = append(e.violations, v)
 		e.t.Error(v)
 	}
@@ -565,7 +566,7 @@ func (e *env) waitCaughtUp(s *session, target uint64, timeout time.Duration) {
 			e.t.Fatalf("tidemark session %d exited by itself while catching up: %v", s.n, s.err)
 		}
 		cp, ok := e.checkpoint()
-		if ok && cp.AckedLSN >= target && e.snapshotDone() {
+		if ok && postgres.AckedLSN(cp) >= target && e.snapshotDone() {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -586,7 +587,7 @@ func (e *env) waitProgress(s *session, timeout time.Duration) time.Duration {
 		if s.exited() {
 			e.t.Fatalf("tidemark session %d exited by itself: %v", s.n, s.err)
 		}
-		if cp, ok := e.checkpoint(); ok && cp.AckedLSN >= target {
+		if cp, ok := e.checkpoint(); ok && postgres.AckedLSN(cp) >= target {
 			return time.Since(start)
 		}
 		if time.Now().After(deadline) {

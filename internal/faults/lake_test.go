@@ -211,14 +211,14 @@ func TestQuickCorruptState(t *testing.T) {
 			db := e.catalogDB()
 			defer db.Close()
 			res, err := db.Exec(`UPDATE iceberg_namespace_properties SET property_value = '12x34' WHERE namespace = ? AND property_key = ?`,
-				"bronze."+e.source, bronze.PropAckedLSN)
+				"bronze."+e.source, bronze.PropResume)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if n, _ := res.RowsAffected(); n != 1 {
 				t.Fatalf("updated %d checkpoint rows, want 1", n)
 			}
-			return "", bronze.PropAckedLSN
+			return "", bronze.PropResume
 		}},
 	}
 	var passed []string
@@ -375,7 +375,7 @@ func diskFull(t *testing.T, fullFor time.Duration) {
 	filled := fill()
 	injections++
 	cpFull, _ := e.checkpoint()
-	t.Logf("warehouse full (filler %d MiB); checkpoint at %s", filled>>20, postgres.FormatLSN(cpFull.AckedLSN))
+	t.Logf("warehouse full (filler %d MiB); checkpoint at %s", filled>>20, postgres.FormatLSN(postgres.AckedLSN(cpFull)))
 	deadline := time.Now().Add(fullFor)
 	checks := 0
 	for time.Now().Before(deadline) {
@@ -395,7 +395,7 @@ func diskFull(t *testing.T, fullFor time.Duration) {
 		t.Errorf("no full-disk error in the log while the warehouse was full:\n%s", tail(fullOut, 20))
 	}
 	cpAfter, _ := e.checkpoint()
-	t.Logf("after %s full: checkpoint %s -> %s; %d ack checks", fullFor, postgres.FormatLSN(cpFull.AckedLSN), postgres.FormatLSN(cpAfter.AckedLSN), checks)
+	t.Logf("after %s full: checkpoint %s -> %s; %d ack checks", fullFor, postgres.FormatLSN(postgres.AckedLSN(cpFull)), postgres.FormatLSN(postgres.AckedLSN(cpAfter)), checks)
 
 	// Space returns: it resumes by itself.
 	if err := os.Remove(filler); err != nil {

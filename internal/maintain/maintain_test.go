@@ -23,6 +23,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/maintain"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/testenv"
@@ -77,9 +78,9 @@ func (e *env) start() *capture {
 		CommitInterval: 100 * time.Millisecond, CommitBytes: 8 << 20, HeartbeatInterval: 100 * time.Millisecond,
 		PublicationPoll: 300 * time.Millisecond,
 		Snapshot:        postgres.SnapshotOptions{Enabled: true, Parallelism: 1, ChunkRows: 200, ChunkBytes: 8 << 20},
-		OnProgress: func(cp postgres.Checkpoint) {
+		OnProgress: func(cp pipeline.Checkpoint) {
 			c.mu.Lock()
-			c.acked = cp.AckedLSN
+			c.acked = postgres.AckedLSN(cp)
 			c.mu.Unlock()
 		},
 	}

@@ -198,6 +198,7 @@ func TestEngineAcksOnlyDurableCheckpoints(t *testing.T) {
 		t.Fatal("the next due flush did not start once the first was durable")
 	}
 	bg.land(t)
+	ms.autoLand = true // Sync starts a last flush and waits for it
 	if err := e.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}

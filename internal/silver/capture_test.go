@@ -25,6 +25,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/testenv"
@@ -82,9 +83,9 @@ func (p *pgEnv) start(opts postgres.Options) *capture {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	opts.OnProgress = func(cp postgres.Checkpoint) {
+	opts.OnProgress = func(cp pipeline.Checkpoint) {
 		c.mu.Lock()
-		c.acked = cp.AckedLSN
+		c.acked = postgres.AckedLSN(cp)
 		c.mu.Unlock()
 	}
 	d, err := postgres.NewDialer(p.url, func(string) string { return "redacted" })

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/change"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
@@ -136,7 +138,7 @@ func typed(t iceberg.Type, v string) any {
 // commitLSN complete.
 func (e *lakeEnv) flushAt(commitLSN uint64) {
 	e.t.Helper()
-	if err := e.w.Flush(e.ctx, postgres.Checkpoint{AckedLSN: commitLSN + 1, CommitLSN: commitLSN, Watermark: time.Unix(int64(commitLSN), 0)}); err != nil {
+	if err := e.w.Flush(e.ctx, pipeline.Checkpoint{Resume: strconv.FormatUint(commitLSN+1, 10), Pos: commitLSN, Watermark: time.Unix(int64(commitLSN), 0)}); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -173,7 +173,7 @@ func loadCovered(ctx context.Context, cat *lake.Catalog, source string, t TableN
 		}
 	}
 	if haveCP {
-		cov.BronzeCheckpoint = cp.CommitLSN
+		cov.BronzeCheckpoint = cp.Pos
 	}
 	if !haveCP || berr != nil || head == lake.NoSnapshot {
 		return s, cov, nil
@@ -183,13 +183,13 @@ func loadCovered(ctx context.Context, cat *lake.Catalog, source string, t TableN
 		return s, cov, nil
 	}
 	if cur == head {
-		cov.Checkpoint = cp.CommitLSN
+		cov.Checkpoint = cp.Pos
 		return s, cov, nil
 	}
 	// Silver may have merged a bronze snapshot newer than the one loaded.
 	if err := b.Refresh(ctx); err == nil {
 		if _, err := b.History(head, cur); err == nil {
-			cov.Checkpoint = cp.CommitLSN
+			cov.Checkpoint = cp.Pos
 		}
 	}
 	return s, cov, nil

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/change"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
-	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
 // row builds a bronze row by hand: op, position, then column/value pairs.
@@ -204,7 +205,7 @@ func TestRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Flush(ctx, postgres.Checkpoint{AckedLSN: 201, CommitLSN: 200, Watermark: commit}); err != nil {
+	if err := w.Flush(ctx, pipeline.Checkpoint{Resume: strconv.FormatUint(201, 10), Pos: 200, Watermark: commit}); err != nil {
 		t.Fatal(err)
 	}
 

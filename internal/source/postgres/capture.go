@@ -17,54 +17,8 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/pipeline"
 )
-
-// Checkpoint is the source-wide position that has been made durable in the
-// lake: every table holds every change up to AckedLSN.
-type Checkpoint struct {
-	AckedLSN  uint64    // end LSN of the last transaction fully committed to every table; confirmed to PostgreSQL
-	CommitLSN uint64    // commit LSN of that transaction
-	Watermark time.Time // its commit time: the source is captured up to here
-	WALEnd    uint64    // the server's WAL end when the checkpoint was taken (for lag)
-	Slot      string
-}
-
-// TableState is what the lake holds about one table.
-type TableState struct {
-	// Cursor is the highest (commit LSN, seq) committed; replayed changes at
-	// or below it are skipped.
-	Cursor change.Position
-	// Props are the tidemark.* properties of the table's latest commit.
-	Props map[string]string
-}
-
-// Writer is what capture needs from the bronze layer. All methods are called
-// from the capture's stream goroutine only.
-type Writer interface {
-	// OpenTable creates the table's lake tables (or verifies and evolves
-	// them) and returns their state. Idempotent.
-	OpenTable(ctx context.Context, id change.TableID, schema *change.Schema) (TableState, error)
-	// Write buffers one change. Changes at or below the table's cursor are
-	// dropped (replay after a crash). Not durable until Flush returns.
-	Write(ctx context.Context, c *change.Change) error
-	// WriteBatch buffers changes that must land in one commit together with
-	// the table state props (a snapshot chunk and its progress).
-	WriteBatch(ctx context.Context, id change.TableID, cs []*change.Change, props map[string]string) error
-	// DeadLetter buffers an undecodable row.
-	DeadLetter(ctx context.Context, d change.DeadLetter) error
-	// Message buffers a logical decoding message.
-	Message(ctx context.Context, m change.Message) error
-	// Buffered is the number of bytes waiting for Flush.
-	Buffered() int64
-	// Flush commits everything buffered, one commit per table, then records
-	// cp. When it returns nil, everything written before is durable and cp
-	// may be acknowledged to the source. A Writer that can commit in the
-	// background also implements flushStarter (stream.go): the stream then
-	// goes on decoding while a flush commits.
-	Flush(ctx context.Context, cp Checkpoint) error
-	// LoadCheckpoint returns the last recorded checkpoint (ok=false if none).
-	LoadCheckpoint(ctx context.Context) (Checkpoint, bool, error)
-}
 
 // Options configure a Capture.
 type Options struct {
@@ -82,7 +36,7 @@ type Options struct {
 	// or required, and the pipeline's slot is never touched.
 	TemporarySlot bool
 	// OnProgress, if set, is called after each durable flush (for tests and metrics).
-	OnProgress func(Checkpoint)
+	OnProgress func(pipeline.Checkpoint)
 }
 
 // SnapshotOptions configure the chunked snapshot.
@@ -93,11 +47,11 @@ type SnapshotOptions struct {
 	ChunkBytes  int64
 }
 
-// Capture moves changes from one PostgreSQL database into a Writer.
+// Capture moves changes from one PostgreSQL database into a pipeline.Sink.
 type Capture struct {
 	d      *Dialer
 	types  *TypeCache
-	w      Writer
+	w      pipeline.Sink // bronze.Writer: also a pipeline.BackgroundSink and a ChunkWriter
 	opts   Options
 	log    *slog.Logger
 	prefix string // logical message prefix of this pipeline
@@ -109,7 +63,7 @@ type Capture struct {
 }
 
 // New returns a Capture. It does nothing until Run.
-func New(d *Dialer, w Writer, opts Options, log *slog.Logger) *Capture {
+func New(d *Dialer, w pipeline.Sink, opts Options, log *slog.Logger) *Capture {
 	return &Capture{d: d, types: NewTypeCache(d), w: w, opts: opts, log: log, prefix: "tidemark." + opts.Slot + "."}
 }
 
@@ -150,6 +104,11 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 	cp, haveCP, err := c.w.LoadCheckpoint(ctx)
 	if err != nil {
 		return err
+	}
+	if haveCP {
+		if _, err := ResumeLSN(cp); err != nil {
+			return err
+		}
 	}
 	if err := c.ensurePublication(ctx, meta, haveCP); err != nil {
 		return err
@@ -221,7 +180,7 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
-	s := newStream(c, repl, tables, start)
+	s := newStream(c, repl, tables, start, cp)
 	snap := newSnapshotter(c, s.windows)
 	s.snap = snap
 	for _, t := range tables {
@@ -338,7 +297,7 @@ func schemaOf(r *Relation) *change.Schema {
 
 // ensureSlot verifies (or creates) the replication slot and returns the LSN
 // to start streaming from.
-func (c *Capture) ensureSlot(ctx context.Context, meta *pgx.Conn, repl *pgconn.PgConn, cp Checkpoint, haveCP bool) (uint64, error) {
+func (c *Capture) ensureSlot(ctx context.Context, meta *pgx.Conn, repl *pgconn.PgConn, cp pipeline.Checkpoint, haveCP bool) (uint64, error) {
 	if c.opts.TemporarySlot {
 		res, err := pglogrepl.CreateReplicationSlot(ctx, repl, c.opts.Slot, "pgoutput",
 			pglogrepl.CreateReplicationSlotOptions{Temporary: true, Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
@@ -368,7 +327,7 @@ func (c *Capture) ensureSlot(ctx context.Context, meta *pgx.Conn, repl *pgconn.P
 		c.log.Info("created replication slot", "slot", c.opts.Slot, "consistent_point", res.ConsistentPoint)
 		// Record the slot's starting point before any data moves, so a later
 		// start can tell a lost slot from a fresh one.
-		if err := c.w.Flush(ctx, Checkpoint{AckedLSN: lsn, Slot: c.opts.Slot, Watermark: time.Now().UTC()}); err != nil {
+		if err := c.w.Flush(ctx, NewCheckpoint(lsn, 0, time.Now().UTC(), 0, c.opts.Slot)); err != nil {
 			return 0, c.dropCreatedSlot(meta, err)
 		}
 		c.started = true
@@ -379,12 +338,12 @@ func (c *Capture) ensureSlot(ctx context.Context, meta *pgx.Conn, repl *pgconn.P
 	}
 	c.started = true // the slot existed before this start
 	if !haveCP {
-		if err := c.w.Flush(ctx, Checkpoint{AckedLSN: si.ConfirmedFlush, Slot: c.opts.Slot, Watermark: time.Now().UTC()}); err != nil {
+		if err := c.w.Flush(ctx, NewCheckpoint(si.ConfirmedFlush, 0, time.Now().UTC(), 0, c.opts.Slot)); err != nil {
 			return 0, err
 		}
 		return si.ConfirmedFlush, nil
 	}
-	return cp.AckedLSN, nil
+	return ResumeLSN(cp)
 }
 
 // Recovery hints of the errors that a re-snapshot repairs: the exact
@@ -398,12 +357,13 @@ const (
 // that is not ours), or nil: the start-up
 // checks of run, also used by `tidemark resnapshot` to tell a broken slot
 // from a healthy one.
-func (c *Capture) slotProblem(si SlotInfo, cp Checkpoint, haveCP bool) error {
+func (c *Capture) slotProblem(si SlotInfo, cp pipeline.Checkpoint, haveCP bool) error {
+	acked := AckedLSN(cp)
 	switch {
 	case !si.Exists && haveCP:
 		return fault.With(fault.ErrSlotLost, fmt.Sprintf(
 			"replication slot %q no longer exists (tidemark had confirmed up to %s): changes after that point are gone from PostgreSQL. "+
-				"Nothing was skipped silently. %s", c.opts.Slot, FormatLSN(cp.AckedLSN), resnapshotAll), nil)
+				"Nothing was skipped silently. %s", c.opts.Slot, FormatLSN(acked), resnapshotAll), nil)
 	case !si.Exists:
 		return nil
 	case si.Plugin != "pgoutput":
@@ -414,10 +374,10 @@ func (c *Capture) slotProblem(si SlotInfo, cp Checkpoint, haveCP bool) error {
 		return fault.With(fault.ErrWALLost, fmt.Sprintf(
 			"replication slot %q has wal_status = 'lost': PostgreSQL removed WAL that tidemark had not yet captured (max_slot_wal_keep_size). "+
 				"Changes after %s are gone. Raise max_slot_wal_keep_size. %s", c.opts.Slot, FormatLSN(si.ConfirmedFlush), resnapshotAll), nil)
-	case haveCP && si.ConfirmedFlush > cp.AckedLSN:
+	case haveCP && si.ConfirmedFlush > acked:
 		return fault.With(fault.ErrSlotMoved, fmt.Sprintf(
 			"replication slot %q is at %s but tidemark only confirmed %s: the slot was recreated or advanced by someone else, "+
-				"so changes in between may be missing. %s", c.opts.Slot, FormatLSN(si.ConfirmedFlush), FormatLSN(cp.AckedLSN), resnapshotAll), nil)
+				"so changes in between may be missing. %s", c.opts.Slot, FormatLSN(si.ConfirmedFlush), FormatLSN(acked), resnapshotAll), nil)
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
@@ -82,9 +83,9 @@ func (h *harness) start(opts postgres.Options) *running {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	opts.OnProgress = func(cp postgres.Checkpoint) {
+	opts.OnProgress = func(cp pipeline.Checkpoint) {
 		r.mu.Lock()
-		r.acked = cp.AckedLSN
+		r.acked = postgres.AckedLSN(cp)
 		r.mu.Unlock()
 	}
 	d, err := postgres.NewDialer(h.url, func(s string) string { return "redacted" })

@@ -14,6 +14,7 @@ import (
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/testenv"
@@ -56,7 +57,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 	t.Run("flush answer lost, next session dedupes", func(t *testing.T) {
 		h := newHarness(t, pg, `CREATE TABLE t (id int primary key, v text)`)
 		var armed atomic.Bool
-		wrap := func(w postgres.Writer) postgres.Writer { return &answerLost{Writer: w, armed: &armed} }
+		wrap := func(w pipeline.Sink) pipeline.Sink { return &answerLost{Sink: w, armed: &armed} }
 		r := h.startWith(h.opts(), wrap)
 		h.waitCaughtUp(r)
 		armed.Store(true)
@@ -86,13 +87,13 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 // answerLost is a Writer whose first armed flush commits and then reports
 // an error.
 type answerLost struct {
-	postgres.Writer
+	pipeline.Sink
 	armed *atomic.Bool
 }
 
-func (w *answerLost) Flush(ctx context.Context, cp postgres.Checkpoint) error {
+func (w *answerLost) Flush(ctx context.Context, cp pipeline.Checkpoint) error {
 	buffered := w.Buffered() > 0
-	if err := w.Writer.Flush(ctx, cp); err != nil {
+	if err := w.Sink.Flush(ctx, cp); err != nil {
 		return err
 	}
 	if buffered && w.armed.CompareAndSwap(true, false) {
@@ -284,7 +285,7 @@ func (h *harness) checkSilver(table, sql, col string) {
 }
 
 // startWith is start with the bronze writer wrapped.
-func (h *harness) startWith(opts postgres.Options, wrap func(postgres.Writer) postgres.Writer) *running {
+func (h *harness) startWith(opts postgres.Options, wrap func(pipeline.Sink) pipeline.Sink) *running {
 	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cat, err := lake.Open(ctx, lake.Config{Warehouse: h.wh})
@@ -296,9 +297,9 @@ func (h *harness) startWith(opts postgres.Options, wrap func(postgres.Writer) po
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	opts.OnProgress = func(cp postgres.Checkpoint) {
+	opts.OnProgress = func(cp pipeline.Checkpoint) {
 		r.mu.Lock()
-		r.acked = cp.AckedLSN
+		r.acked = postgres.AckedLSN(cp)
 		r.mu.Unlock()
 	}
 	d, err := postgres.NewDialer(h.url, func(string) string { return "redacted" })

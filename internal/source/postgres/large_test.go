@@ -9,7 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/change"
-	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -27,7 +27,7 @@ func TestLargeRowsWaitForTheFlushInFlight(t *testing.T) {
 	opts := h.opts()
 	opts.CommitBytes = 4 << 20 // two rows fill a commit; a row of 1 MiB or more is large
 	var ww *watchWriter
-	r := h.startWith(opts, func(w postgres.Writer) postgres.Writer {
+	r := h.startWith(opts, func(w pipeline.Sink) pipeline.Sink {
 		ww = &watchWriter{Writer: w.(*bronze.Writer)}
 		return ww
 	})
@@ -110,7 +110,7 @@ func (w *watchWriter) WriteChunk(ctx context.Context, c *change.Chunk, props map
 	return w.Writer.WriteChunk(ctx, c, props)
 }
 
-func (w *watchWriter) StartFlush(ctx context.Context, cp postgres.Checkpoint) error {
+func (w *watchWriter) StartFlush(ctx context.Context, cp pipeline.Checkpoint) error {
 	w.flushes.Add(1)
 	return w.Writer.StartFlush(ctx, cp)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
@@ -23,7 +24,7 @@ type failingFlush struct {
 	err error
 }
 
-func (f *failingFlush) Flush(context.Context, postgres.Checkpoint) error { return f.err }
+func (f *failingFlush) Flush(context.Context, pipeline.Checkpoint) error { return f.err }
 
 // A first start whose first checkpoint cannot be recorded for good drops
 // the slot and the publication it created (a slot nothing refers to only

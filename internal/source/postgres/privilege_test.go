@@ -15,6 +15,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -192,8 +193,8 @@ func (h *harness) checkAckNotAheadOfLake() {
 		h.t.Fatalf("lake checkpoint: %v (found %v)", err, ok)
 	}
 	_, confirmed := h.slotLSNs()
-	if confirmed > cp.AckedLSN {
-		h.t.Errorf("slot confirmed to %X, past the lake's checkpoint %X", confirmed, cp.AckedLSN)
+	if confirmed > postgres.AckedLSN(cp) {
+		h.t.Errorf("slot confirmed to %X, past the lake's checkpoint %X", confirmed, postgres.AckedLSN(cp))
 	}
 }
 

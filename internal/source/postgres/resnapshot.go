@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
 // This file holds the source side of `tidemark resnapshot`: the request a
@@ -75,7 +76,7 @@ type SlotState struct {
 // checkpoint: it returns the named error a run would stop with
 // (slot_lost, wal_lost, slot_moved, publication_missing, bad_config), or
 // nil when the pipeline can resume where it stopped.
-func (a *Admin) Check(ctx context.Context, cp Checkpoint, haveCP bool) (SlotState, error) {
+func (a *Admin) Check(ctx context.Context, cp pipeline.Checkpoint, haveCP bool) (SlotState, error) {
 	si, err := slotInfo(ctx, a.meta, a.c.opts.Slot)
 	if err != nil {
 		return SlotState{}, err

@@ -620,7 +620,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	n := 0
 	ncol := len(fds)
 	// A ChunkWriter takes the chunk as Arrow arrays, decoded here; any
-	// other Writer takes one Change per row.
+	// other Sink takes one Change per row.
 	var cc *colChunk
 	if _, ok := sn.c.w.(ChunkWriter); ok {
 		cc = newColChunk(rel, limit, hint)

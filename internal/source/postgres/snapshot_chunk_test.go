@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
-// rowsOnly hides every method of a Writer but postgres.Writer's: the
+// rowsOnly hides every method of a Writer but pipeline.Sink's: the
 // snapshot then hands its chunks over as changes (WriteBatch), not as
 // columnar chunks.
-type rowsOnly struct{ postgres.Writer }
+type rowsOnly struct{ pipeline.Sink }
 
 // TestSnapshotRowsMatchStreamRows: a row the snapshot read lands in bronze
 // exactly as the same row captured by the stream, for values of every
@@ -51,7 +51,7 @@ func testSnapshotRowsMatchStreamRows(t *testing.T, columnar bool) {
 	if columnar {
 		r = h.start(opts)
 	} else {
-		r = h.startWith(opts, func(w postgres.Writer) postgres.Writer { return rowsOnly{w} })
+		r = h.startWith(opts, func(w pipeline.Sink) pipeline.Sink { return rowsOnly{w} })
 	}
 	h.waitCaughtUp(r)
 	// The same rows again, under keys 1000 higher, through the stream.

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/tidemark/tidemark/internal/change"
-	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
 
@@ -30,7 +30,7 @@ type txState struct {
 	seq        int64
 }
 
-// stream decodes the replication stream and feeds the Writer. Everything in
+// stream decodes the replication stream and feeds the Sink. Everything in
 // it is owned by the run goroutine.
 type stream struct {
 	c       *Capture
@@ -46,28 +46,34 @@ type stream struct {
 	spools    map[uint32]*spool
 	tx        txState
 
-	completed  Checkpoint // last transaction fully decoded
-	acked      uint64     // last LSN confirmed to PostgreSQL
-	walEnd     uint64
-	lastFlush  time.Time
-	lastStatus time.Time
-	// flushing: a flush runs in the background (flushStarter); its
-	// checkpoint is acknowledged once it is durable. flushedTo is the
-	// AckedLSN of the last flush started.
-	flushing  bool
-	flushedTo uint64
+	// engine flushes the Sink and confirms a checkpoint to PostgreSQL
+	// (sendStatus) once it is durable.
+	engine       *pipeline.Engine
+	completedEnd uint64 // end LSN of the last transaction fully decoded
+	acked        uint64 // last LSN confirmed to PostgreSQL
+	walEnd       uint64
+	lastStatus   time.Time
 	// readDeadline is the read deadline set on the replication connection.
 	readDeadline time.Time
 }
 
-func newStream(c *Capture, repl *pgconn.PgConn, tables map[change.TableID]*table, start uint64) *stream {
-	return &stream{
+// newStream returns the stream of a session that starts at end LSN start;
+// from is the checkpoint the lake holds (zero if none).
+func newStream(c *Capture, repl *pgconn.PgConn, tables map[change.TableID]*table, start uint64, from pipeline.Checkpoint) *stream {
+	s := &stream{
 		c: c, repl: repl, tables: tables, rels: map[uint32]*Relation{},
 		windows: newWindows(), offered: make(chan []change.TableID, 1),
-		spools:    map[uint32]*spool{},
-		completed: Checkpoint{AckedLSN: start, Slot: c.opts.Slot},
-		acked:     start, flushedTo: start, lastFlush: time.Now(),
+		spools:       map[uint32]*spool{},
+		completedEnd: start, acked: start,
 	}
+	s.engine = pipeline.NewEngine(c.w, NewCheckpoint(start, from.Pos, from.Watermark, 0, c.opts.Slot), pipeline.EngineOptions{
+		CommitInterval: c.opts.CommitInterval,
+		CommitBytes:    c.opts.CommitBytes,
+		Ack:            func(ctx context.Context, _ pipeline.Checkpoint) error { return s.sendStatus(ctx) },
+		OnDurable:      s.durable,
+		Stamp:          func(cp *pipeline.Checkpoint) { stamp(cp, s.completedEnd, s.walEnd, c.opts.Slot) },
+	})
+	return s
 }
 
 // offerTables hands the current publication table list to the stream
@@ -100,13 +106,7 @@ func (s *stream) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			// Clean stop: flush what we have and confirm it.
 			fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := s.flush(fctx)
-			if err == nil {
-				err = s.finish(fctx, true, "stream-final-before-status", "")
-			}
-			if err == nil && !s.flushing {
-				err = s.sendStatus(fctx)
-			}
+			err := s.engine.Sync(fctx)
 			cancel()
 			if err != nil {
 				return fmt.Errorf("final flush on shutdown: %w", err)
@@ -121,49 +121,24 @@ func (s *stream) run(ctx context.Context) error {
 			}
 		default:
 		}
-		// A background flush that has finished: acknowledge it.
-		if err := s.finish(ctx, false, "stream-before-status", "stream-after-status"); err != nil {
+		// Acknowledge a background flush that has finished, start a due
+		// one, wait at commit_bytes.
+		if err := s.engine.Poll(ctx); err != nil {
 			return err
 		}
-		now := time.Now()
-		due := now.Sub(s.lastFlush) >= s.c.opts.CommitInterval
-		want := due && (s.c.w.Buffered() > 0 || s.completed.AckedLSN > s.flushedTo)
-		switch {
-		case s.c.w.Buffered() >= s.c.opts.CommitBytes || (want && !s.flushing):
-			// At commit_bytes with a flush in flight, this waits for it:
-			// at most the flush in flight and one full buffer are held.
-			if err := s.flush(ctx); err != nil {
-				return err
-			}
-		case want:
-			// Due while the previous flush still commits: go on decoding,
-			// and start the next flush as soon as that one is durable (it
-			// then takes everything received meanwhile).
-		case due:
-			s.lastFlush = now
-		}
-		if now.Sub(s.lastStatus) >= statusInterval {
+		if time.Since(s.lastStatus) >= statusInterval {
 			if err := s.sendStatus(ctx); err != nil {
 				return err
 			}
 		}
-		var deadline time.Time
-		if s.flushing {
-			// Look again soon: the flush's checkpoint is acknowledged, and
-			// the next flush started, as soon as it is durable, even when no
-			// message arrives. The deadline moves at most once per flushPoll
-			// (setting it is not free, and this runs once per message).
-			now := time.Now()
-			if s.readDeadline.After(now) && !s.readDeadline.After(now.Add(flushPoll)) {
-				deadline = s.readDeadline
-			} else {
-				deadline = now.Add(flushPoll)
-			}
-		} else {
-			deadline = s.lastFlush.Add(s.c.opts.CommitInterval)
-			if d := s.lastStatus.Add(statusInterval); d.Before(deadline) {
-				deadline = d
-			}
+		// While a flush is in flight the engine asks to look again soon
+		// (its checkpoint is acknowledged, and the next flush started, as
+		// soon as it is durable, even when no message arrives), with a
+		// time that moves at most once per 10ms: setting the deadline is
+		// not free, and this runs once per message.
+		deadline := s.engine.Wake()
+		if d := s.lastStatus.Add(statusInterval); !s.engine.Flushing() && d.Before(deadline) {
+			deadline = d
 		}
 		if min := time.Now().Add(5 * time.Millisecond); deadline.Before(min) {
 			deadline = min
@@ -322,10 +297,10 @@ func (s *stream) handleWAL(ctx context.Context, data []byte) error {
 // Waiting costs the overlap of decoding with committing, which for rows
 // this large saved little: the next such row fills a commit on its own.
 func (s *stream) beforeLarge(ctx context.Context, rowBytes int64) error {
-	if !s.flushing || rowBytes < s.c.opts.CommitBytes/4 {
+	if !s.engine.Flushing() || rowBytes < s.c.opts.CommitBytes/4 {
 		return nil
 	}
-	return s.finish(ctx, true, "stream-before-status", "stream-after-status")
+	return s.engine.AwaitFlush(ctx)
 }
 
 // handleMessage decodes one transaction-level message (live or replayed from
@@ -360,9 +335,8 @@ func (s *stream) handleMessage(ctx context.Context, data []byte, inStream bool) 
 // commit records that a transaction has been fully decoded.
 func (s *stream) commit(commitLSN, endLSN uint64, t time.Time) {
 	s.windows.committed(s.tx.xid, commitLSN)
-	s.completed.AckedLSN = endLSN
-	s.completed.CommitLSN = commitLSN
-	s.completed.Watermark = t
+	s.completedEnd = endLSN
+	s.engine.Completed(pipeline.Checkpoint{Pos: commitLSN, Watermark: t})
 }
 
 func (s *stream) nextPos() change.Position {
@@ -538,10 +512,10 @@ func (s *stream) emitWithBefore(ctx context.Context, rel *Relation, op change.Op
 // transaction safe to replay. The acknowledged position does not move past
 // the last complete transaction.
 func (s *stream) backPressure(ctx context.Context) error {
-	if s.c.w.Buffered() < s.c.opts.CommitBytes {
+	if !s.engine.Full() {
 		return nil
 	}
-	if err := s.flush(ctx); err != nil {
+	if err := s.engine.Flush(ctx); err != nil {
 		return err
 	}
 	// A long replay reads nothing from the connection: answer the
@@ -735,7 +709,7 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	if w.last {
 		// The table's snapshot is complete: commit it now, not at the next
 		// commit_interval.
-		s.lastFlush = time.Time{}
+		s.engine.FlushSoon()
 	}
 	return s.backPressure(ctx)
 }
@@ -803,98 +777,11 @@ func (s *stream) markSnapshotSkipped(ctx context.Context, t *table) error {
 	return s.c.w.WriteBatch(ctx, t.id, nil, map[string]string{PropSnapshot: t.snapshot.encode()})
 }
 
-// flushStarter is a Writer that commits in the background (bronze.Writer):
-// the stream goes on decoding into fresh buffers while a commit runs, and
-// acknowledges the commit's checkpoint only once FinishFlush reports it
-// durable. One flush at a time, so checkpoints are recorded in order.
-type flushStarter interface {
-	// StartFlush detaches everything buffered and commits it as Flush does,
-	// in the background. It first waits for a previous flush.
-	StartFlush(ctx context.Context, cp Checkpoint) error
-	// FlushDone is closed when the flush in flight has finished.
-	FlushDone() <-chan struct{}
-	// FinishFlush waits for the flush in flight and returns its checkpoint;
-	// nil error: it is durable and may be acknowledged.
-	FinishFlush() (Checkpoint, error)
-}
-
-// flushPoll is how often the stream looks for the end of a background
-// flush when no message wakes it.
-const flushPoll = 10 * time.Millisecond
-
-// flush commits everything buffered with the checkpoint of the last
-// complete transaction: in the background when the writer can (after the
-// previous flush has finished and been acknowledged), else before it
-// returns, acknowledging it.
-func (s *stream) flush(ctx context.Context) error {
-	if err := s.finish(ctx, true, "stream-before-status", "stream-after-status"); err != nil {
-		return err
-	}
-	cp := s.completed
-	cp.WALEnd = s.walEnd
-	// The interval runs from the start of a flush, not its end: a change that
-	// just missed a flush waits commit_interval plus one commit, not plus
-	// two.
-	start := time.Now()
-	if fs, ok := s.c.w.(flushStarter); ok {
-		if err := fs.StartFlush(ctx, cp); err != nil {
-			return err
-		}
-		s.flushing = true
-	} else {
-		if err := s.c.w.Flush(ctx, cp); err != nil {
-			return err
-		}
-		s.durable(cp)
-		// Checkpoint durable, PostgreSQL not told yet.
-		failpoint.Inject("stream-before-status")
-		if err := s.sendStatus(ctx); err != nil {
-			return err
-		}
-		failpoint.Inject("stream-after-status")
-	}
-	s.lastFlush = start
-	s.flushedTo = max(s.flushedTo, cp.AckedLSN)
-	return nil
-}
-
-// finish acknowledges the background flush once it has finished (with
-// wait: waits for it). The failpoints named surround the status update.
-func (s *stream) finish(ctx context.Context, wait bool, before, after string) error {
-	if !s.flushing {
-		return nil
-	}
-	fs := s.c.w.(flushStarter)
-	if !wait {
-		select {
-		case <-fs.FlushDone():
-		default:
-			return nil
-		}
-	}
-	cp, err := fs.FinishFlush()
-	s.flushing = false
-	if err != nil {
-		return err
-	}
-	s.durable(cp)
-	// Checkpoint durable, PostgreSQL not told yet.
-	if before != "" {
-		failpoint.Inject(before)
-	}
-	if err := s.sendStatus(ctx); err != nil {
-		return err
-	}
-	if after != "" {
-		failpoint.Inject(after)
-	}
-	return nil
-}
-
-// durable records that cp's checkpoint is in the lake.
-func (s *stream) durable(cp Checkpoint) {
-	if cp.AckedLSN > s.acked {
-		s.acked = cp.AckedLSN
+// durable records that cp's checkpoint is in the lake (the engine calls it
+// before it acknowledges cp).
+func (s *stream) durable(cp pipeline.Checkpoint) {
+	if lsn := AckedLSN(cp); lsn > s.acked {
+		s.acked = lsn
 	}
 	if s.c.opts.OnProgress != nil {
 		s.c.opts.OnProgress(cp)
