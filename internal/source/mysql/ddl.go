@@ -593,7 +593,7 @@ func describe(stmt ast.StmtNode, defaultSchema string, fix *fixups) (DDL, error)
 		if err != nil {
 			return DDL{}, err
 		}
-		d = DDL{Kind: AlterTable, Tables: []TableName{t}, }
+		d = DDL{Kind: AlterTable, Tables: []TableName{t}}
 	case *ast.DropIndexStmt:
 		t, err := resolve(s.Table)
 		if err != nil {
