@@ -155,6 +155,25 @@ func TestPreflightGrants(t *testing.T) {
 			t.Errorf("the error shows a password or its hash: %v", err)
 		}
 	}
+
+	// Privileges through a default role: MariaDB lists the role's grants.
+	m.Exec(t, "CREATE ROLE cdc_reader")
+	m.Exec(t, "GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO cdc_reader")
+	m.CreateUser(t, "byrole", "pw-byrole", "", m.DB)
+	m.Exec(t, "GRANT cdc_reader TO 'byrole'@'%'")
+	m.Exec(t, "SET DEFAULT ROLE cdc_reader FOR 'byrole'@'%'")
+	if info, err := Preflight(ctx, openDB(t, m.DSN("byrole", "pw-byrole", m.DB))); err != nil || len(info.Warnings) != 0 {
+		t.Errorf("privileges through a default role: %v, warnings %q", err, info.Warnings)
+	}
+	// A role that is not active: SHOW GRANTS cannot prove the privileges
+	// missing (a MySQL role's are not listed), so the server decides, and
+	// its refusal is permission_denied naming the GRANT.
+	m.CreateUser(t, "rolenotset", "pw-rolenotset", "", m.DB)
+	m.Exec(t, fmt.Sprintf("GRANT SELECT ON `%s`.* TO 'rolenotset'@'%%'", m.DB))
+	m.Exec(t, "GRANT cdc_reader TO 'rolenotset'@'%'")
+	_, err := Preflight(ctx, openDB(t, m.DSN("rolenotset", "pw-rolenotset", m.DB)))
+	wantFault(t, err, fault.ErrPermissionDenied, fault.ExitFatal,
+		"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'rolenotset'@'%'", "BINLOG MONITOR privilege")
 }
 
 // TestCheckResumePurged: PURGE BINARY LOGS past the resume position is
