@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -582,8 +583,13 @@ func (s ServerInfo) binlogNames() string {
 // thread lingers until the server notices, and the server replaces it when
 // the same server_id connects again). Listing replicas needs REPLICATION
 // MASTER ADMIN on MariaDB and REPLICATION SLAVE on MySQL; without it only
-// the source's own server_id is checked.
+// the source's own server_id is checked. An empty reportHost is this
+// machine's host name, which go-mysql's BinlogSyncer registers with by
+// default.
 func CheckServerID(ctx context.Context, db *sql.DB, replicaID uint32, reportHost string) error {
+	if reportHost == "" {
+		reportHost, _ = os.Hostname()
+	}
 	var sid uint32
 	if err := db.QueryRowContext(ctx, "SELECT @@server_id").Scan(&sid); err != nil {
 		return Classify(fmt.Errorf("read the source's server_id: %w", err))
