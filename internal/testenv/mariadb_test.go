@@ -101,6 +101,22 @@ func TestMariaDBStarts(t *testing.T) {
 	if got := m.GTIDPos(t); got == after {
 		t.Fatalf("after KillRestart gtid_binlog_pos %q, want the second insert's", got)
 	}
+
+	// Halt leaves it down (connections are refused) until Resume.
+	if err := m.Halt(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.Root.PingContext(ctx); err == nil {
+		t.Fatal("ping succeeded while halted")
+	}
+	if err := m.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Root.PingContext(ctx); err != nil {
+		t.Fatalf("after Resume: %v", err)
+	}
 }
 
 func readNextGTID(t *testing.T, m *testenv.MariaDB, from string) string {

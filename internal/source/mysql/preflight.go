@@ -3,7 +3,9 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -82,13 +84,20 @@ func Preflight(ctx context.Context, db *sql.DB) (ServerInfo, error) {
 	if err := checkSettings(info); err != nil {
 		return info, err
 	}
-	if err := checkGrants(ctx, db, info.Flavor); err != nil {
+	grantWarning, err := checkGrants(ctx, db, info.Flavor)
+	if err != nil {
 		return info, err
 	}
 	if err := readBinlogs(ctx, db, &info); err != nil {
+		if grantWarning != "" && errors.Is(err, fault.ErrPermissionDenied) {
+			err = fault.With(fault.ErrPermissionDenied, grantWarning, err)
+		}
 		return info, err
 	}
 	info.Warnings = advice(info)
+	if grantWarning != "" {
+		info.Warnings = append(info.Warnings, grantWarning)
+	}
 	return info, nil
 }
 
@@ -247,27 +256,32 @@ func parseGrant(line string) (grantLine, bool) {
 	return g, true
 }
 
-// checkGrants checks the privileges of the current user from SHOW GRANTS.
-func checkGrants(ctx context.Context, db *sql.DB, flavor Flavor) error {
+// checkGrants checks the privileges of the current user from SHOW GRANTS
+// (and, on MariaDB, the grants to PUBLIC). Privileges that come through a
+// role MySQL does not list there (SHOW GRANTS shows only "GRANT role TO
+// user"): when the user has roles, what seems missing is a warning, and the
+// server's own refusal later is still permission_denied (Classify).
+func checkGrants(ctx context.Context, db *sql.DB, flavor Flavor) (warning string, err error) {
 	var user sql.NullString
 	var dbName sql.NullString
 	if err := db.QueryRowContext(ctx, "SELECT CURRENT_USER(), DATABASE()").Scan(&user, &dbName); err != nil {
-		return Classify(fmt.Errorf("read the source user: %w", err))
+		return "", Classify(fmt.Errorf("read the source user: %w", err))
 	}
-	rows, err := db.QueryContext(ctx, "SHOW GRANTS")
+	lines, err := grantLines(ctx, db, "SHOW GRANTS")
 	if err != nil {
-		return Classify(fmt.Errorf("read the source user's grants (SHOW GRANTS): %w", err))
+		return "", Classify(fmt.Errorf("read the source user's grants (SHOW GRANTS): %w", err))
 	}
-	defer rows.Close()
-	global := map[string]bool{}
-	selectOnDB := false
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			return Classify(fmt.Errorf("read the source user's grants: %w", err))
+	if flavor == MariaDB {
+		if public, err := grantLines(ctx, db, "SHOW GRANTS FOR PUBLIC"); err == nil { // MariaDB >= 10.11
+			lines = append(lines, public...)
 		}
+	}
+	global := map[string]bool{}
+	selectOnDB, roles := false, false
+	for _, line := range lines {
 		g, ok := parseGrant(line) // never logged: MariaDB prints the password hash
 		if !ok {
+			roles = roles || strings.HasPrefix(strings.ToUpper(line), "GRANT ")
 			continue
 		}
 		for _, p := range g.privs {
@@ -278,9 +292,6 @@ func checkGrants(ctx context.Context, db *sql.DB, flavor Flavor) error {
 				selectOnDB = true
 			}
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return Classify(fmt.Errorf("read the source user's grants: %w", err))
 	}
 	has := func(privs ...string) bool {
 		if global["ALL"] || global["ALL PRIVILEGES"] {
@@ -298,7 +309,7 @@ func checkGrants(ctx context.Context, db *sql.DB, flavor Flavor) error {
 		missing = append(missing, "REPLICATION SLAVE")
 	}
 	if flavor == MariaDB {
-		if !has("BINLOG MONITOR", "REPLICATION CLIENT") { // SUPER stopped implying it in 10.5.2
+		if !has("BINLOG MONITOR", "REPLICATION CLIENT", "SUPER") {
 			missing = append(missing, "BINLOG MONITOR")
 		}
 	} else if !has("REPLICATION CLIENT", "SUPER") {
@@ -308,15 +319,36 @@ func checkGrants(ctx context.Context, db *sql.DB, flavor Flavor) error {
 		missing = append(missing, "SELECT")
 	}
 	if len(missing) == 0 {
-		return nil
+		return "", nil
 	}
 	who := user.String
 	if u, h, ok := strings.Cut(who, "@"); ok {
 		who = fmt.Sprintf("'%s'@'%s'", u, h)
 	}
-	return fault.With(fault.ErrPermissionDenied, fmt.Sprintf(
+	if roles {
+		return fmt.Sprintf("the source user %s seems to lack %s (SHOW GRANTS does not list what its roles give): if it does, run GRANT %s ON *.* TO %s",
+			who, strings.Join(missing, ", "), strings.Join(missing, ", "), who), nil
+	}
+	return "", fault.With(fault.ErrPermissionDenied, fmt.Sprintf(
 		"the source user %s lacks %s, which binlog capture needs: run GRANT %s ON *.* TO %s as an administrator, then rerun",
 		who, strings.Join(missing, ", "), strings.Join(missing, ", "), who), nil)
+}
+
+func grantLines(ctx context.Context, db *sql.DB, query string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return nil, err
+		}
+		out = append(out, line)
+	}
+	return out, rows.Err()
 }
 
 // grantOnDB reports whether a grant's object ("`db`.*", "`db`.`t`") is in database db.
@@ -551,8 +583,13 @@ func (s ServerInfo) binlogNames() string {
 // thread lingers until the server notices, and the server replaces it when
 // the same server_id connects again). Listing replicas needs REPLICATION
 // MASTER ADMIN on MariaDB and REPLICATION SLAVE on MySQL; without it only
-// the source's own server_id is checked.
+// the source's own server_id is checked. An empty reportHost is this
+// machine's host name, which go-mysql's BinlogSyncer registers with by
+// default.
 func CheckServerID(ctx context.Context, db *sql.DB, replicaID uint32, reportHost string) error {
+	if reportHost == "" {
+		reportHost, _ = os.Hostname()
+	}
 	var sid uint32
 	if err := db.QueryRowContext(ctx, "SELECT @@server_id").Scan(&sid); err != nil {
 		return Classify(fmt.Errorf("read the source's server_id: %w", err))

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/go-mysql-org/go-mysql/replication"
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/tidemark/tidemark/internal/fault"
@@ -155,6 +157,25 @@ func TestPreflightGrants(t *testing.T) {
 			t.Errorf("the error shows a password or its hash: %v", err)
 		}
 	}
+
+	// Privileges through a default role: MariaDB lists the role's grants.
+	m.Exec(t, "CREATE ROLE cdc_reader")
+	m.Exec(t, "GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO cdc_reader")
+	m.CreateUser(t, "byrole", "pw-byrole", "", m.DB)
+	m.Exec(t, "GRANT cdc_reader TO 'byrole'@'%'")
+	m.Exec(t, "SET DEFAULT ROLE cdc_reader FOR 'byrole'@'%'")
+	if info, err := Preflight(ctx, openDB(t, m.DSN("byrole", "pw-byrole", m.DB))); err != nil || len(info.Warnings) != 0 {
+		t.Errorf("privileges through a default role: %v, warnings %q", err, info.Warnings)
+	}
+	// A role that is not active: SHOW GRANTS cannot prove the privileges
+	// missing (a MySQL role's are not listed), so the server decides, and
+	// its refusal is permission_denied naming the GRANT.
+	m.CreateUser(t, "rolenotset", "pw-rolenotset", "", m.DB)
+	m.Exec(t, fmt.Sprintf("GRANT SELECT ON `%s`.* TO 'rolenotset'@'%%'", m.DB))
+	m.Exec(t, "GRANT cdc_reader TO 'rolenotset'@'%'")
+	_, err := Preflight(ctx, openDB(t, m.DSN("rolenotset", "pw-rolenotset", m.DB)))
+	wantFault(t, err, fault.ErrPermissionDenied, fault.ExitFatal,
+		"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'rolenotset'@'%'", "BINLOG MONITOR privilege")
 }
 
 // TestCheckResumePurged: PURGE BINARY LOGS past the resume position is
@@ -309,5 +330,45 @@ func TestParseGrant(t *testing.T) {
 	}
 	if !grantOnDB("`shop`.*", "shop") || grantOnDB("`shopx`.*", "shop") || !grantOnDB("`my\\_db`.*", "my_db") {
 		t.Error("grantOnDB")
+	}
+}
+
+// TestCheckServerIDReplicas: a server_id another replica registered with is
+// a conflict; tidemark's own earlier connection (same report host) is not.
+func TestCheckServerIDReplicas(t *testing.T) {
+	m := testenv.SharedMariaDB(t)
+	ctx := context.Background()
+	m.CreateUser(t, "watcher", "pw-watcher", "REPLICATION SLAVE, BINLOG MONITOR, REPLICATION MASTER ADMIN, SELECT", m.DB)
+	db := openDB(t, m.DSN("watcher", "pw-watcher", m.DB))
+	gset, err := ParseGTIDSet(MariaDB, m.GTIDPos(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID: 777, Flavor: "mariadb", Host: m.Host, Port: uint16(m.Port), User: m.User, Password: m.Password,
+		Localhost: "replica-7",
+	})
+	defer syncer.Close()
+	st, err := syncer.StartSyncGTID(gset.GoMySQL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first event arrives once the dump runs, so the replica is registered.
+	gctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := st.GetEvent(gctx); err != nil {
+		t.Fatal(err)
+	}
+	wantFault(t, CheckServerID(ctx, db, 777, "tidemark-host"), fault.ErrServerIDConflict, fault.ExitConfig,
+		"another replica of the source (replica-7:")
+	if err := CheckServerID(ctx, db, 777, "replica-7"); err != nil {
+		t.Errorf("tidemark's own earlier connection: %v", err)
+	}
+	if err := CheckServerID(ctx, db, 778, "tidemark-host"); err != nil {
+		t.Errorf("a free server_id: %v", err)
+	}
+	// Without REPLICATION MASTER ADMIN only the source's own id is checked.
+	if err := CheckServerID(ctx, captureDB(t, m), 777, "tidemark-host"); err != nil {
+		t.Errorf("capture user without REPLICATION MASTER ADMIN: %v", err)
 	}
 }
