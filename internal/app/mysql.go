@@ -7,13 +7,11 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/bronze"
-	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/mysql"
-	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
 // mysqlOptions are the capture options of a mysql:// source.
@@ -78,7 +76,7 @@ func runMySQL(ctx context.Context, cfg *config.Config, cat *lake.Catalog, log *s
 				onProgress()
 			}
 		}
-		capt := mysql.New(bronzeSink{w}, opts, log)
+		capt := mysql.New(w, opts, log)
 		err = capt.Run(ctx)
 		w.Close()
 		if err == nil || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
@@ -105,30 +103,4 @@ func runMySQL(ctx context.Context, cfg *config.Config, cat *lake.Catalog, log *s
 		}
 		backoff = min(backoff*2, time.Duration(cfg.Retry.MaxBackoff))
 	}
-}
-
-// bronzeSink adapts bronze.Writer (which still speaks postgres.Checkpoint)
-// to pipeline.Sink until the core's bronze implements it. The resume token
-// is not stored: the MySQL capture resumes from the position (file:pos).
-type bronzeSink struct{ w *bronze.Writer }
-
-func (b bronzeSink) OpenTable(ctx context.Context, id change.TableID, s *change.Schema) (pipeline.TableState, error) {
-	st, err := b.w.OpenTable(ctx, id, s)
-	return pipeline.TableState{Cursor: st.Cursor, Props: st.Props}, err
-}
-func (b bronzeSink) Write(ctx context.Context, c *change.Change) error { return b.w.Write(ctx, c) }
-func (b bronzeSink) WriteBatch(ctx context.Context, id change.TableID, cs []*change.Change, props map[string]string) error {
-	return b.w.WriteBatch(ctx, id, cs, props)
-}
-func (b bronzeSink) DeadLetter(ctx context.Context, d change.DeadLetter) error {
-	return b.w.DeadLetter(ctx, d)
-}
-func (b bronzeSink) Message(ctx context.Context, m change.Message) error { return b.w.Message(ctx, m) }
-func (b bronzeSink) Buffered() int64                                     { return b.w.Buffered() }
-func (b bronzeSink) Flush(ctx context.Context, cp pipeline.Checkpoint) error {
-	return b.w.Flush(ctx, postgres.Checkpoint{AckedLSN: cp.Pos, CommitLSN: cp.Pos, Watermark: cp.Watermark})
-}
-func (b bronzeSink) LoadCheckpoint(ctx context.Context) (pipeline.Checkpoint, bool, error) {
-	cp, ok, err := b.w.LoadCheckpoint(ctx)
-	return pipeline.Checkpoint{Pos: cp.CommitLSN, Watermark: cp.Watermark}, ok, err
 }

@@ -98,6 +98,9 @@ type table struct {
 	snap   snapState
 	// enums: the enum/set members were taken from a table map event.
 	enums bool
+	// after is the layout the DDL statements read since cols describe
+	// (nil: none).
+	after []Column
 }
 
 func (t *table) names() []string {

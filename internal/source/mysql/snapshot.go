@@ -150,6 +150,10 @@ func (ws *windows) truncate(id change.TableID, lsn uint64) {
 	ws.mu.Unlock()
 }
 
+// errTableGone ends the snapshot of a table dropped (or renamed) at the
+// source while it was read.
+var errTableGone = errors.New("table no longer captured")
+
 // errTruncatedInWindow asks the worker to read a chunk again: the table was
 // truncated between its watermarks.
 var errTruncatedInWindow = errors.New("table truncated inside the snapshot window")
@@ -251,6 +255,10 @@ func (sn *snapshotter) table(ctx context.Context, t *table) error {
 		case err = <-w.done:
 		}
 		sn.windows.remove(w)
+		if errors.Is(err, errTableGone) {
+			sn.c.log.Info("table dropped while its snapshot ran: snapshot ended", "table", t.id.String())
+			return nil
+		}
 		if errors.Is(err, errTruncatedInWindow) {
 			sn.c.log.Info("table truncated while a snapshot chunk was read: reading the chunk again", "table", t.id.String())
 			continue
@@ -427,7 +435,7 @@ func (s *stream) reconcileReady(ctx context.Context) error {
 		}
 		err := s.emitChunk(ctx, w)
 		w.done <- err
-		if err != nil && !errors.Is(err, errTruncatedInWindow) {
+		if err != nil && !errors.Is(err, errTruncatedInWindow) && !errors.Is(err, errTableGone) {
 			return err
 		}
 	}
@@ -444,7 +452,7 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	}
 	t := s.tables[w.table]
 	if t == nil {
-		return fmt.Errorf("table %s: snapshot chunk for a table no longer captured", w.table)
+		return errTableGone
 	}
 	now := time.Now().UTC()
 	var cs []*change.Change

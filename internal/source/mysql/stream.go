@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,7 @@ type stream struct {
 	// stale: tables whose schema may have changed (a DDL statement): the
 	// next row event's column names are checked against a fresh describe.
 	stale map[change.TableID]bool
+	ddlp  DDLParser
 	// fde is the raw format description event of the binlog being read.
 	fde []byte
 	// lastWatermark is the commit time of the last transaction (or
@@ -442,18 +444,43 @@ func (s *stream) tableFor(ctx context.Context, id change.TableID, tm *replicatio
 	if sameNames(names, t.names()) && !s.stale[id] {
 		return t, s.enums(t, tm)
 	}
-	if sameNames(names, t.names()) {
-		delete(s.stale, id)
-		return t, s.enums(t, tm)
-	}
+	// After a DDL statement (or with columns the table did not have): the
+	// table as it is now, if its columns are the event's; else the layout
+	// the DDL statements describe.
 	nt, err := s.c.describe(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	if !sameNames(names, nt.names()) && t.after != nil && sameNames(names, columnNames(t.after)) {
+		// The table changed again since this event: its layout is the one
+		// the DDL statements read so far describe.
+		nt, err = s.c.tableOf(nil, id, t.after, t.schema.Key)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !sameNames(names, nt.names()) {
+		// A session that resumes behind DDL it has not read yet (columns
+		// added or redefined while tidemark was stopped): the event's
+		// columns by name, as the table defines them now. A column the
+		// table no longer has (dropped or renamed since) cannot be typed:
+		// the named error below.
+		if cols, ok := columnsByName(names, nt.cols); ok {
+			if nt, err = s.c.tableOf(nil, id, cols, t.schema.Key); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if !sameNames(names, nt.names()) {
 		return nil, fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
-			"table %s: the binlog's row event has columns %v, the table now has %v: its schema changed again since, and the older layout cannot be read. "+
-				"Re-snapshot the table (tidemark resnapshot %s)", id, names, nt.names(), id), nil)
+			"table %s: the binlog's row event has columns %v, the table now has %v: a column was dropped or renamed after this event while tidemark was not reading, so the event's layout cannot be typed. "+
+				"Nothing was skipped. Re-snapshot the table (tidemark resnapshot %s), or restore the column", id, names, nt.names(), id), nil)
+	}
+	nt.after = nil
+	if sameSchema(nt.schema, t.schema) {
+		delete(s.stale, id)
+		t.after = nil
+		return t, s.enums(t, tm)
 	}
 	if _, err := s.c.sink.OpenTable(ctx, id, nt.schema); err != nil {
 		return nil, err
@@ -499,6 +526,39 @@ func (s *stream) enums(t *table, tm *replication.TableMapEvent) error {
 		}
 	}
 	return nil
+}
+
+func sameSchema(a, b *change.Schema) bool {
+	if len(a.Fields) != len(b.Fields) {
+		return false
+	}
+	for i := range a.Fields {
+		if a.Fields[i].Name != b.Fields[i].Name || !a.Fields[i].Type.Equals(b.Fields[i].Type) {
+			return false
+		}
+	}
+	return true
+}
+
+// columnsByName returns the columns of have named names, in that order.
+func columnsByName(names []string, have []Column) ([]Column, bool) {
+	out := make([]Column, len(names))
+	for i, n := range names {
+		j := slices.IndexFunc(have, func(c Column) bool { return strings.EqualFold(c.Name, n) })
+		if j < 0 {
+			return nil, false
+		}
+		out[i] = have[j]
+	}
+	return out, true
+}
+
+func columnNames(cols []Column) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c.Name
+	}
+	return out
 }
 
 func sameNames(a, b []string) bool {
@@ -560,60 +620,175 @@ func keyOf(t *table, vals []any) string {
 }
 
 // ddl applies a statement of the binlog other than BEGIN/COMMIT, in stream
-// order.
+// order, parsed by ddl.go (the TiDB parser): a statement it cannot read
+// stops the stream (unsupported_ddl), never skipped.
 func (s *stream) ddl(ctx context.Context, schema, q string, h *replication.EventHeader) error {
-	words := strings.Fields(strings.ToUpper(q))
-	if len(words) < 2 {
-		return nil
+	d, err := s.ddlp.Parse(schema, q)
+	if err != nil {
+		return err
 	}
-	target := func(raw string) change.TableID {
-		raw = strings.TrimRight(raw, ";")
-		db, name := schema, raw
-		if i := strings.Index(raw, "."); i >= 0 {
-			db, name = raw[:i], raw[i+1:]
-		}
-		return change.TableID{Schema: strings.Trim(db, "`"), Name: strings.Trim(name, "`")}
-	}
-	orig := strings.Fields(q)
-	switch words[0] {
-	case "TRUNCATE":
-		i := 1
-		if words[1] == "TABLE" {
-			i = 2
-		}
-		if i >= len(orig) {
-			return nil
-		}
-		id := target(orig[i])
-		t := s.tables[id]
-		if t == nil {
-			return nil
-		}
-		s.windows.truncate(id, s.readPos)
-		return s.c.sink.Write(ctx, &change.Change{Table: id, Op: change.OpTruncate, Values: make([]any, len(t.cols)), Schema: t.schema,
-			Pos: change.Position{LSN: s.readPos, Seq: 1}, TxID: int64(s.tx.gtidSeq), CommitTime: time.Unix(int64(h.Timestamp), 0).UTC()})
-	case "ALTER", "RENAME", "DROP":
-		for id := range s.tables {
-			if strings.EqualFold(id.Schema, schema) || strings.Contains(q, id.Schema) {
-				s.stale[id] = true
+	at := time.Unix(int64(h.Timestamp), 0).UTC()
+	idOf := func(n TableName) change.TableID { return change.TableID{Schema: n.Schema, Name: n.Name} }
+	ours := func(n TableName) bool { return n.Schema == s.c.opts.Database && s.c.wanted(n.Name) }
+	switch d.Kind {
+	case NotSchema, CreateDatabase:
+	case TruncateTable:
+		for _, n := range d.Tables {
+			id := idOf(n)
+			t := s.tables[id]
+			if t == nil {
+				continue
+			}
+			s.windows.truncate(id, s.readPos)
+			if err := s.c.sink.Write(ctx, &change.Change{Table: id, Op: change.OpTruncate, Values: make([]any, len(t.cols)), Schema: t.schema,
+				Pos: change.Position{LSN: s.readPos, Seq: 1}, TxID: int64(s.tx.gtidSeq), CommitTime: at}); err != nil {
+				return err
 			}
 		}
-	case "CREATE":
-		if !strings.EqualFold(schema, s.c.opts.Database) || !containsWord(words, "TABLE") {
-			return nil
+	case AlterTable:
+		for _, n := range d.Tables {
+			t := s.tables[idOf(n)]
+			if t == nil {
+				continue
+			}
+			// The layout after the statement, for the next row events (the
+			// table may have changed again since, so information_schema is
+			// not asked now).
+			t.after = alteredColumns(t.afterCols(), d.Columns)
+			s.stale[t.id] = true
+			if d.KeyChanged {
+				s.c.log.Warn("the primary key of a captured table changed", "table", t.id.String())
+			}
 		}
+		for _, rn := range d.Renames {
+			if err := s.renamed(ctx, rn); err != nil {
+				return err
+			}
+		}
+	case RenameTable:
+		for _, rn := range d.Renames {
+			if err := s.renamed(ctx, rn); err != nil {
+				return err
+			}
+		}
+	case DropTable:
+		for _, n := range d.Tables {
+			if _, ok := s.tables[idOf(n)]; ok {
+				delete(s.tables, idOf(n))
+				s.c.log.Warn("captured table dropped at the source: its bronze and silver tables stay as they were", "table", idOf(n).String())
+			}
+		}
+	case DropDatabase:
+		if d.Database == s.c.opts.Database {
+			for id := range s.tables {
+				delete(s.tables, id)
+			}
+			s.c.log.Warn("the captured database was dropped at the source", "database", d.Database)
+		}
+	case CreateTable:
+		for _, n := range d.Tables {
+			if !ours(n) {
+				continue
+			}
+			if d.OrReplace {
+				delete(s.tables, idOf(n))
+			}
+			if err := s.pickUpNewTables(ctx); err != nil {
+				return err
+			}
+			break
+		}
+	}
+	return nil
+}
+
+// renamed follows a table rename: the old name is no longer captured, a
+// new name in the database is picked up as a new table (snapshotted).
+func (s *stream) renamed(ctx context.Context, rn TableRename) error {
+	from := change.TableID{Schema: rn.From.Schema, Name: rn.From.Name}
+	if _, ok := s.tables[from]; ok {
+		delete(s.tables, from)
+		s.c.log.Warn("captured table renamed at the source: the new name is captured as a new table", "table", from.String(), "to", rn.To.String())
+	}
+	if rn.To.Schema == s.c.opts.Database && s.c.wanted(rn.To.Name) {
 		return s.pickUpNewTables(ctx)
 	}
 	return nil
 }
 
-func containsWord(ws []string, w string) bool {
-	for _, x := range ws {
-		if x == w {
-			return true
+// afterCols is the column layout the last DDL left (the current one if none).
+func (t *table) afterCols() []Column {
+	if t.after != nil {
+		return t.after
+	}
+	return t.cols
+}
+
+// alteredColumns applies an ALTER TABLE's column clauses to cols.
+func alteredColumns(cols []Column, changes []ColumnChange) []Column {
+	out := slices.Clone(cols)
+	find := func(name string) int {
+		return slices.IndexFunc(out, func(c Column) bool { return strings.EqualFold(c.Name, name) })
+	}
+	place := func(c Column, first bool, after string) {
+		switch {
+		case first:
+			out = slices.Insert(out, 0, c)
+		case after != "":
+			if i := find(after); i >= 0 {
+				out = slices.Insert(out, i+1, c)
+				return
+			}
+			out = append(out, c)
+		default:
+			out = append(out, c)
 		}
 	}
-	return false
+	newCol := func(like Column, name, typ string) Column {
+		c := Column{Schema: like.Schema, Table: like.Table, Name: name, ColumnType: typ, Nullable: true}
+		if err := c.ParseColumnType(); err != nil {
+			c.DataType = "" // unmappable: the row event's check will say so
+		}
+		return c
+	}
+	var like Column
+	if len(cols) > 0 {
+		like = cols[0]
+	}
+	for _, ch := range changes {
+		i := find(ch.Column)
+		switch ch.Op {
+		case AddColumn:
+			if i >= 0 && ch.IfNotExists {
+				continue
+			}
+			place(newCol(like, ch.Column, ch.Type), ch.First, ch.After)
+		case DropColumn:
+			if i >= 0 {
+				out = slices.Delete(out, i, i+1)
+			}
+		case RenameColumn:
+			if i >= 0 {
+				out[i].Name = ch.NewName
+			}
+		case ModifyColumn, ChangeColumn:
+			if i < 0 {
+				continue
+			}
+			name := ch.Column
+			if ch.Op == ChangeColumn && ch.NewName != "" {
+				name = ch.NewName
+			}
+			c := newCol(out[i], name, ch.Type)
+			if ch.First || ch.After != "" {
+				out = slices.Delete(out, i, i+1)
+				place(c, ch.First, ch.After)
+			} else {
+				out[i] = c
+			}
+		}
+	}
+	return out
 }
 
 // pickUpNewTables sets up tables of the database that appeared since the
