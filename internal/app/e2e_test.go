@@ -785,7 +785,7 @@ func (l *lakeView) snapshotFrontier(table string) (int64, bool) {
 		Status  string   `json:"status"`
 		LastKey []string `json:"last_key"`
 	}
-	if json.Unmarshal([]byte(tbl.Summary()[postgres.PropSnapshot]), &st) != nil || st.Status != "running" || len(st.LastKey) == 0 {
+	if json.Unmarshal([]byte(tbl.Summary()[pipeline.PropSnapshot]), &st) != nil || st.Status != "running" || len(st.LastKey) == 0 {
 		return 0, false
 	}
 	n, err := strconv.ParseInt(st.LastKey[0], 10, 64)
@@ -802,9 +802,9 @@ func (l *lakeView) snapshotStatus(table string) string {
 	var st struct {
 		Status string `json:"status"`
 	}
-	if s := tbl.Summary()[postgres.PropSnapshot]; s != "" {
+	if s := tbl.Summary()[pipeline.PropSnapshot]; s != "" {
 		if err := json.Unmarshal([]byte(s), &st); err != nil {
-			l.t.Errorf("table %s: %s is not JSON: %q", table, postgres.PropSnapshot, s)
+			l.t.Errorf("table %s: %s is not JSON: %q", table, pipeline.PropSnapshot, s)
 		}
 	}
 	return st.Status

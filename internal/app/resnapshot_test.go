@@ -21,6 +21,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/testenv"
@@ -292,9 +293,9 @@ func TestResnapshotRecoversBrokenSlot(t *testing.T) {
 				t.Fatalf("verify after the re-snapshot: exit %d, want 0:\n%s", code, out)
 			}
 			sum := bronzeSummary(t, wh, source, "items")
-			if sum[postgres.PropResnapshot] == "" || !strings.Contains(sum[postgres.PropSnapshot], `"done"`) {
+			if sum[pipeline.PropResnapshot] == "" || !strings.Contains(sum[pipeline.PropSnapshot], `"done"`) {
 				t.Errorf("bronze items summary: %s=%q %s=%q; want the request id and a done snapshot",
-					postgres.PropResnapshot, sum[postgres.PropResnapshot], postgres.PropSnapshot, sum[postgres.PropSnapshot])
+					pipeline.PropResnapshot, sum[pipeline.PropResnapshot], pipeline.PropSnapshot, sum[pipeline.PropSnapshot])
 			}
 			silverCountMatches(t, src, wh, source, "items")
 			silverCountMatches(t, src, wh, source, "tags")
@@ -352,7 +353,7 @@ func TestResnapshotOneTableRepairsDrift(t *testing.T) {
 	// An explicit request is read even with snapshots switched off.
 	r.args = append(r.args, "--snapshot-enabled=false")
 	mustVerify(t, r, src, wh, source, "after the re-snapshot of public.a", "a", "b")
-	if id := bronzeSummary(t, wh, source, "b")[postgres.PropResnapshot]; id != "" {
+	if id := bronzeSummary(t, wh, source, "b")[pipeline.PropResnapshot]; id != "" {
 		t.Errorf("public.b was not asked for, but its bronze records re-snapshot %q", id)
 	}
 	silverCountMatches(t, src, wh, source, "a")
@@ -377,7 +378,7 @@ func TestResnapshotRefusesWhileRunning(t *testing.T) {
 	if code := s.stop(t, 2*time.Minute); code != 0 {
 		t.Fatalf("run exited %d after SIGTERM", code)
 	}
-	if id := bronzeSummary(t, wh, source, "a")[postgres.PropResnapshot]; id != "" {
+	if id := bronzeSummary(t, wh, source, "a")[pipeline.PropResnapshot]; id != "" {
 		t.Errorf("a refused resnapshot still recorded request %q", id)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
@@ -114,7 +115,7 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 				st.SilverChangesBehind = ss.Backlog.Changes
 				st.SilverBehindSeconds = float64(int64(ss.Backlog.Seconds(time.Now())*10)) / 10
 			}
-			sp, _ := postgres.ParseSnapshotProgress(sum[postgres.PropSnapshot])
+			sp, _ := pipeline.ParseSnapshotState(sum[pipeline.PropSnapshot])
 			st.Snapshot, st.SnapshotRows, st.SnapshotEstimate = sp.Status, sp.Rows, sp.Estimate
 			pos, _ := strconv.ParseUint(sum[bronze.PropPosition], 10, 64)
 			wm, _ := time.Parse(time.RFC3339Nano, sum[bronze.PropWatermark])

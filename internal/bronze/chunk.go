@@ -9,12 +9,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tidemark/tidemark/internal/change"
-	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
-var _ postgres.ChunkWriter = (*Writer)(nil)
+var _ pipeline.ChunkSink = (*Writer)(nil)
 
-// WriteChunk implements postgres.ChunkWriter: it buffers a snapshot chunk
+// WriteChunk implements pipeline.ChunkSink: it buffers a snapshot chunk
 // with its table state props, as WriteBatch does for the same rows as
 // changes. The chunk's arrays become the record's columns as they are
 // (their types are the table's; a column the table has widened since is

@@ -18,7 +18,6 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/pipeline"
-	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
 
@@ -126,7 +125,7 @@ func TestChunkLandsAsItsChanges(t *testing.T) {
 	at := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
 	// Row 3 of the read (seq 3) was a dead letter: the chunk skips it.
 	seq := []int64{1, 2, 4, 5, 6}
-	props := map[string]string{postgres.PropSnapshot: `{"status":"running","rows":5}`}
+	props := map[string]string{pipeline.PropSnapshot: `{"status":"running","rows":5}`}
 	var cs []*change.Change
 	for i, v := range values {
 		cs = append(cs, &change.Change{Table: rowsT, Op: change.OpRead, Schema: s, Values: v,
@@ -161,8 +160,8 @@ func TestChunkLandsAsItsChanges(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s differs from the rows written as changes:\n got  %v\n want %v", id, got, want)
 		}
-		if p := mustLoad(t, cat, bronze.Ident("src", id)).Summary()[postgres.PropSnapshot]; p != props[postgres.PropSnapshot] {
-			t.Errorf("%s: snapshot progress %q, want %q", id, p, props[postgres.PropSnapshot])
+		if p := mustLoad(t, cat, bronze.Ident("src", id)).Summary()[pipeline.PropSnapshot]; p != props[pipeline.PropSnapshot] {
+			t.Errorf("%s: snapshot progress %q, want %q", id, p, props[pipeline.PropSnapshot])
 		}
 	}
 }

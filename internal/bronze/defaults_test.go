@@ -18,7 +18,6 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/pipeline"
-	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
 // After a column with a missing value is added, rows decoded without it
@@ -53,7 +52,7 @@ func TestRowsWithoutAnAddedColumnGetItsDefault(t *testing.T) {
 		c := &change.Chunk{Table: id, Schema: &change.Schema{Key: old.Key, Fields: old.Fields}, Columns: []arrow.Array{b.NewArray()},
 			Rows: len(ids), LSN: lsn, TxID: int64(lsn), CommitTime: time.Unix(int64(lsn), 0)}
 		b.Release()
-		if err := w.WriteChunk(ctx, c, map[string]string{postgres.PropSnapshot: `{"status":"running","rows":1}`}); err != nil {
+		if err := w.WriteChunk(ctx, c, map[string]string{pipeline.PropSnapshot: `{"status":"running","rows":1}`}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
-	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
 // RequestSnapshot records a re-snapshot request (`tidemark resnapshot`) in
@@ -31,8 +31,8 @@ func RequestSnapshot(ctx context.Context, cat *lake.Catalog, source string, t ch
 			props[k] = v
 		}
 	}
-	props[postgres.PropSnapshot] = postgres.PendingSnapshot(id)
-	props[postgres.PropResnapshot] = id
+	props[pipeline.PropSnapshot] = pipeline.PendingSnapshot(id)
+	props[pipeline.PropResnapshot] = id
 	if err := tbl.Append(ctx, nil, props); err != nil {
 		return 0, fmt.Errorf("bronze: record the re-snapshot request of %s: %w", strings.Join(ident, "."), err)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/tidemark/tidemark/internal/failpoint"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/pipeline"
-	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
 var testSchema = &change.Schema{Key: []string{"id"}, Fields: []change.Field{
@@ -28,7 +27,7 @@ var testSchema = &change.Schema{Key: []string{"id"}, Fields: []change.Field{
 }}
 
 // chunk builds snapshot rows for keys from..to, placed at lsn, and the
-// progress the capture records with them (postgres.PropSnapshot).
+// progress the capture records with them (pipeline.PropSnapshot).
 func chunk(id change.TableID, lsn uint64, from, to int64) ([]*change.Change, map[string]string) {
 	var cs []*change.Change
 	for k := from; k <= to; k++ {
@@ -36,7 +35,7 @@ func chunk(id change.TableID, lsn uint64, from, to int64) ([]*change.Change, map
 			Pos: change.Position{LSN: lsn, Seq: k - from + 1}, Values: []any{k, "row " + strconv.FormatInt(k, 10)}})
 	}
 	st, _ := json.Marshal(map[string]any{"status": "running", "last_key": []string{strconv.FormatInt(to, 10)}, "rows": to})
-	return cs, map[string]string{postgres.PropSnapshot: string(st)}
+	return cs, map[string]string{pipeline.PropSnapshot: string(st)}
 }
 
 // openWriter opens the lake at wh and a bronze writer on it, as a session
@@ -158,7 +157,7 @@ func TestBackgroundFlushRecordsOnlyItsOwnProgress(t *testing.T) {
 	w2.Close()
 	cat2.Close()
 	ks := keys(rows)
-	resume := lastKey(t, st.Props[postgres.PropSnapshot])
+	resume := lastKey(t, st.Props[pipeline.PropSnapshot])
 	if len(ks) == 0 || ks[len(ks)-1] != resume {
 		t.Fatalf("after the first flush, bronze %s holds keys %v but records snapshot progress up to key %d: "+
 			"a restart resumes after key %d and never reads the keys in between", b, ks, resume, resume)
@@ -173,7 +172,7 @@ func TestBackgroundFlushRecordsOnlyItsOwnProgress(t *testing.T) {
 		t.Fatalf("after the second flush, bronze %s holds keys %v, want 1..20", b, ks)
 	}
 	tbl := mustLoad(t, cat, bronze.Ident("src", b))
-	if k := lastKey(t, tbl.Summary()[postgres.PropSnapshot]); k != 20 {
+	if k := lastKey(t, tbl.Summary()[pipeline.PropSnapshot]); k != 20 {
 		t.Fatalf("after the second flush, snapshot progress is key %d, want 20", k)
 	}
 }

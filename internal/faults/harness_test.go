@@ -514,7 +514,7 @@ func (e *env) snapshotDone() bool {
 	var st struct {
 		Status string `json:"status"`
 	}
-	_ = json.Unmarshal([]byte(tbl.Summary()[postgres.PropSnapshot]), &st)
+	_ = json.Unmarshal([]byte(tbl.Summary()[pipeline.PropSnapshot]), &st)
 	return st.Status == "done"
 }
 

@@ -152,7 +152,7 @@ func (e *env) waitCaughtUp(c *capture) {
 	bid := append(bronze.Namespace("src", "public"), "items")
 	for {
 		if tbl, err := c.cat.LoadTable(context.Background(), bid); err == nil {
-			sp, _ := postgres.ParseSnapshotProgress(tbl.Summary()[postgres.PropSnapshot])
+			sp, _ := pipeline.ParseSnapshotState(tbl.Summary()[pipeline.PropSnapshot])
 			if sp.Status == "done" {
 				break
 			}

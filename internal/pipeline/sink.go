@@ -63,3 +63,15 @@ type BackgroundSink interface {
 	// discarded.
 	FinishFlush() (Checkpoint, error)
 }
+
+// ChunkSink is a Sink that also takes snapshot chunks in columnar form
+// (bronze.Writer): a source then decodes a chunk straight into Arrow arrays
+// and hands them over whole, rather than one boxed value and one Change per
+// row. Called from the source's stream goroutine only.
+type ChunkSink interface {
+	// WriteChunk buffers the rows of c, which must land in one commit
+	// together with the table state props, as WriteBatch does for
+	// changes. It may keep references to c's arrays (it retains them);
+	// the caller still releases c.
+	WriteChunk(ctx context.Context, c *change.Chunk, props map[string]string) error
+}

@@ -166,7 +166,7 @@ func (p *pgEnv) snapshotStatus(cat *lake.Catalog, ident []string) string {
 	if err != nil {
 		return ""
 	}
-	sp, _ := postgres.ParseSnapshotProgress(tbl.Summary()[postgres.PropSnapshot])
+	sp, _ := pipeline.ParseSnapshotState(tbl.Summary()[pipeline.PropSnapshot])
 	return sp.Status
 }
 

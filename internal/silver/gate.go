@@ -9,7 +9,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
-	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
 // A source table's silver table is published only once its initial
@@ -21,11 +21,11 @@ import (
 // snapshot is complete ("done", or "skipped" when snapshots are disabled),
 // and if not, why, in words for an operator.
 func gate(summary map[string]string) (open bool, reason string) {
-	raw, ok := summary[postgres.PropSnapshot]
+	raw, ok := summary[pipeline.PropSnapshot]
 	if !ok {
 		return false, "the initial snapshot has not started (bronze records no snapshot progress yet)"
 	}
-	sp, err := postgres.ParseSnapshotProgress(raw)
+	sp, err := pipeline.ParseSnapshotState(raw)
 	if err != nil {
 		return false, fmt.Sprintf("bronze's snapshot progress is unreadable (%v): %q", err, raw)
 	}
@@ -59,8 +59,9 @@ type TableState struct {
 	Gated  bool   `json:"gated"`
 	Reason string `json:"reason,omitempty"`
 	// Cursor is the bronze snapshot silver merged through (0: none), and
-	// Position / Behind what it holds: the source position and how many bronze
-	// snapshots wait to be merged.
+	// Position / Behind what it holds: the source's commit position (the
+	// integer of cdc_source_lsn, in decimal; each source formats its own)
+	// and how many bronze snapshots wait to be merged.
 	Cursor   int64  `json:"bronze_snapshot,omitempty"`
 	Position string `json:"position,omitempty"`
 	Behind   int    `json:"bronze_snapshots_behind"`
@@ -144,12 +145,6 @@ func State(ctx context.Context, cat *lake.Catalog, source, schema, table string)
 		}
 	}
 	st.Position = s.Summary()[PropPosition]
-	if st.Position != "" {
-		var lsn uint64
-		if _, err := fmt.Sscan(st.Position, &lsn); err == nil {
-			st.Position = postgres.FormatLSN(lsn)
-		}
-	}
 	if haveCur {
 		if h, err := b.History(c, cur.ID); err == nil {
 			st.Behind = len(h)

@@ -7,7 +7,7 @@ import (
 	"math"
 
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
-	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
 // This file applies a re-snapshot (`tidemark resnapshot`) to silver.
@@ -41,7 +41,7 @@ import (
 
 // PropResnapshot is the id of the last re-snapshot request a silver table
 // has applied (bronze's tidemark.resnapshot, copied with the cursor).
-const PropResnapshot = postgres.PropResnapshot
+const PropResnapshot = pipeline.PropResnapshot
 
 // resnapshotPending returns the id of a re-snapshot request bronze's head
 // carries that the silver table (summary sum) has not applied, or "".

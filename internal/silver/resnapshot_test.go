@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
-	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
 // A re-snapshot (`tidemark resnapshot`): silver stays at its state from
@@ -46,7 +46,7 @@ func TestResnapshotGatesThenReplaces(t *testing.T) {
 	// at the lower position of the low watermark.
 	e.write(ordersID, s, 2200, nil, "u 1 a3 ~", "d 3 - -")
 	e.flushAt(2200)
-	e.write(ordersID, s, 2100, map[string]string{postgres.PropSnapshot: `{"status":"running","rows":2,"request":"` + id + `"}`},
+	e.write(ordersID, s, 2100, map[string]string{pipeline.PropSnapshot: `{"status":"running","rows":2,"request":"` + id + `"}`},
 		"r 1 a2 BIG", "r 3 c C")
 	e.flushAt(2200)
 	res := e.merge(m, ordersID)
@@ -59,7 +59,7 @@ func TestResnapshotGatesThenReplaces(t *testing.T) {
 	}
 	equalLines(t, "during the re-snapshot", e.rows(silverIdent(ordersID), "id", "v", "big"), before)
 
-	e.write(ordersID, s, 2300, map[string]string{postgres.PropSnapshot: `{"status":"done","rows":3,"request":"` + id + `"}`},
+	e.write(ordersID, s, 2300, map[string]string{pipeline.PropSnapshot: `{"status":"done","rows":3,"request":"` + id + `"}`},
 		"r 5 e E")
 	e.flushAt(2300)
 	e.lsn = 2300

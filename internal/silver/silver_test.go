@@ -19,7 +19,6 @@ import (
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
-	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
 // lakeEnv writes bronze with the real bronze.Writer (synthetic changes, no
@@ -144,8 +143,8 @@ func (e *lakeEnv) flushAt(commitLSN uint64) {
 }
 
 var (
-	snapDone    = map[string]string{postgres.PropSnapshot: `{"status":"done","rows":0,"estimate":0}`}
-	snapRunning = map[string]string{postgres.PropSnapshot: `{"status":"running","rows":1,"estimate":10}`}
+	snapDone    = map[string]string{pipeline.PropSnapshot: `{"status":"done","rows":0,"estimate":0}`}
+	snapRunning = map[string]string{pipeline.PropSnapshot: `{"status":"running","rows":1,"estimate":10}`}
 )
 
 func (e *lakeEnv) merger(opts silver.Options) *silver.Merger {

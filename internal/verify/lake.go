@@ -15,7 +15,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
-	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
 // This file reads the lake: which silver tables exist, how far each holds
@@ -92,7 +92,7 @@ func notPublishedReason(ctx context.Context, cat *lake.Catalog, source string, t
 	if sum == nil {
 		return "bronze has no commit yet"
 	}
-	sp, err := postgres.ParseSnapshotProgress(sum[postgres.PropSnapshot])
+	sp, err := pipeline.ParseSnapshotState(sum[pipeline.PropSnapshot])
 	if err != nil {
 		return "bronze's snapshot progress is unreadable"
 	}

@@ -278,7 +278,7 @@ func (c *Capture) openDescribed(ctx context.Context, meta *pgx.Conn, id change.T
 	if err != nil {
 		return nil, err
 	}
-	t.snapshot, err = parseSnapState(st.Props[PropSnapshot])
+	t.snapshot, err = pipeline.ParseSnapshotState(st.Props[pipeline.PropSnapshot])
 	if err != nil {
 		return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: snapshot state in the lake cannot be read", id), err)
 	}

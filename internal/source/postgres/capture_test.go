@@ -178,7 +178,7 @@ func (h *harness) snapshotsDone() bool {
 		if err != nil {
 			return false
 		}
-		if !strings.Contains(tbl.Summary()[postgres.PropSnapshot], `"status":"done"`) {
+		if !strings.Contains(tbl.Summary()[pipeline.PropSnapshot], `"status":"done"`) {
 			return false
 		}
 	}
@@ -406,8 +406,8 @@ func TestSnapshotAndStreamBasics(t *testing.T) {
 			t.Errorf("summary lacks %s: %v", k, sum)
 		}
 	}
-	if !strings.Contains(sum[postgres.PropSnapshot], `"status":"done"`) {
-		t.Errorf("snapshot state = %s, want done", sum[postgres.PropSnapshot])
+	if !strings.Contains(sum[pipeline.PropSnapshot], `"status":"done"`) {
+		t.Errorf("snapshot state = %s, want done", sum[pipeline.PropSnapshot])
 	}
 	// Restart: nothing is written twice.
 	before := len(rows)
@@ -523,7 +523,7 @@ func TestTableAddedLaterIsBackfilled(t *testing.T) {
 		h.exec(`INSERT INTO later VALUES ((SELECT max(id) + 1 FROM later), 'streamed')`)
 		h.waitCaughtUp(r)
 		sum := h.summary(bronzeIdent("later")...)
-		if strings.Contains(sum[postgres.PropSnapshot], `"status":"done"`) {
+		if strings.Contains(sum[pipeline.PropSnapshot], `"status":"done"`) {
 			break
 		}
 		if time.Now().After(deadline) {

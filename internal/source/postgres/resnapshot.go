@@ -20,18 +20,6 @@ import (
 // WAL was lost. A re-snapshot is only ever an operator's explicit command;
 // run never starts one on its own.
 
-// PropResnapshot is the bronze commit property naming the latest
-// re-snapshot request of a table (its id). Bronze carries it forward in
-// every later commit, silver records the id it has applied, so a table
-// whose bronze id differs from its silver id has a re-snapshot to apply.
-const PropResnapshot = "tidemark.resnapshot"
-
-// PendingSnapshot is the PropSnapshot value that asks the next run to read
-// the table again from its first key, for request id.
-func PendingSnapshot(request string) string {
-	return snapState{Status: snapPending, Request: request}.encode()
-}
-
 // snapshotWanted reports whether t's rows are to be read: snapshots are on,
 // or an operator asked for this one.
 func (c *Capture) snapshotWanted(t *table) bool {

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -12,18 +11,6 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
-
-// ChunkWriter is a Writer that also takes snapshot chunks in columnar form
-// (bronze.Writer). The snapshot then decodes a chunk's text straight into
-// Arrow arrays on its own goroutine, and the stream hands them over whole,
-// rather than one boxed value and one Change per row.
-type ChunkWriter interface {
-	// WriteChunk buffers the rows of c, which must land in one commit
-	// together with the table state props, as WriteBatch does for
-	// changes. It may keep references to c's arrays (it retains them);
-	// the caller still releases c.
-	WriteChunk(ctx context.Context, c *change.Chunk, props map[string]string) error
-}
 
 // badRow is a row of a chunk that failed to decode.
 type badRow struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -19,67 +18,21 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
-// PropSnapshot is the bronze commit property holding a table's snapshot
-// progress (JSON, see snapState).
-const PropSnapshot = "tidemark.snapshot"
-
-// Snapshot statuses.
+// Snapshot statuses (pipeline.SnapshotState).
 const (
-	snapPending = "pending"
-	snapRunning = "running"
-	snapDone    = "done"
-	snapSkipped = "skipped"
+	snapPending = pipeline.SnapshotPending
+	snapRunning = pipeline.SnapshotRunning
+	snapDone    = pipeline.SnapshotDone
+	snapSkipped = pipeline.SnapshotSkipped
 )
 
 // snapState is a table's snapshot progress, persisted with the commit that
-// holds the chunk it describes: a crash resumes after LastKey.
-type snapState struct {
-	Status     string   `json:"status"`
-	LastKey    []string `json:"last_key,omitempty"` // text of the key columns of the last row read
-	Rows       int64    `json:"rows"`
-	Estimate   int64    `json:"estimate"`
-	StartedAt  string   `json:"started_at,omitempty"`
-	FinishedAt string   `json:"finished_at,omitempty"`
-	// Request is the id of the `tidemark resnapshot` request this snapshot
-	// serves ("" for the initial snapshot). A requested snapshot is read
-	// even when snapshot.enabled is false: an explicit request is never
-	// skipped.
-	Request string `json:"request,omitempty"`
-}
-
-func parseSnapState(s string) (snapState, error) {
-	if s == "" {
-		return snapState{Status: snapPending}, nil
-	}
-	var st snapState
-	if err := json.Unmarshal([]byte(s), &st); err != nil {
-		return st, err
-	}
-	return st, nil
-}
-
-func (st snapState) encode() string {
-	b, _ := json.Marshal(st)
-	return string(b)
-}
-
-// SnapshotProgress is the decoded form of PropSnapshot, for status output.
-type SnapshotProgress struct {
-	Status     string
-	Rows       int64
-	Estimate   int64
-	StartedAt  string
-	FinishedAt string
-	Request    string // id of the resnapshot request it serves, "" for the initial snapshot
-}
-
-// ParseSnapshotProgress decodes a PropSnapshot value.
-func ParseSnapshotProgress(s string) (SnapshotProgress, error) {
-	st, err := parseSnapState(s)
-	return SnapshotProgress{Status: st.Status, Rows: st.Rows, Estimate: st.Estimate, StartedAt: st.StartedAt, FinishedAt: st.FinishedAt, Request: st.Request}, err
-}
+// holds the chunk it describes (pipeline.PropSnapshot): a crash resumes
+// after LastKey.
+type snapState = pipeline.SnapshotState
 
 // snapRow is one row read by a chunk.
 type snapRow struct {
@@ -622,7 +575,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	// A ChunkWriter takes the chunk as Arrow arrays, decoded here; any
 	// other Sink takes one Change per row.
 	var cc *colChunk
-	if _, ok := sn.c.w.(ChunkWriter); ok {
+	if _, ok := sn.c.w.(pipeline.ChunkSink); ok {
 		cc = newColChunk(rel, limit, hint)
 		defer cc.release()
 	}

@@ -20,7 +20,7 @@ type rowsOnly struct{ pipeline.Sink }
 // common type; rows that do not decode are dead letters on both paths, and
 // the rows around them keep their positions. Both ways a chunk reaches
 // bronze are checked: decoded straight into Arrow arrays (bronze.Writer is
-// a postgres.ChunkWriter) and as one change per row (any other Writer).
+// a pipeline.ChunkSink) and as one change per row (any other Writer).
 func TestSnapshotRowsMatchStreamRows(t *testing.T) {
 	for _, columnar := range []bool{true, false} {
 		t.Run(fmt.Sprintf("columnar=%v", columnar), func(t *testing.T) {

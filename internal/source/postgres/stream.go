@@ -681,7 +681,7 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	if st.StartedAt == "" {
 		st.StartedAt = time.Now().UTC().Format(time.RFC3339)
 	}
-	props := map[string]string{PropSnapshot: st.encode()}
+	props := map[string]string{pipeline.PropSnapshot: st.Encode()}
 	if n > 0 {
 		if err := s.beforeLarge(ctx, w.bytes/int64(n)); err != nil {
 			w.finish(err)
@@ -690,7 +690,7 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	}
 	var err error
 	if chunk != nil {
-		err = s.c.w.(ChunkWriter).WriteChunk(ctx, chunk, props)
+		err = s.c.w.(pipeline.ChunkSink).WriteChunk(ctx, chunk, props)
 	} else {
 		err = s.c.w.WriteBatch(ctx, w.table, cs, props)
 	}
@@ -774,7 +774,7 @@ func (s *stream) addTables(ctx context.Context, ids []change.TableID) error {
 // not backfilled (snapshot disabled by configuration).
 func (s *stream) markSnapshotSkipped(ctx context.Context, t *table) error {
 	t.snapshot.Status = snapSkipped
-	return s.c.w.WriteBatch(ctx, t.id, nil, map[string]string{PropSnapshot: t.snapshot.encode()})
+	return s.c.w.WriteBatch(ctx, t.id, nil, map[string]string{pipeline.PropSnapshot: t.snapshot.Encode()})
 }
 
 // durable records that cp's checkpoint is in the lake (the engine calls it
