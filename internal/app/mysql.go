@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/bronze"
@@ -12,6 +14,7 @@ import (
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/mysql"
+	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
 // mysqlOptions are the capture options of a mysql:// source.
@@ -103,4 +106,52 @@ func runMySQL(ctx context.Context, cfg *config.Config, cat *lake.Catalog, log *s
 		}
 		backoff = min(backoff*2, time.Duration(cfg.Retry.MaxBackoff))
 	}
+}
+
+// isMySQLCheckpoint reports whether cp was written by the MySQL source.
+func isMySQLCheckpoint(cp pipeline.Checkpoint) bool {
+	f := cp.Info[mysql.InfoFlavor]
+	return f == string(mysql.MariaDB) || f == string(mysql.MySQL)
+}
+
+// positionFormat is how status and show print a commit position of the
+// source that wrote cp, and the notation's name: mysql-bin.000007:1234
+// for MySQL/MariaDB, X/Y for PostgreSQL.
+func positionFormat(cp pipeline.Checkpoint, haveCP bool) (string, func(uint64) string) {
+	if haveCP && isMySQLCheckpoint(cp) {
+		base := cp.Info[mysql.InfoBinlogBase]
+		return "binlog", func(lsn uint64) string { return mysql.FormatPosition(base, lsn) }
+	}
+	return "pg_lsn", postgres.FormatLSN
+}
+
+// mysqlLag is the lag in bytes of cp behind the live binlog end of the
+// mysql:// source, when both are in one binlog file (-1 otherwise).
+func mysqlLag(ctx context.Context, source config.Secret, cp pipeline.Checkpoint) (int64, error) {
+	opts, err := mysqlOptions(&config.Config{Source: source})
+	if err != nil {
+		return -1, err
+	}
+	db, err := sql.Open("mysql", opts.DSN())
+	if err != nil {
+		return -1, config.RedactError(err, source)
+	}
+	defer db.Close()
+	var file, pos, a, b sql.NullString
+	if err := db.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&file, &pos, &a, &b); err != nil {
+		return -1, config.RedactError(mysql.Classify(err), source)
+	}
+	end, err := mysql.PositionLSN(file.String, uint32(atoiOr(pos.String, 0)))
+	if err != nil || end>>32 != cp.Pos>>32 || end < cp.Pos {
+		return -1, nil
+	}
+	return int64(end - cp.Pos), nil
+}
+
+func atoiOr(s string, def int) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return def
+	}
+	return n
 }

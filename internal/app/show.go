@@ -20,7 +20,6 @@ import (
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/silver"
-	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
 var errShowDone = errors.New("show: limit reached")
@@ -99,6 +98,15 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 		}
 		return err
 	}
+	var notation string
+	var formatPos func(uint64) string
+	{
+		cp, ok, err := bronze.LoadCheckpoint(ctx, cat, ident[1])
+		if err != nil {
+			ok = false
+		}
+		notation, formatPos = positionFormat(cp, ok)
+	}
 	fields := tbl.ArrowSchema().Fields()
 	lsnCol, seqCol := -1, -1
 	for i, f := range fields {
@@ -118,7 +126,7 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 		for i, f := range fields {
 			names[i] = f.Name
 			if i == lsnCol {
-				names[i] += " (pg_lsn)"
+				names[i] += " (" + notation + ")"
 			}
 		}
 		fmt.Fprintln(tw, strings.Join(names, "\t"))
@@ -138,8 +146,8 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 		for c, col := range cols {
 			vals[c] = cellString(col, r)
 			if c == lsnCol && !col.IsNull(r) {
-				// the stored integer, and PostgreSQL's notation (status, logs)
-				vals[c] += " (" + postgres.FormatLSN(uint64(col.(*array.Int64).Value(r))) + ")"
+				// the stored integer, and the source's notation (status, logs)
+				vals[c] += " (" + formatPos(uint64(col.(*array.Int64).Value(r))) + ")"
 			}
 		}
 		return vals

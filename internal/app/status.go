@@ -53,7 +53,8 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 		return err
 	}
 	var liveWAL uint64
-	if !source.IsZero() {
+	mysqlSource := (&config.Config{Source: source}).SourceType() == config.SourceMySQL
+	if !source.IsZero() && !mysqlSource {
 		d, err := postgres.NewDialer(source.Reveal(), config.RedactURL)
 		if err != nil {
 			return err
@@ -127,16 +128,25 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 				if cp.Watermark.After(wm) {
 					wm = cp.Watermark
 				}
-				end, acked := postgres.WALEnd(cp), postgres.AckedLSN(cp)
-				if liveWAL > 0 {
-					end = liveWAL
-				}
-				if end >= acked {
-					st.LagBytes = int64(end - acked)
+				if isMySQLCheckpoint(cp) {
+					if mysqlSource {
+						if st.LagBytes, err = mysqlLag(ctx, source, cp); err != nil {
+							return err
+						}
+					}
+				} else {
+					end, acked := postgres.WALEnd(cp), postgres.AckedLSN(cp)
+					if liveWAL > 0 {
+						end = liveWAL
+					}
+					if end >= acked {
+						st.LagBytes = int64(end - acked)
+					}
 				}
 			}
 			if pos > 0 {
-				st.Position = postgres.FormatLSN(pos)
+				_, format := positionFormat(cp, haveCP)
+				st.Position = format(pos)
 			}
 			if !wm.IsZero() {
 				st.Watermark = wm.UTC().Format(time.RFC3339)

@@ -15,6 +15,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
 // The snapshot reads each table in primary-key order, one chunk at a time,
@@ -39,42 +40,21 @@ import (
 // crash resumes at the next chunk.
 
 // PropSnapshot is the bronze commit property holding a table's snapshot
-// progress (JSON, the same fields as PostgreSQL's: silver's gate and
-// status read it).
-const PropSnapshot = "tidemark.snapshot"
+// progress (pipeline.SnapshotState).
+const PropSnapshot = pipeline.PropSnapshot
 
 // Snapshot statuses.
 const (
-	snapPending = "pending"
-	snapRunning = "running"
-	snapDone    = "done"
-	snapSkipped = "skipped"
+	snapPending = pipeline.SnapshotPending
+	snapRunning = pipeline.SnapshotRunning
+	snapDone    = pipeline.SnapshotDone
+	snapSkipped = pipeline.SnapshotSkipped
 )
 
 // snapState is a table's snapshot progress.
-type snapState struct {
-	Status     string   `json:"status"`
-	LastKey    []string `json:"last_key,omitempty"` // text of the key columns of the last row read
-	Rows       int64    `json:"rows"`
-	Estimate   int64    `json:"estimate"`
-	StartedAt  string   `json:"started_at,omitempty"`
-	FinishedAt string   `json:"finished_at,omitempty"`
-	Request    string   `json:"request,omitempty"`
-}
+type snapState = pipeline.SnapshotState
 
-func parseSnapState(s string) (snapState, error) {
-	if s == "" {
-		return snapState{Status: snapPending}, nil
-	}
-	var st snapState
-	err := json.Unmarshal([]byte(s), &st)
-	return st, err
-}
-
-func (st snapState) encode() string {
-	b, _ := json.Marshal(st)
-	return string(b)
-}
+func parseSnapState(s string) (snapState, error) { return pipeline.ParseSnapshotState(s) }
 
 // snapRow is one row a chunk read.
 type snapRow struct {
@@ -492,7 +472,7 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 		st.Status = snapDone
 		st.FinishedAt = now.Format(time.RFC3339)
 	}
-	if err := s.c.sink.WriteBatch(ctx, w.table, cs, map[string]string{PropSnapshot: st.encode()}); err != nil {
+	if err := s.c.sink.WriteBatch(ctx, w.table, cs, map[string]string{PropSnapshot: st.Encode()}); err != nil {
 		return err
 	}
 	for _, dl := range dls {

@@ -826,7 +826,7 @@ func (s *stream) pickUpNewTables(ctx context.Context) error {
 // backfilled (snapshot disabled by configuration).
 func (s *stream) markSkipped(ctx context.Context, t *table) error {
 	t.snap.Status = snapSkipped
-	return s.c.sink.WriteBatch(ctx, t.id, nil, map[string]string{PropSnapshot: t.snap.encode()})
+	return s.c.sink.WriteBatch(ctx, t.id, nil, map[string]string{PropSnapshot: t.snap.Encode()})
 }
 
 // spoolAt is the size of a transaction's row events (of captured tables)
