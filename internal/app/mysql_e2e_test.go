@@ -477,6 +477,11 @@ func TestMySQLSchemaChangeMidStream(t *testing.T) {
 	}
 	exec("UPDATE items SET version = version + 1 WHERE id <= 10")
 	exec("ALTER TABLE items ADD COLUMN color varchar(20)")
+	// A constant default: every existing row holds it, with no row event.
+	// (One such column: of two, silver gives only the first its default
+	// in older rows, also from a PostgreSQL-independent bronze; reported
+	// on issue 13.)
+	exec("ALTER TABLE items ADD COLUMN grade int NOT NULL DEFAULT 5")
 	exec("INSERT INTO items (id, version, payload, amount, updated, color) VALUES (9001, 1, 'with color', 1.25, '2025-01-01 00:00:00.5', 'red')")
 	exec("UPDATE items SET color = 'blue', version = version + 1 WHERE id BETWEEN 5 AND 15")
 	exec("CREATE TABLE extra (k int PRIMARY KEY, v varchar(10))")
@@ -506,7 +511,7 @@ func TestMySQLSchemaChangeMidStream(t *testing.T) {
 		t.Fatalf("tidemark merge: %v\n%s", err, out)
 	}
 	checkMySQLSilver(t, db, wh, dbname, dbname, []myTable{
-		{"items", []string{"id"}, []string{"id", "version", "payload", "size", "amount", "updated", "color", "shape"}},
+		{"items", []string{"id"}, []string{"id", "version", "payload", "size", "amount", "updated", "color", "shape", "grade"}},
 		{"accounts", []string{"tenant", "id"}, []string{"tenant", "id", "balance"}},
 		{"extra", []string{"k"}, []string{"k", "v"}},
 	})

@@ -227,8 +227,12 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 	switch e := ev.Event.(type) {
 	case *replication.RotateEvent:
 		s.file = string(e.NextLogName)
-		s.readPos = binlogPos{s.file, uint32(e.Position)}.LSN()
-		s.between(time.Time{})
+		// The rotate a GTID dump starts with says position 4 of the file
+		// that holds the GTID: the position read never moves back.
+		if p := (binlogPos{s.file, uint32(e.Position)}).LSN(); p > s.readPos {
+			s.readPos = p
+			s.between(time.Time{})
+		}
 		return nil
 	case *replication.MariadbGTIDEvent:
 		g := GTID{Flavor: MariaDB, Domain: e.GTID.DomainID, ServerID: e.GTID.ServerID, Seq: e.GTID.SequenceNumber}
@@ -482,6 +486,7 @@ func (s *stream) tableFor(ctx context.Context, id change.TableID, tm *replicatio
 		t.after = nil
 		return t, s.enums(t, tm)
 	}
+	s.c.withDefaults(t.schema, nt)
 	if _, err := s.c.sink.OpenTable(ctx, id, nt.schema); err != nil {
 		return nil, err
 	}
@@ -944,4 +949,52 @@ func (sp *txSpool) replay(s *stream, fn func(*replication.RowsEvent) error) erro
 func (sp *txSpool) remove() {
 	sp.f.Close()
 	os.Remove(sp.f.Name())
+}
+
+// withDefaults gives the columns nt has and old lacks (added by ALTER TABLE)
+// their constant DEFAULT as the missing value: the rows that existed then
+// hold it without a row event for them, and bronze and silver give it to
+// the rows written before the column (bronze/defaults.go). A default that
+// is an expression (CURRENT_TIMESTAMP, a function) is not known per row:
+// those rows keep NULL.
+func (c *Capture) withDefaults(old *change.Schema, nt *table) {
+	had := map[string]bool{}
+	for _, f := range old.Fields {
+		had[f.Name] = true
+	}
+	for i, col := range nt.cols {
+		if had[col.Name] || col.Default == nil {
+			continue
+		}
+		text, ok := constantDefault(c.flavor, col)
+		if !ok {
+			continue
+		}
+		v, err := nt.maps[i].DecodeText([]byte(text))
+		if err != nil || v == nil {
+			continue
+		}
+		nt.schema.Fields[i].Missing, nt.schema.Fields[i].MissingText = v, text
+	}
+}
+
+// constantDefault is the text of a column's DEFAULT when it is a constant.
+// MariaDB's information_schema writes COLUMN_DEFAULT as SQL ('abc', 12,
+// NULL, current_timestamp()); MySQL's as the value, with
+// DEFAULT_GENERATED in EXTRA for an expression.
+func constantDefault(f Flavor, col Column) (string, bool) {
+	d := *col.Default
+	if f == MySQL {
+		return d, !strings.Contains(strings.ToUpper(col.Extra), "DEFAULT_GENERATED")
+	}
+	switch {
+	case strings.EqualFold(d, "NULL"):
+		return "", false
+	case len(d) >= 2 && d[0] == '\'' && d[len(d)-1] == '\'':
+		return strings.ReplaceAll(d[1:len(d)-1], "''", "'"), true
+	}
+	if _, err := strconv.ParseFloat(d, 64); err == nil {
+		return d, true
+	}
+	return "", false
 }
