@@ -320,8 +320,17 @@ func (m *MariaDB) init(installDB string) error {
 	if err := m.writeFile("owner.pid", strconv.Itoa(os.Getpid())+"\n"); err != nil {
 		return err
 	}
+	// A private tmpdir: the server names its temporary files after its pid,
+	// and servers of test processes in other PID namespaces share /tmp.
+	tmp := filepath.Join(m.root, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return fmt.Errorf("testenv: create %s: %w", tmp, err)
+	}
+	if err := m.chown(tmp); err != nil {
+		return err
+	}
 	args := []string{"--no-defaults", "--datadir=" + m.DataDir, "--auth-root-authentication-method=normal",
-		"--skip-test-db", "--skip-name-resolve"}
+		"--skip-test-db", "--skip-name-resolve", "--tmpdir=" + tmp}
 	if m.cred != nil {
 		args = append(args, "--user=mysql")
 	}
@@ -405,7 +414,7 @@ func (m *MariaDB) config() string {
 	var b strings.Builder
 	b.WriteString("# written by tidemark internal/testenv\n[mariadbd]\n")
 	fmt.Fprintf(&b, "datadir = %s\nsocket = %s\nport = %d\nbind_address = 127.0.0.1\n", m.DataDir, m.Socket, m.Port)
-	fmt.Fprintf(&b, "pid_file = %s\nlog_error = %s\n", filepath.Join(m.root, "mariadbd.pid"), m.logFile)
+	fmt.Fprintf(&b, "pid_file = %s\nlog_error = %s\ntmpdir = %s\n", filepath.Join(m.root, "mariadbd.pid"), m.logFile, filepath.Join(m.root, "tmp"))
 	if m.cred != nil {
 		b.WriteString("user = mysql\n")
 	}
