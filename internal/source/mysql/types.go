@@ -86,9 +86,9 @@ type Column struct {
 	Generated string
 	// Extra is EXTRA verbatim ("auto_increment", "VIRTUAL GENERATED", ...).
 	Extra string
-	// Default is COLUMN_DEFAULT verbatim (an SQL expression in MariaDB:
-	// 'abc', 12, NULL, current_timestamp()); nil when information_schema
-	// says NULL. Not interpreted here.
+	// Default is COLUMN_DEFAULT verbatim: an SQL expression in MariaDB
+	// ('abc', 12, current_timestamp()), the value's text in MySQL; nil for
+	// none (NULL, or MariaDB's expression NULL). Not interpreted here.
 	Default *string
 }
 

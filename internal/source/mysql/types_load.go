@@ -53,7 +53,7 @@ func loadColumns(ctx context.Context, q querier, schema, table string) ([]Column
 		}
 		c.DataType = strings.ToLower(c.DataType)
 		c.Nullable = nullable == "YES"
-		if def.Valid {
+		if def.Valid && def.String != "NULL" { // MariaDB spells "no default" NULL
 			c.Default = &def.String
 		}
 		extra := strings.ToUpper(c.Extra)
