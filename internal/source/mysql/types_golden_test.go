@@ -272,7 +272,10 @@ func TestGolden(t *testing.T) {
 			gen = " " + strings.ToLower(c.Generated) + " generated"
 		}
 		fmt.Fprintf(&out, "\n%s  %s%s  ->  %s  (arrow %s)\n", c.Name, mp.SourceType(), gen, mp.IcebergType(), mp.ArrowType())
+		// The snapshot's builder (AppendText) and the stream's values
+		// (AppendValue of DecodeBinlog) must make equal arrays.
 		b := array.NewBuilder(memory.DefaultAllocator, mp.ArrowType())
+		bs := array.NewBuilder(memory.DefaultAllocator, mp.ArrowType())
 		for r := range textRows {
 			id := string(textRows[r][0])
 			text, bv := textRows[r][i], binlogRows[r][i]
@@ -306,12 +309,19 @@ func TestGolden(t *testing.T) {
 			if err := mp.AppendText(b, text); err != nil {
 				t.Errorf("row %s: AppendText: %v", key, err)
 			}
-			if err := typemap.AppendValue(b, bval); err != nil {
+			if err := typemap.AppendValue(bs, bval); err != nil {
 				t.Errorf("row %s: AppendValue: %v", key, err)
 			}
 			fmt.Fprintf(&out, "  %s  %s  =>  %s\n", id, shown, render(tv, mp.ArrowType()))
 		}
+		snap, stream := b.NewArray(), bs.NewArray()
+		if !array.Equal(snap, stream) {
+			t.Errorf("column %s: AppendText built %v, the binlog's values %v", c.Name, snap, stream)
+		}
+		snap.Release()
+		stream.Release()
 		b.Release()
+		bs.Release()
 	}
 
 	path := filepath.Join("testdata", "mysql_types.golden")

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/iceberg-go"
+	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tidemark/tidemark/internal/source/mysql"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
@@ -268,6 +269,7 @@ func TestDecodeBinlogSchemaMismatch(t *testing.T) {
 		{"set('x')", int64(2)},
 		{"datetime", time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC)}, // ParseTime true
 		{"date", []byte("2024-01-01")},
+		{"json", &replication.JsonDiff{Path: "$.a", Value: "1"}}, // binlog_row_value_options=PARTIAL_JSON
 	} {
 		_, err := mapping(t, tc.columnType, "utf8mb4").DecodeBinlog(tc.in)
 		var te *mysql.BinlogTypeError
