@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -668,4 +669,50 @@ func decimalText(neg bool, digits []byte, s int) string {
 		b.Write(digits[len(digits)-s:])
 	}
 	return b.String()
+}
+
+// BinlogText renders a binlog value as text for the raw column of a
+// dead-letter row (change.DeadLetter.Raw), as close to what SELECT would
+// show as the value allows: integers with their sign fixed, an enum or set
+// by its members, text converted from its character set when it can be,
+// and bytes (or text that cannot be converted) as 0x-prefixed hex. nil
+// (SQL NULL) is "". It never fails.
+func (m *Mapping) BinlogText(v any) string {
+	if v == nil {
+		return ""
+	}
+	switch m.k {
+	case kInt32, kUint32, kInt64, kUint64, kBit, kBit64, kEnum, kSet, kYear, kDecimal, kDecimalText:
+		if out, err := m.decodeBinlog(v); err == nil {
+			switch x := out.(type) {
+			case decimal128.Num:
+				return x.ToString(m.scale)
+			case string:
+				return x
+			}
+			return fmt.Sprint(out)
+		}
+	}
+	var b []byte
+	switch x := v.(type) {
+	case string:
+		b = []byte(x)
+	case []byte:
+		b = x
+	case time.Time:
+		return x.UTC().Format("2006-01-02 15:04:05.999999")
+	default:
+		return fmt.Sprint(v)
+	}
+	switch m.k {
+	case kText, kJSON:
+		if s, err := toUTF8(m.cs, b); err == nil {
+			return s
+		}
+	case kDate, kDatetime, kTimestamp, kTime:
+		if utf8.Valid(b) {
+			return string(b)
+		}
+	}
+	return "0x" + hex.EncodeToString(b)
 }

@@ -379,3 +379,27 @@ func TestMySQLJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestBinlogText(t *testing.T) {
+	for _, tc := range []struct {
+		columnType, charset string
+		in                  any
+		want                string
+	}{
+		{"date", "", "0000-00-00", "0000-00-00"},
+		{"datetime(6)", "", "2024-02-30 00:00:00.000001", "2024-02-30 00:00:00.000001"},
+		{"int(10) unsigned", "", int32(-1), "4294967295"},
+		{"bigint(20) unsigned", "", int64(-1), "18446744073709551615"},
+		{"decimal(5,2)", "", "1.50", "1.50"},
+		{"enum('a','b')", "utf8mb4", int64(2), "b"},
+		{"set('x','y')", "utf8mb4", int64(3), "x,y"},
+		{"varchar(5)", "latin1", "\xe9", "é"},
+		{"varchar(5)", "utf8mb4", "\xff", "0xff"},
+		{"blob", "", []byte{1, 2}, "0x0102"},
+		{"int(11)", "", nil, ""},
+	} {
+		if got := mapping(t, tc.columnType, tc.charset).BinlogText(tc.in); got != tc.want {
+			t.Errorf("%s %#v: %q, want %q", tc.columnType, tc.in, got, tc.want)
+		}
+	}
+}
