@@ -86,6 +86,12 @@ type Column struct {
 	Generated string
 	// Extra is EXTRA verbatim ("auto_increment", "VIRTUAL GENERATED", ...).
 	Extra string
+	// OldTemporal marks a time, datetime or timestamp column stored in
+	// MariaDB 5.3's format (SHOW CREATE TABLE shows /* mariadb-5.3 */; the
+	// binlog types it MYSQL_TYPE_TIME, _DATETIME, _TIMESTAMP): go-mysql
+	// reads its negative times as large positive ones and cannot read its
+	// fractional seconds at all. LoadColumns and ApplyTableMap set it.
+	OldTemporal bool
 	// Default is COLUMN_DEFAULT verbatim: an SQL expression in MariaDB
 	// ('abc', 12, current_timestamp()), the value's text in MySQL; nil for
 	// none (NULL, or MariaDB's expression NULL). Not interpreted here.
@@ -318,6 +324,7 @@ type Mapping struct {
 	// bit(n); length is binary(n)'s n.
 	bits     int
 	unsigned bool
+	oldTime  bool // a time column in MariaDB 5.3's format
 	length   int
 	prec     int32
 	scale    int32
@@ -364,6 +371,15 @@ func Map(c Column) (*Mapping, error) {
 	dec := func(k kind, p, s int) {
 		m.prec, m.scale = int32(p), int32(s)
 		set(k, iceberg.DecimalTypeOf(p, s), &arrow.Decimal128Type{Precision: int32(p), Scale: int32(s)})
+	}
+	switch dt := strings.ToLower(c.DataType); dt {
+	case "time", "datetime", "timestamp":
+		if c.OldTemporal && c.DatetimePrecision > 0 {
+			return nil, unsupported("the column is stored in MariaDB 5.3's temporal format (SHOW CREATE TABLE " +
+				"shows /* mariadb-5.3 */), whose fractional seconds the binlog decoder cannot read; " +
+				"ALTER TABLE … FORCE rebuilds the table in the current format (mysql56_temporal_format=ON)")
+		}
+		m.oldTime = c.OldTemporal && dt == "time"
 	}
 	switch dt := strings.ToLower(c.DataType); dt {
 	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint":

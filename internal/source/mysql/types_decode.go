@@ -189,6 +189,9 @@ func (m *Mapping) decodeBinlog(v any) (any, error) {
 		}
 	case kTime:
 		if s, ok := v.(string); ok {
+			if m.oldTime {
+				return parseOldTime(s)
+			}
 			return parseTime(s)
 		}
 	case kText:

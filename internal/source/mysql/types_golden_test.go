@@ -244,7 +244,7 @@ func TestGolden(t *testing.T) {
 	if !strings.Contains(strings.Join(elementsOf(cols, "c_enum"), ","), "?") {
 		t.Errorf("information_schema spelled the enum's emoji member: %q (the workaround may be unneeded)", elementsOf(cols, "c_enum"))
 	}
-	if err := mysql.ElementsFromTableMap(cols, tme); err != nil {
+	if err := mysql.ApplyTableMap(cols, tme); err != nil {
 		t.Fatal(err)
 	}
 	mappings := make([]*mysql.Mapping, len(cols))
