@@ -188,11 +188,18 @@ var goldenRows = []string{
 		(11, '2024-00-10', '2024-01-00 01:02:03', NULL, '0000-01-01 00:00:00.5'),
 		(12, '2024-02-30', '2023-02-29 00:00:00', NULL, '2024-04-31 12:00:00.000001')`,
 	`SET SESSION sql_mode = DEFAULT`,
-	`INSERT INTO golden (id, c_enum) VALUES (13, '')`, // strict mode is off for one row only below
+	`INSERT INTO golden (id, c_enum) VALUES (13, '')`, // strict mode is off for this row (see TestGolden)
+	`SET SESSION sql_mode = DEFAULT`,
+	// 14..17: decimals across go-mysql's 9-digit groups.
+	`INSERT INTO golden (id, c_decimal, c_decimal_38, c_decimal_65, c_decimal_u, c_decimal_frac) VALUES
+		(14, -0.01, '-1000000000.0000000001', '1000000000000000000.000000000100000000000000000000', 10, 0.001),
+		(15, 0, '999999999.999999999', '-1', 0, -0.001),
+		(16, 1000000, '-123456789012345678.1234567890', '0.000000001000000000000000000001', 9, 0),
+		(17, -1000000, '1000000000000000000000000000', '-99999999999999999999999999999999999', 1, 0.1)`,
 }
 
 // goldenRowCount is the number of rows goldenRows inserts.
-const goldenRowCount = 13
+const goldenRowCount = 17
 
 // goldenDeadLetters are the (row, column) pairs expected to be dead letters.
 var goldenDeadLetters = map[string]bool{
