@@ -449,6 +449,8 @@ func Map(c Column) (*Mapping, error) {
 	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext":
 		cs, ok := charsetOf(c.Charset)
 		switch {
+		case c.Charset == "":
+			return nil, unsupported("its character set is not known (Column.Charset is empty)")
 		case !ok:
 			return nil, unsupported(fmt.Sprintf("the binlog decoder does not read character set %s "+
 				"(it reads utf8mb4, utf8mb3, ascii, latin1, ucs2, utf16, utf16le, utf32 and binary; "+

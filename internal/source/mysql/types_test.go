@@ -116,6 +116,7 @@ func TestMapColumn(t *testing.T) {
 		{"vector(3)", "", "vector"},
 		{"decimal(70,2)", "", "outside MySQL's own limits"},
 		{"frobnicate", "", "unknown"},
+		{"varchar(10)", "", "character set is not known"},
 	} {
 		_, err := mysql.MapColumn(col(t, tc.columnType, tc.charset))
 		var ue *mysql.UnsupportedTypeError
