@@ -252,3 +252,40 @@ func markOldTemporal(ctx context.Context, q querier, schema, table string, cols 
 	}
 	return nil
 }
+
+// CheckSession verifies that a connection runs under SessionVariables
+// (time zone UTC, results in utf8mb4, no PAD_CHAR_TO_FULL_LENGTH), so
+// that DecodeText reads its TIMESTAMP text as the right instant and its
+// text in the right encoding. q is the *sql.Conn (or *sql.Tx) the snapshot
+// reads on: the settings are per session, and a *sql.DB may answer from
+// any of its connections.
+func CheckSession(ctx context.Context, q querier) error {
+	rows, err := q.QueryContext(ctx, "SELECT @@session.time_zone, @@session.character_set_results, @@session.sql_mode")
+	if err != nil {
+		return fmt.Errorf("can't read the session's settings: %w", err)
+	}
+	defer rows.Close()
+	var tz, results, mode sql.NullString
+	if rows.Next() {
+		if err := rows.Scan(&tz, &results, &mode); err != nil {
+			return fmt.Errorf("can't read the session's settings: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("can't read the session's settings: %w", err)
+	}
+	var bad []string
+	if tz.String != "+00:00" && !strings.EqualFold(tz.String, "UTC") {
+		bad = append(bad, fmt.Sprintf("time_zone is %q, not '+00:00'", tz.String))
+	}
+	if !strings.EqualFold(results.String, "utf8mb4") {
+		bad = append(bad, fmt.Sprintf("character_set_results is %q, not utf8mb4", results.String))
+	}
+	if strings.Contains(strings.ToUpper(mode.String), "PAD_CHAR_TO_FULL_LENGTH") {
+		bad = append(bad, "sql_mode has PAD_CHAR_TO_FULL_LENGTH")
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("the connection does not run under mysql.SessionVariables: %s", strings.Join(bad, "; "))
+	}
+	return nil
+}

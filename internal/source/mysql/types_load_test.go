@@ -2,7 +2,9 @@ package mysql_test
 
 import (
 	"context"
+	"database/sql"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +30,23 @@ func TestLoadColumns(t *testing.T) {
 		mustExec(ctx, t, root, q)
 	}
 	reader := openDB(t, m.DSN(m.User, m.Password, db), mysql.SessionVariables())
+	for _, tc := range []struct {
+		db   *sql.DB
+		want string
+	}{{reader, ""}, {root, "time_zone"}} {
+		conn, err := tc.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.db == root {
+			mustExec(ctx, t, conn, "SET time_zone = '+01:00'")
+		}
+		err = mysql.CheckSession(ctx, conn)
+		conn.Close()
+		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("CheckSession: %v, want an error about %q", err, tc.want)
+		}
+	}
 
 	for _, tc := range []struct {
 		table string
