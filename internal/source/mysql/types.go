@@ -26,6 +26,22 @@ package mysql
 //     column's definition and the binlog disagree: a schema change not yet
 //     applied) is a *BinlogTypeError, not a dead letter: the capture must
 //     stop rather than store values under the wrong type.
+//
+// A capture uses it so:
+//
+//  1. LoadColumns reads a table's columns (ordinal order) and key.
+//  2. Each binlog TableMapEvent of the table goes through ApplyTableMap
+//     (exact enum/set members, MariaDB 5.3 temporal columns), then Map
+//     makes each column's Mapping; Field gives the change.Field.
+//  3. The BinlogSyncerConfig goes through SyncerSettings; a row event's
+//     row[i] goes through Mappings[i].DecodeBinlog.
+//  4. Snapshot connections run under SessionVariables (CheckSession says
+//     whether one does); the chunk SELECT lists each column's SelectExpr,
+//     and each sql.RawBytes goes through AppendText into a builder of
+//     ArrowType (or DecodeText).
+//  5. A *typemap.ValueError is a dead letter (its Reason, and the raw row:
+//     the SELECT text or BinlogText of each value); a *BinlogTypeError or
+//     an *UnsupportedTypeError stops the capture.
 
 import (
 	"errors"
