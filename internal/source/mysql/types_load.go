@@ -256,11 +256,11 @@ func markOldTemporal(ctx context.Context, q querier, schema, table string, cols 
 // CheckSession verifies that a connection runs under SessionVariables
 // (time zone UTC, results in utf8mb4, no PAD_CHAR_TO_FULL_LENGTH), so
 // that DecodeText reads its TIMESTAMP text as the right instant and its
-// text in the right encoding. q is the *sql.Conn (or *sql.Tx) the snapshot
-// reads on: the settings are per session, and a *sql.DB may answer from
-// any of its connections.
-func CheckSession(ctx context.Context, q querier) error {
-	rows, err := q.QueryContext(ctx, "SELECT @@session.time_zone, @@session.character_set_results, @@session.sql_mode")
+// text in the right encoding. conn is the connection the snapshot reads
+// on: the settings are per session, and a *sql.DB may answer from any of
+// its connections.
+func CheckSession(ctx context.Context, conn *sql.Conn) error {
+	rows, err := conn.QueryContext(ctx, "SELECT @@session.time_zone, @@session.character_set_results, @@session.sql_mode")
 	if err != nil {
 		return fmt.Errorf("can't read the session's settings: %w", err)
 	}
@@ -288,4 +288,11 @@ func CheckSession(ctx context.Context, q querier) error {
 		return fmt.Errorf("the connection does not run under mysql.SessionVariables: %s", strings.Join(bad, "; "))
 	}
 	return nil
+}
+
+// ElementsFromTableMap is ApplyTableMap, under its first name.
+//
+// Deprecated: use ApplyTableMap.
+func ElementsFromTableMap(cols []Column, tme *replication.TableMapEvent) error {
+	return ApplyTableMap(cols, tme)
 }
