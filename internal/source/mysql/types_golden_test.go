@@ -71,6 +71,7 @@ const goldenDDL = "CREATE TABLE golden (\n" +
 	"	c_timestamp6         timestamp(6) NULL,\n" +
 	"	c_time               time,\n" +
 	"	c_time1              time(1),\n" +
+	"	c_time3              time(3),\n" +
 	"	c_time6              time(6),\n" +
 	"	c_char               char(5),\n" +
 	"	c_varchar            varchar(20),\n" +
@@ -196,10 +197,12 @@ var goldenRows = []string{
 		(15, 0, '999999999.999999999', '-1', 0, -0.001),
 		(16, 1000000, '-123456789012345678.1234567890', '0.000000001000000000000000000001', 9, 0),
 		(17, -1000000, '1000000000000000000000000000', '-99999999999999999999999999999999999', 1, 0.1)`,
+	// 18..20: time(3), go-mysql's third fraction layout, negative ones included.
+	`INSERT INTO golden (id, c_time3) VALUES (18, '-00:00:00.001'), (19, '-838:59:58.999'), (20, '12:00:00.5')`,
 }
 
 // goldenRowCount is the number of rows goldenRows inserts.
-const goldenRowCount = 17
+const goldenRowCount = 20
 
 // goldenDeadLetters are the (row, column) pairs expected to be dead letters.
 var goldenDeadLetters = map[string]bool{
