@@ -183,6 +183,13 @@ func (m *Mapping) decodeBinlog(v any) (any, error) {
 	case kTimestamp:
 		switch t := v.(type) {
 		case string: // ParseTime false: printed in TimestampStringLocation (UTC)
+			if f, ok := strings.CutPrefix(t, "0000-00-00 00:00:00."); ok && strings.Trim(f, "0") != "" {
+				// go-mysql prints every TIMESTAMP whose seconds are 0 as the
+				// zero value, but only 1970-01-01 00:00:00 UTC has them with
+				// a fraction (MariaDB accepts it): the zero TIMESTAMP has none.
+				us, _, err := parseClock("00:00:00."+f, 2)
+				return arrow.Timestamp(us), err
+			}
 			return parseDatetime(t)
 		case time.Time: // ParseTime: the instant
 			return arrow.Timestamp(t.UnixMicro()), nil

@@ -65,9 +65,12 @@ const goldenDDL = "CREATE TABLE golden (\n" +
 	"	c_year               year,\n" +
 	"	c_date               date,\n" +
 	"	c_datetime           datetime,\n" +
+	"	c_datetime2          datetime(2),\n" +
 	"	c_datetime3          datetime(3),\n" +
 	"	c_datetime6          datetime(6),\n" +
 	"	c_timestamp          timestamp NULL,\n" +
+	"	c_timestamp1         timestamp(1) NULL,\n" +
+	"	c_timestamp4         timestamp(4) NULL,\n" +
 	"	c_timestamp6         timestamp(6) NULL,\n" +
 	"	c_time               time,\n" +
 	"	c_time1              time(1),\n" +
@@ -197,8 +200,11 @@ var goldenRows = []string{
 		(15, 0, '999999999.999999999', '-1', 0, -0.001),
 		(16, 1000000, '-123456789012345678.1234567890', '0.000000001000000000000000000001', 9, 0),
 		(17, -1000000, '1000000000000000000000000000', '-99999999999999999999999999999999999', 1, 0.1)`,
-	// 18..20: time(3), go-mysql's third fraction layout, negative ones included.
-	`INSERT INTO golden (id, c_time3) VALUES (18, '-00:00:00.001'), (19, '-838:59:58.999'), (20, '12:00:00.5')`,
+	// 18..20: go-mysql's other fraction layouts (1-2 and 3-4 digits).
+	`INSERT INTO golden (id, c_time3, c_datetime2, c_timestamp1, c_timestamp4) VALUES
+		(18, '-00:00:00.001', '1969-12-31 23:59:59.99', '1970-01-01 05:30:00.1', '2038-01-19 08:44:07.9999'),
+		(19, '-838:59:58.999', '9999-12-31 23:59:59.01', '2024-02-29 12:00:00.5', '1970-01-01 05:30:00.0001'),
+		(20, '12:00:00.5', '1000-01-01 00:00:00.5', NULL, NULL)`,
 }
 
 // goldenRowCount is the number of rows goldenRows inserts.

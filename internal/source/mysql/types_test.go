@@ -183,6 +183,7 @@ func TestDecodeBinlog(t *testing.T) {
 		{"datetime(6)", "", "1969-12-31 23:59:59.999999", arrow.Timestamp(-1)},
 		{"datetime(3)", "", "2024-01-02 03:04:05.100", arrow.Timestamp(1704164645100000)},
 		{"timestamp", "", "1970-01-01 00:00:01", arrow.Timestamp(1000000)},
+		{"timestamp(1)", "", "0000-00-00 00:00:00.1", arrow.Timestamp(100000)}, // go-mysql's spelling of 1970-01-01 00:00:00.1 UTC
 		{"timestamp(6)", "", time.Unix(1, 1000).In(time.FixedZone("x", 5*3600+1800)), arrow.Timestamp(1000001)},
 		{"time", "", "-838:59:59", int64(-3020399000000)},
 		{"time(2)", "", "-00:00:00.01", int64(-10000)},
@@ -232,6 +233,7 @@ func TestDecodeBinlogDeadLetters(t *testing.T) {
 		{"date", "", "2024-02-30", "invalid calendar date"},
 		{"datetime", "", "0000-00-00 00:00:00", "zero date"},
 		{"timestamp", "", "0000-00-00 00:00:00", "zero date"},
+		{"timestamp(3)", "", "0000-00-00 00:00:00.000", "zero date"},
 		{"datetime(6)", "", "2023-02-29 00:00:00.000001", "invalid calendar date"},
 		{"varchar(10)", "utf8mb4", "\xff\xfe", "not valid UTF-8"},
 		{"varchar(10)", "ascii", "\x80", "not valid in the column's character set"},
