@@ -33,7 +33,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/mysql_types.golden from the server's output")
 
 // goldenDDL has a column of every type the mapping names.
-const goldenDDL = "CREATE TABLE golden (\n" +
+var goldenDDL = "CREATE TABLE golden (\n" +
 	"	id                   int PRIMARY KEY,\n" +
 	"	c_tinyint            tinyint,\n" +
 	"	c_tinyint_u          tinyint unsigned,\n" +
@@ -56,11 +56,16 @@ const goldenDDL = "CREATE TABLE golden (\n" +
 	"	c_double             double,\n" +
 	"	c_double_u           double unsigned,\n" +
 	"	c_bit1               bit(1),\n" +
+	"	c_bit5               bit(5),\n" +
 	"	c_bit10              bit(10),\n" +
+	"	c_bit20              bit(20),\n" +
+	"	c_bit40              bit(40),\n" +
 	"	c_bit63              bit(63),\n" +
 	"	c_bit64              bit(64),\n" +
 	"	c_enum               enum('a','b c','it''s','a\\\\b','x,y','🌊'),\n" +
 	"	c_set                set('x','y','z','🌊'),\n" +
+	"	c_enum300            enum(" + members("e", 300) + "),\n" +
+	"	c_set64              set(" + members("s", 64) + "),\n" +
 	"	c_json               json,\n" +
 	"	c_year               year,\n" +
 	"	c_date               date,\n" +
@@ -78,6 +83,8 @@ const goldenDDL = "CREATE TABLE golden (\n" +
 	"	c_time6              time(6),\n" +
 	"	c_char               char(5),\n" +
 	"	c_varchar            varchar(20),\n" +
+	"	c_varchar300         varchar(300),\n" +
+	"	c_char255            char(255),\n" +
 	"	c_tinytext           tinytext,\n" +
 	"	c_text               text,\n" +
 	"	c_mediumtext         mediumtext,\n" +
@@ -205,10 +212,25 @@ var goldenRows = []string{
 		(18, '-00:00:00.001', '1969-12-31 23:59:59.99', '1970-01-01 05:30:00.1', '2038-01-19 08:44:07.9999'),
 		(19, '-838:59:58.999', '9999-12-31 23:59:59.01', '2024-02-29 12:00:00.5', '1970-01-01 05:30:00.0001'),
 		(20, '12:00:00.5', '1000-01-01 00:00:00.5', NULL, NULL)`,
+	// 21..22: wider binlog layouts: bit(n) of 1, 3 and 5 bytes, an enum of
+	// more than 255 members, a set of 64, strings with 2-byte lengths.
+	`INSERT INTO golden (id, c_bit5, c_bit20, c_bit40, c_enum300, c_set64, c_varchar300, c_char255) VALUES
+		(21, b'10101', b'10000000000000000001', b'1000000000000000000000000000000000000001', 'e300',
+			's1,s33,s64', REPEAT('ü', 300), CONCAT(REPEAT('🌊', 254), 'x')),
+		(22, b'11111', 0, 1, 'e1', 's64', '', ' ')`,
+}
+
+// members lists n enum or set members prefix1..prefixn.
+func members(prefix string, n int) string {
+	m := make([]string, n)
+	for i := range m {
+		m[i] = fmt.Sprintf("'%s%d'", prefix, i+1)
+	}
+	return strings.Join(m, ",")
 }
 
 // goldenRowCount is the number of rows goldenRows inserts.
-const goldenRowCount = 20
+const goldenRowCount = 22
 
 // goldenDeadLetters are the (row, column) pairs expected to be dead letters.
 var goldenDeadLetters = map[string]bool{
@@ -547,8 +569,8 @@ func sameValue(a, b any) bool {
 
 func quote(b []byte) string {
 	s := strconv.Quote(string(b))
-	if len(s) > 200 {
-		s = s[:60] + fmt.Sprintf("...(%d bytes)...", len(b)) + s[len(s)-20:]
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:60]) + fmt.Sprintf("...(%d bytes)...", len(b)) + string(r[len(r)-20:])
 	}
 	return s
 }
