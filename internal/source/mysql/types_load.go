@@ -151,7 +151,10 @@ next:
 //     it exactly or to refuse it.
 //
 // It fails when the event's columns are not the table's (a schema change
-// the capture has not applied yet).
+// the capture has not applied yet). It does not compare signedness:
+// go-mysql v1.13.0's UnsignedMap leaves YEAR out of the numeric columns,
+// where MariaDB counts it (Field_year is a Field_tiny), so on MariaDB
+// every numeric column after a YEAR reads the previous column's bit.
 func ApplyTableMap(cols []Column, tme *replication.TableMapEvent) error {
 	if int(tme.ColumnCount) != len(cols) {
 		return fmt.Errorf("table %s.%s: the binlog's table map has %d columns, the table %d: the schema is out of step",
