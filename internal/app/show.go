@@ -19,8 +19,8 @@ import (
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
-	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
 var errShowDone = errors.New("show: limit reached")
@@ -109,6 +109,13 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 			seqCol = i
 		}
 	}
+	// The position column is also shown in its source's notation; the
+	// source's checkpoint names it (ident[1] is the pipeline for bronze and
+	// silver alike).
+	src := sourceNamed("")
+	if cp, ok, err := bronze.LoadCheckpoint(ctx, cat, ident[1]); err == nil && ok {
+		src = sourceNamed(cp.Info[pipeline.InfoSource])
+	}
 	var tw *tabwriter.Writer
 	enc := json.NewEncoder(out)
 	if format != "json" {
@@ -138,8 +145,8 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 		for c, col := range cols {
 			vals[c] = cellString(col, r)
 			if c == lsnCol && !col.IsNull(r) {
-				// the stored integer, and PostgreSQL's notation (status, logs)
-				vals[c] += " (" + postgres.FormatLSN(uint64(col.(*array.Int64).Value(r))) + ")"
+				// the stored integer, and the source's notation (status, logs)
+				vals[c] += " (" + src.formatPos(uint64(col.(*array.Int64).Value(r))) + ")"
 			}
 		}
 		return vals
