@@ -87,6 +87,9 @@ func New(sink pipeline.Sink, opts Options, log *slog.Logger) *Capture {
 	return &Capture{opts: opts, sink: sink, log: log}
 }
 
+// Close releases what the session holds (Run releases everything itself).
+func (c *Capture) Close() {}
+
 // table is the capture's view of one source table.
 type table struct {
 	id     change.TableID
@@ -362,11 +365,12 @@ func fileIndex(name string) uint64 {
 }
 
 // FormatPosition prints a commit position (LSN) as file:pos, with the
-// binlog basename when known (mysql-bin.000007:1234), else #7:1234.
+// binlog basename when known (mysql-bin.000007:1234), else the file's
+// number (000007:1234).
 func FormatPosition(basename string, lsn uint64) string {
 	idx, pos := lsn>>32, lsn&0xffffffff
 	if basename == "" {
-		return fmt.Sprintf("#%d:%d", idx, pos)
+		return fmt.Sprintf("%06d:%d", idx, pos)
 	}
 	return fmt.Sprintf("%s.%06d:%d", basename, idx, pos)
 }
@@ -423,7 +427,8 @@ func (c *Capture) startPoint(ctx context.Context, cp pipeline.Checkpoint, haveCP
 // checkpoint builds the checkpoint of a resume point.
 func (c *Capture) checkpoint(r Resume, lsn uint64, wm time.Time) pipeline.Checkpoint {
 	info := map[string]string{
-		InfoBinlogFile: r.File, InfoBinlogPos: strconv.FormatUint(uint64(r.Pos), 10),
+		pipeline.InfoSource: "mysql",
+		InfoBinlogFile:      r.File, InfoBinlogPos: strconv.FormatUint(uint64(r.Pos), 10),
 		InfoFlavor: string(c.flavor), InfoServerID: strconv.FormatUint(uint64(r.ServerID), 10), InfoBinlogBase: c.basename,
 	}
 	if !r.GTID.IsEmpty() {
