@@ -985,7 +985,10 @@ func (c *Capture) withDefaults(old *change.Schema, nt *table) {
 func constantDefault(f Flavor, col Column) (string, bool) {
 	d := *col.Default
 	if f == MySQL {
-		return d, !strings.Contains(strings.ToUpper(col.Extra), "DEFAULT_GENERATED")
+		if strings.Contains(strings.ToUpper(col.Extra), "DEFAULT_GENERATED") {
+			return "", false
+		}
+		return d, true
 	}
 	switch {
 	case strings.EqualFold(d, "NULL"):
