@@ -519,13 +519,15 @@ func TestMySQLSchemaChangeMidStream(t *testing.T) {
 
 // TestMySQLLargeTransaction: a transaction many times commit_bytes is
 // spooled to disk until its commit and lands whole, at its commit
-// position, once, over several flushes (commit_bytes 1MiB).
+// position, once, over several flushes (commit_bytes 1MiB), also when the
+// process dies with a part of it committed to bronze.
 func TestMySQLLargeTransaction(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Tidemark(t)
 	_, srcURL, db, dbname := newMySQLSource(t, 100, 10)
 	r, wh := newRunner(t, bin, srcURL, "--commit-bytes", "1MiB", "--silver-every", "1s")
 	l := myLake{t: t, wh: wh, source: dbname, dbname: dbname}
+	r.env = []string{"TIDEMARK_FAILPOINTS=mysql-after-backpressure-flush=2*exit"}
 	s := r.start()
 	myWaitFor(t, s, 2*time.Minute, "the snapshots to finish", func() bool {
 		a, _ := l.snapshot("items")
@@ -538,6 +540,26 @@ func TestMySQLLargeTransaction(t *testing.T) {
 	if _, err := db.Exec(`UPDATE items SET version = 2 WHERE id > 1000 AND id % 3 = 0`); err != nil {
 		t.Fatal(err)
 	}
+	// The session dies (as kill -9 would) after the transaction's first
+	// back-pressure flush is durable and the second has started: part of
+	// the transaction is in bronze, the checkpoint is before it.
+	select {
+	case <-s.done:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the failpoint mysql-after-backpressure-flush did not fire")
+	}
+	partial := 0
+	for _, row := range bronzetest.Read(t, wh, "bronze", dbname, dbname, "items") {
+		if row.Op() == "c" {
+			partial++
+		}
+	}
+	if partial == 0 || partial >= 60000 {
+		t.Fatalf("bronze holds %d of the transaction's 60000 inserts after the crash, want a part", partial)
+	}
+	t.Logf("crashed with %d of 60000 inserts in bronze", partial)
+	r.env = nil
+	s = r.start()
 	target := binlogLSN(t, db)
 	myWaitFor(t, s, 3*time.Minute, "the checkpoint to reach the binlog end", func() bool { return l.position() >= target })
 	if code := s.stop(t, time.Minute); code != 0 {

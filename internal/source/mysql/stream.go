@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/pipeline"
 )
@@ -390,7 +391,12 @@ func (s *stream) rowsEvent(ctx context.Context, e *replication.RowsEvent, lsn ui
 		if s.eng.Full() {
 			// Back-pressure inside a transaction: the checkpoint the flush
 			// records is the last complete transaction's.
-			return s.eng.Flush(ctx)
+			if err := s.eng.Flush(ctx); err != nil {
+				return err
+			}
+			// The previous flush is durable, a part of this transaction
+			// may be in the lake: tests kill the process here.
+			failpoint.Inject("mysql-after-backpressure-flush")
 		}
 		return nil
 	}
