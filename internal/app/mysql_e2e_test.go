@@ -163,6 +163,17 @@ func (l myLake) position() uint64 {
 	return p
 }
 
+// watermark is the checkpoint's watermark (zero: none).
+func (l myLake) watermark() time.Time {
+	var w time.Time
+	l.read(func(cat *lake.Catalog) {
+		if cp, ok, err := bronze.LoadCheckpoint(context.Background(), cat, l.source); err == nil && ok {
+			w = cp.Watermark
+		}
+	})
+	return w
+}
+
 // snapshot is a table's snapshot status and rows so far.
 func (l myLake) snapshot(table string) (string, int64) {
 	var st struct {
@@ -491,6 +502,9 @@ func TestMySQLSchemaChangeMidStream(t *testing.T) {
 	exec("DELETE FROM extra WHERE k = 2")
 	target := binlogLSN(t, db)
 	myWaitFor(t, s, 2*time.Minute, "the checkpoint to reach the binlog end", func() bool { return l.position() >= target })
+	// Idle: heartbeats move the watermark past the last commit.
+	wm := l.watermark()
+	myWaitFor(t, s, time.Minute, "the watermark to move on an idle server", func() bool { return l.watermark().After(wm.Add(time.Second)) })
 	if code := s.stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with %d after SIGTERM", code)
 	}
@@ -595,5 +609,34 @@ func TestMySQLLargeTransaction(t *testing.T) {
 	spool, _ := filepath.Glob(filepath.Join(wh, "_tidemark", "spool", "mysql-tx-*"))
 	if len(spool) > 0 {
 		t.Errorf("spool files left behind: %v", spool)
+	}
+}
+
+// TestMySQLBinlogPurged: binlogs purged past the checkpoint while tidemark
+// was stopped stop the next start with binlog_purged (exit 3) and the
+// recovery command, never a silent jump to what is left.
+func TestMySQLBinlogPurged(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Tidemark(t)
+	m := testenv.StartMariaDB(t) // its own server: the purge must not touch other tests' binlogs
+	dbname := m.CreateDB(t, "mypurge")
+	m.ExecIn(t, dbname, "CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 1)")
+	r, wh := newRunner(t, bin, m.URL(dbname))
+	l := myLake{t: t, wh: wh, source: dbname, dbname: dbname}
+	s := r.start()
+	myWaitFor(t, s, time.Minute, "the snapshot", func() bool { st, _ := l.snapshot("t"); return st == "done" })
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with %d after SIGTERM", code)
+	}
+	m.ExecIn(t, dbname, "INSERT INTO t VALUES (2, 2)") // a change only the purged binlog holds
+	m.PurgeBinlogs(t)
+	m.ExecIn(t, dbname, "INSERT INTO t VALUES (3, 3)")
+	out, err := osexec.Command(bin, r.args...).CombinedOutput()
+	code := -1
+	if ee, ok := err.(*osexec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	if code != 3 || !strings.Contains(string(out), "[binlog_purged]") || !strings.Contains(string(out), "tidemark resnapshot --all") {
+		t.Fatalf("tidemark run after the purge: exit %d (want 3, binlog_purged with the recovery command):\n%s", code, out)
 	}
 }
