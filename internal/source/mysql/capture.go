@@ -99,8 +99,9 @@ type table struct {
 	keyIdx []int // indexes of the key columns in cols
 	est    int64
 	snap   snapState
-	// enums: the enum/set members were taken from a table map event.
-	enums bool
+	// mapped: cols were brought in line with a table map event
+	// (ApplyTableMap).
+	mapped bool
 	// after is the layout the DDL statements read since cols describe
 	// (nil: none).
 	after []Column

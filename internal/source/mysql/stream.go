@@ -452,7 +452,7 @@ func (s *stream) tableFor(ctx context.Context, id change.TableID, tm *replicatio
 			"table %s: the binlog's row events carry no column names: set binlog_row_metadata = FULL on the server (SET GLOBAL binlog_row_metadata = 'FULL' and in its config)", id), nil)
 	}
 	if sameNames(names, t.names()) && !s.stale[id] {
-		return t, s.enums(t, tm)
+		return s.applyTableMap(t, tm)
 	}
 	// After a DDL statement (or with columns the table did not have): the
 	// table as it is now, if its columns are the event's; else the layout
@@ -487,56 +487,47 @@ func (s *stream) tableFor(ctx context.Context, id change.TableID, tm *replicatio
 				"Nothing was skipped. Re-snapshot the table (tidemark resnapshot %s), or restore the column", id, names, nt.names(), id), nil)
 	}
 	nt.after = nil
-	if sameSchema(nt.schema, t.schema) {
-		delete(s.stale, id)
-		t.after = nil
-		return t, s.enums(t, tm)
-	}
-	s.c.withDefaults(t.schema, nt)
-	if _, err := s.c.sink.OpenTable(ctx, id, nt.schema); err != nil {
-		return nil, err
+	// The table as now described (an enum's members, say, may have
+	// changed with the same lake schema); the lake evolves when the
+	// schema did.
+	if !sameSchema(nt.schema, t.schema) {
+		s.c.withDefaults(t.schema, nt)
+		if _, err := s.c.sink.OpenTable(ctx, id, nt.schema); err != nil {
+			return nil, err
+		}
+		s.c.log.Info("schema change", "table", id.String(), "columns", len(nt.cols))
 	}
 	// A new table value: a snapshot worker may still read the old one.
 	nt.snap, nt.est = t.snap, t.est
-	if err := s.enums(nt, tm); err != nil {
-		return nil, err
-	}
 	s.tables[id] = nt
 	delete(s.stale, id)
-	s.c.log.Info("schema change", "table", id.String(), "columns", len(nt.cols))
-	return nt, nil
+	return s.applyTableMap(nt, tm)
 }
 
-// enums takes the enum and set members of t from the table map event
-// once (exact where information_schema's are not), rebuilding the
-// mappings that decode them.
-func (s *stream) enums(t *table, tm *replication.TableMapEvent) error {
-	if t.enums {
-		return nil
+// applyTableMap brings t's columns in line with the first table map event
+// of the table read (ApplyTableMap: exact enum/set members, MariaDB's old
+// temporal formats) and returns the table to decode its row events with:
+// t itself when that changes nothing, else a new table value (a snapshot
+// worker may be decoding with t's mappings).
+func (s *stream) applyTableMap(t *table, tm *replication.TableMapEvent) (*table, error) {
+	if t.mapped {
+		return t, nil
 	}
-	has := false
-	for _, c := range t.cols {
-		if c.DataType == "enum" || c.DataType == "set" {
-			has = true
+	cols := slices.Clone(t.cols)
+	if err := ApplyTableMap(cols, tm); err != nil {
+		return nil, fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s", t.id), err)
+	}
+	nt := *t
+	nt.cols, nt.maps, nt.mapped = cols, make([]*Mapping, len(cols)), true
+	for i, c := range cols {
+		m, err := Map(c)
+		if err != nil {
+			return nil, fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s column %q", t.id, c.Name), err)
 		}
+		nt.maps[i] = m
 	}
-	t.enums = true
-	if !has {
-		return nil
-	}
-	if err := ElementsFromTableMap(t.cols, tm); err != nil {
-		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s", t.id), err)
-	}
-	for i, c := range t.cols {
-		if c.DataType == "enum" || c.DataType == "set" {
-			m, err := Map(c)
-			if err != nil {
-				return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s column %q", t.id, c.Name), err)
-			}
-			t.maps[i] = m
-		}
-	}
-	return nil
+	s.tables[t.id] = &nt
+	return &nt, nil
 }
 
 func sameSchema(a, b *change.Schema) bool {
