@@ -393,7 +393,29 @@ func TestMySQLE2E(t *testing.T) {
 		t.Fatalf("tidemark exited with %d after SIGTERM", code)
 	}
 
-	// Bronze holds no change twice.
+	// Bronze holds no change twice, and its tidemark.position never moves
+	// back across the sessions and kills.
+	l.read(func(cat *lake.Catalog) {
+		for _, tb := range myTables {
+			tbl, err := cat.LoadTable(context.Background(), bronze.Ident(source, change.TableID{Schema: dbname, Name: tb.name}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur, _ := tbl.CurrentSnapshot()
+			hist, err := tbl.History(lake.NoSnapshot, cur.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last uint64
+			for _, sn := range hist {
+				p, _ := strconv.ParseUint(sn.Props["tidemark.position"], 10, 64)
+				if p < last {
+					t.Errorf("bronze %s: tidemark.position moved back from %d to %d in snapshot %d", tb.name, last, p, sn.ID)
+				}
+				last = max(last, p)
+			}
+		}
+	})
 	for _, tb := range myTables {
 		rows := bronzetest.Read(t, wh, "bronze", source, dbname, tb.name)
 		if d := bronzetest.Duplicates(rows); len(d) > 0 {

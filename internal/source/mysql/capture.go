@@ -418,6 +418,10 @@ func (c *Capture) startPoint(ctx context.Context, cp pipeline.Checkpoint, haveCP
 		r.File, r.Pos = fmt.Sprintf("%s.%06d", c.basename, cp.Pos>>32), uint32(cp.Pos&0xffffffff)
 		return r, CheckResume(ctx, c.db, r)
 	}
+	cur, err := c.consistentStart(ctx)
+	if err != nil {
+		return cur, err
+	}
 	c.startWM = time.Now().UTC()
 	if err := c.sink.Flush(ctx, c.checkpoint(cur, binlogPos{cur.File, cur.Pos}.LSN(), c.startWM)); err != nil {
 		return cur, err
@@ -448,14 +452,21 @@ type queryer interface {
 
 // binlogEnd is SHOW MASTER STATUS: the end of the last event group written.
 func (c *Capture) binlogEnd(ctx context.Context, q queryer) (binlogPos, error) {
+	p, _, err := c.masterStatus(ctx, q)
+	return p, err
+}
+
+// masterStatus is SHOW MASTER STATUS: the binlog end and, on MySQL, the
+// executed GTID set of the same instant (Executed_Gtid_Set; "" else).
+func (c *Capture) masterStatus(ctx context.Context, q queryer) (binlogPos, string, error) {
 	rows, err := q.QueryContext(ctx, "SHOW MASTER STATUS")
 	if err != nil {
-		return binlogPos{}, Classify(fmt.Errorf("read the binlog position (SHOW MASTER STATUS; the user needs REPLICATION CLIENT / BINLOG MONITOR): %w", err))
+		return binlogPos{}, "", Classify(fmt.Errorf("read the binlog position (SHOW MASTER STATUS; the user needs REPLICATION CLIENT / BINLOG MONITOR): %w", err))
 	}
 	defer rows.Close()
 	cols, _ := rows.Columns()
 	if !rows.Next() {
-		return binlogPos{}, fault.With(fault.ErrServerConfig, "the server writes no binlog (SHOW MASTER STATUS is empty): start it with log_bin", rows.Err())
+		return binlogPos{}, "", fault.With(fault.ErrServerConfig, "the server writes no binlog (SHOW MASTER STATUS is empty): start it with log_bin", rows.Err())
 	}
 	vals := make([]sql.RawBytes, len(cols))
 	ptrs := make([]any, len(cols))
@@ -463,11 +474,42 @@ func (c *Capture) binlogEnd(ctx context.Context, q queryer) (binlogPos, error) {
 		ptrs[i] = &vals[i]
 	}
 	if err := rows.Scan(ptrs...); err != nil {
-		return binlogPos{}, Classify(err)
+		return binlogPos{}, "", Classify(err)
 	}
 	pos, err := strconv.ParseUint(string(vals[1]), 10, 32)
 	if err != nil {
-		return binlogPos{}, fmt.Errorf("SHOW MASTER STATUS: position %q: %w", vals[1], err)
+		return binlogPos{}, "", fmt.Errorf("SHOW MASTER STATUS: position %q: %w", vals[1], err)
 	}
-	return binlogPos{File: string(vals[0]), Pos: uint32(pos)}, nil
+	var gtid string
+	if len(vals) >= 5 {
+		gtid = strings.ReplaceAll(string(vals[4]), "\n", "")
+	}
+	return binlogPos{File: string(vals[0]), Pos: uint32(pos)}, gtid, nil
+}
+
+// consistentStart is the server's current position as a Resume whose GTID
+// set and file:pos name the same point: Preflight reads them at different
+// moments, and under writes a GTID set behind the position would make the
+// stream re-read transactions at positions below its start. MariaDB:
+// SHOW MASTER STATUS, then BINLOG_GTID_POS of that position; MySQL: the
+// file, position and Executed_Gtid_Set of one SHOW MASTER STATUS.
+func (c *Capture) consistentStart(ctx context.Context) (Resume, error) {
+	r := c.info.Position()
+	p, gtid, err := c.masterStatus(ctx, c.db)
+	if err != nil {
+		return r, err
+	}
+	if c.flavor == MariaDB {
+		var g sql.NullString
+		if err := c.db.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Pos).Scan(&g); err != nil {
+			return r, Classify(fmt.Errorf("read the GTID position of %s: %w", p, err))
+		}
+		gtid = g.String
+	}
+	set, err := ParseGTIDSet(c.flavor, gtid)
+	if err != nil {
+		return r, fmt.Errorf("the server's GTID position %q: %w", gtid, err)
+	}
+	r.File, r.Pos, r.GTID = p.File, p.Pos, set
+	return r, nil
 }

@@ -67,8 +67,9 @@ type stream struct {
 	done Resume
 	// stale: tables whose schema may have changed (a DDL statement): the
 	// next row event's column names are checked against a fresh describe.
-	stale map[change.TableID]bool
-	ddlp  DDLParser
+	stale           map[change.TableID]bool
+	ddlp            DDLParser
+	heartbeatPeriod time.Duration
 	// fde is the raw format description event of the binlog being read.
 	fde []byte
 	// lastWatermark is the commit time of the last transaction (or
@@ -118,6 +119,7 @@ func newStream(c *Capture, tables map[change.TableID]*table, start Resume) (*str
 		cfg.ReadTimeout = 3*cfg.HeartbeatPeriod + 10*time.Second
 	}
 	SyncerSettings(&cfg)
+	s.heartbeatPeriod = cfg.HeartbeatPeriod
 	s.syncer = replication.NewBinlogSyncer(cfg)
 	if !start.GTID.IsEmpty() && c.info.GTIDMode {
 		s.bs, err = s.syncer.StartSyncGTID(s.gtid.GoMySQL())
@@ -278,13 +280,12 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		return s.commit(ctx, h)
 	default:
 		if h.EventType == replication.HEARTBEAT_EVENT {
-			// The server has sent everything up to its binlog end: the source
-			// is captured up to now.
-			if !s.tx.open && h.LogPos > 0 {
-				if p := (binlogPos{s.file, h.LogPos}).LSN(); p > s.readPos {
-					s.readPos = p
-				}
-				s.between(time.Now().UTC())
+			// The server had nothing more to send: the source is captured
+			// up to about now (a heartbeat period back, as the server may
+			// have written events since it sent this one). Its position is
+			// not used: it can be ahead of events still on their way.
+			if !s.tx.open {
+				s.between(time.Now().UTC().Add(-s.heartbeatPeriod))
 			}
 			return nil
 		}
@@ -295,9 +296,14 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 	return nil
 }
 
+// setPos moves the position read to the end of the event of header h. It
+// never moves back: a GTID dump starts with the file's format description
+// and GTID list events, whose positions lie before the resume point.
 func (s *stream) setPos(h *replication.EventHeader) {
 	if h.LogPos > 0 {
-		s.readPos = binlogPos{s.file, h.LogPos}.LSN()
+		if p := (binlogPos{s.file, h.LogPos}).LSN(); p > s.readPos {
+			s.readPos = p
+		}
 	}
 }
 
@@ -318,16 +324,15 @@ func (s *stream) between(wm time.Time) {
 // completed hands the resume point s.done to the engine.
 func (s *stream) completed(wm time.Time) {
 	s.done.GTID = s.gtid
-	cp := s.c.checkpoint(s.done, s.readPos, wm)
-	if wm.IsZero() {
-		cp.Watermark = s.eng.Acked().Watermark
-		if s.lastWatermark.After(cp.Watermark) {
-			cp.Watermark = s.lastWatermark
-		}
-	} else {
+	// The watermark never moves back (a commit's timestamp is its
+	// statement's start, a heartbeat's an estimate).
+	if wm.After(s.lastWatermark) {
 		s.lastWatermark = wm
 	}
-	s.eng.Completed(cp)
+	if a := s.eng.Acked().Watermark; a.After(s.lastWatermark) {
+		s.lastWatermark = a
+	}
+	s.eng.Completed(s.c.checkpoint(s.done, s.readPos, s.lastWatermark))
 }
 
 // commit ends the open transaction at the event of header h: its changes
