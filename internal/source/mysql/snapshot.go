@@ -364,6 +364,9 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 		w.lastKey = after
 	}
 	w.last = len(w.rows) < limit
+	// Between the SELECT and the high watermark: tests widen the window
+	// here (sleep) so that concurrent writes land inside it.
+	failpoint.Inject("mysql-snapshot-after-select")
 	hp, err := c.binlogEnd(ctx, conn)
 	if err != nil {
 		return err
