@@ -257,6 +257,9 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 			return s.commit(ctx, h)
 		default:
 			s.setPos(h)
+			// The statement is read under the sql_mode it was written with.
+			mode, _ := QueryEventSQLMode(e.StatusVars)
+			s.ddlp.ANSIQuotes, s.ddlp.NoBackslashEscapes = mode.ANSIQuotes(), mode.NoBackslashEscapes()
 			if err := s.ddl(ctx, string(e.Schema), q, h); err != nil {
 				return err
 			}
@@ -603,12 +606,13 @@ func rawJSON(t *table, row []any) string {
 		if i < len(t.cols) {
 			name = t.cols[i].Name
 		}
-		if b, ok := v.([]byte); ok {
-			v = string(b)
-		}
-		m[name] = fmt.Sprint(v)
-		if v == nil {
+		switch {
+		case v == nil:
 			m[name] = nil
+		case i < len(t.maps):
+			m[name] = t.maps[i].BinlogText(v)
+		default:
+			m[name] = fmt.Sprint(v)
 		}
 	}
 	b, _ := json.Marshal(m)
