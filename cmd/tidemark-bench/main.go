@@ -43,7 +43,7 @@ func rootCmd(ctx context.Context) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:           "tidemark-bench [--scenarios 1,2,3,5,6] [--reps 3] [sizes...]",
-		Short:         "Benchmark tidemark against pg_recvlogical and COPY on a throwaway PostgreSQL; prints a markdown table",
+		Short:         "Benchmark tidemark against pg_recvlogical and COPY on a throwaway PostgreSQL (or, with --source mysql, a bare binlog reader and SELECT * on a throwaway MariaDB); prints a markdown table",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
