@@ -13,6 +13,7 @@ import (
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/mysql"
+	"github.com/tidemark/tidemark/internal/verify"
 )
 
 // mysqlOptions are the capture options of a mysql:// source.
@@ -112,4 +113,13 @@ func mysqlLogEnd(ctx context.Context, conn string) (uint64, error) {
 	}
 	n, _ := strconv.ParseUint(pos.String, 10, 32)
 	return mysql.PositionLSN(file.String, uint32(n))
+}
+
+// mysqlVerify is the mysql source's verify.
+func mysqlVerify(cfg *config.Config) (verify.Source, error) {
+	opts, err := mysqlOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return verify.NewMySQL(opts.DSN())
 }
