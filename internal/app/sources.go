@@ -18,9 +18,11 @@ import (
 // URL's scheme picks one (sourceFor). Adding a source is one line here.
 var sources = []source{
 	{name: "postgres", schemes: []string{"postgres", "postgresql"}, dsn: true, classifier: postgres.Classifier(),
-		formatPos: postgres.FormatLSN, open: openPostgres, position: postgresPosition, logEnd: postgresWALEnd, verify: postgresVerify},
+		formatPos: postgres.FormatLSN, open: openPostgres, position: postgresPosition, logEnd: postgresWALEnd, verify: postgresVerify,
+		connector: "postgresql", tail: tailPostgres},
 	{name: "mysql", schemes: []string{"mysql", "mariadb"}, classifier: mysqlClassifier(),
-		formatPos: mysqlFormatPos, open: openMySQL, position: mysqlPosition, logEnd: mysqlLogEnd, verify: mysqlVerify},
+		formatPos: mysqlFormatPos, open: openMySQL, position: mysqlPosition, logEnd: mysqlLogEnd, verify: mysqlVerify,
+		connector: "mysql", tail: tailMySQL},
 }
 
 // source is one kind of database tidemark captures from.
@@ -47,6 +49,11 @@ type source struct {
 	logEnd func(ctx context.Context, conn string) (uint64, error)
 	// verify is the source side of `tidemark verify` for cfg's source.
 	verify func(cfg *config.Config) (verify.Source, error)
+	// connector names the source in tail's envelopes; tail streams the
+	// source's changes from its current position into tw, storing
+	// nothing, until ctx is done or tw's limit (errTailDone).
+	connector string
+	tail      func(ctx context.Context, cfg *config.Config, tw *tailWriter, log *slog.Logger) error
 }
 
 // VerifySource is the source side of `tidemark verify` for cfg's source,
