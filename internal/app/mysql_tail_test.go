@@ -18,7 +18,9 @@ import (
 func TestMySQLTail(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Tidemark(t)
-	m := testenv.SharedMariaDB(t)
+	// A server of its own: the binlog dump the test waits for must be
+	// tail's, not another test's pipeline.
+	m := testenv.StartMariaDB(t)
 	dbname := m.CreateDB(t, "mytail")
 	m.ExecIn(t, dbname, `CREATE TABLE orders (id int PRIMARY KEY, amount decimal(10,2), note varchar(50), placed datetime(6));
 		INSERT INTO orders VALUES (100, 1.00, 'before tail', NULL)`)
@@ -77,7 +79,7 @@ func TestMySQLTail(t *testing.T) {
 			t.Fatalf("tail: %v\n%s", err, &stderr)
 		}
 	case <-time.After(2 * time.Minute):
-		t.Fatal("tail did not stop after --max-records 3")
+		t.Fatalf("tail did not stop after --max-records 3\nstdout:\n%s\nstderr:\n%s", &stdout, &stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	if len(lines) != 3 {
