@@ -78,19 +78,15 @@ func TestSQLCanonMatchesGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := d.Connect(ctx)
+	src := NewPostgres(d)
+	defer src.Close()
+	s0, err := src.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
-	types := postgres.NewTypeCache(d)
-	defer types.Close()
-	snap, err := beginSnapshot(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.close(ctx)
-	st, err := describe(ctx, snap.tx, types.Lookup, "public", "canon")
+	defer s0.Close()
+	snap := s0.(*pgSnap)
+	st, err := snap.Describe(ctx, TableName{Schema: "public", Table: "canon"})
 	if err != nil || st == nil {
 		t.Fatalf("describe: %v, %v", st, err)
 	}
@@ -142,7 +138,7 @@ func TestSQLCanonMatchesGo(t *testing.T) {
 	}
 
 	// Chunk sums agree too.
-	rd := newSourceReader(st, chunks, true)
+	rd := newSourceReader(snap, st, chunks, true)
 	sqlChunks, err := rd.chunks(ctx, snap)
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +159,7 @@ func TestSQLCanonMatchesGo(t *testing.T) {
 
 	// Every key value reads back through its literal.
 	keys := [][]any{{int32(1)}, {int32(3)}, {int32(99)}}
-	got, err := st.fetch(ctx, snap, keys)
+	got, err := snap.Fetch(ctx, st, keys)
 	if err != nil {
 		t.Fatal(err)
 	}

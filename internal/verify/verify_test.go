@@ -219,7 +219,7 @@ func (f *fixture) verify(o verify.Options) *verify.Report {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	rep, err := verify.Run(f.ctx, f.cat, f.d, o, log)
+	rep, err := verify.Run(f.ctx, f.cat, verify.NewPostgres(f.d), o, log)
 	if err != nil {
 		f.t.Fatal(err)
 	}
