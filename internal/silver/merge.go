@@ -334,7 +334,8 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 // job is the merge of one table.
 type job struct {
 	m      *Merger
-	b, s   lake.KeyedTable
+	b      lake.Table
+	s      lake.KeyedTable
 	key    []string
 	soft   bool
 	source string
@@ -718,7 +719,7 @@ func (m *Merger) openSilver(ctx context.Context, source, schema, table string) (
 }
 
 // create creates a silver table for bronze table b.
-func (m *Merger) create(ctx context.Context, ident []string, b lake.KeyedTable, key []string) (lake.KeyedTable, error) {
+func (m *Merger) create(ctx context.Context, ident []string, b lake.Table, key []string) (lake.KeyedTable, error) {
 	keyJSON := b.Properties()[bronze.PropKey]
 	s, err := m.cat.Create(ctx, ident, lake.TableSpec{
 		Schema:     schemaFor(b.ArrowSchema(), key, m.opts.SoftDeletes),
@@ -735,7 +736,7 @@ func (m *Merger) create(ctx context.Context, ident []string, b lake.KeyedTable, 
 
 // publish renames a table being built to its silver name once it has
 // merged through a bronze snapshot whose initial snapshot is complete.
-func (m *Merger) publish(ctx context.Context, b, s lake.KeyedTable, cur int64, source, schema, table string) (lake.KeyedTable, bool, error) {
+func (m *Merger) publish(ctx context.Context, b lake.Table, s lake.KeyedTable, cur int64, source, schema, table string) (lake.KeyedTable, bool, error) {
 	if cur == lake.NoSnapshot {
 		return s, true, nil
 	}

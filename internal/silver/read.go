@@ -246,7 +246,7 @@ func keyHash(enc []byte) uint64 {
 // (transitively: 1 -> 2 -> 3), the smallest key hash of its chain, so that a
 // build routes the whole chain to one pass. The result depends only on the
 // range, not on the order files are read in: a resumed build routes alike.
-func scanChains(ctx context.Context, b lake.KeyedTable, key []string, br *bucketRoute, after, to int64) (map[uint64]chainRoute, error) {
+func scanChains(ctx context.Context, b lake.Table, key []string, br *bucketRoute, after, to int64) (map[uint64]chainRoute, error) {
 	dels := map[pos]uint64{}
 	// bucketOf: the bucket of each key hash seen (the smallest, should two
 	// keys of different buckets share a hash: independent of read order).
@@ -345,7 +345,7 @@ func scanChains(ctx context.Context, b lake.KeyedTable, key []string, br *bucket
 // `to` and groups them by key. With a part, only the rows of its keys are
 // kept (and truncates, which concern every key; rows that cannot be keyed
 // are kept by part 0, so they are dead-lettered once).
-func (in *input) readBronze(ctx context.Context, mem memory.Allocator, b lake.KeyedTable, after, to int64, p part) error {
+func (in *input) readBronze(ctx context.Context, mem memory.Allocator, b lake.Table, after, to int64, p part) error {
 	scan := func(fn func(arrow.RecordBatch) error) error {
 		// A persistent read failure, for the fault tests.
 		if err := failpoint.Err("silver-read-bronze"); err != nil {

@@ -65,7 +65,7 @@ func resnapshotGate(head lake.Snapshot, id string) (open bool, reason string) {
 // marker returns the bronze snapshot that recorded request id: the oldest
 // snapshot of head's history that carries it. Rows of the re-snapshot are
 // appended after it.
-func marker(b lake.KeyedTable, head lake.Snapshot, id string) (int64, error) {
+func marker(b lake.Table, head lake.Snapshot, id string) (int64, error) {
 	m := head
 	for m.ParentID != lake.NoSnapshot {
 		p, err := b.Snapshot(m.ParentID)
@@ -86,7 +86,7 @@ func marker(b lake.KeyedTable, head lake.Snapshot, id string) (int64, error) {
 // buildFrom is the bronze snapshot a first build of the silver table reads
 // after: the marker of the latest re-snapshot request when bronze carries
 // one (what came before it is superseded), else the start of bronze.
-func buildFrom(b lake.KeyedTable, target lake.Snapshot) (int64, error) {
+func buildFrom(b lake.Table, target lake.Snapshot) (int64, error) {
 	if id := target.Props[PropResnapshot]; id != "" {
 		return marker(b, target, id)
 	}

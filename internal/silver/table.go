@@ -60,7 +60,7 @@ func buildingIdent(source, schema, table string) []string {
 
 // KeyOf returns the key columns a bronze table records in its tidemark.key
 // property (a JSON list, written when bronze creates the table).
-func KeyOf(b lake.KeyedTable) ([]string, error) {
+func KeyOf(b lake.Table) ([]string, error) {
 	name := strings.Join(b.Ident(), ".")
 	raw, ok := b.Properties()[bronze.PropKey]
 	if !ok || raw == "" || raw == "null" {
@@ -142,7 +142,7 @@ func schemaFor(b *arrow.Schema, key []string, soft bool) *arrow.Schema {
 // column added in bronze is added (optional, null in older rows), a widened
 // type is widened. A column bronze no longer fills stays. Anything else is
 // fault.ErrIncompatibleSchema naming the table and column.
-func evolve(ctx context.Context, s lake.KeyedTable, b lake.KeyedTable, key []string) error {
+func evolve(ctx context.Context, s lake.KeyedTable, b lake.Table, key []string) error {
 	defs, err := bronze.Defaults(b.Properties())
 	if err != nil {
 		return fmt.Errorf("bronze table %s: %w", strings.Join(b.Ident(), "."), err)

@@ -20,6 +20,7 @@ import (
 var (
 	_ lake.Catalog    = (*Catalog)(nil)
 	_ lake.KeyedTable = (*Table)(nil)
+	_ lake.Maintained = (*Table)(nil)
 	_ lake.LiveRows   = (*LiveRows)(nil)
 	_ lake.Bucketer   = (*Bucketer)(nil)
 )
