@@ -40,6 +40,7 @@ func Run(t *testing.T, open Opener) {
 	}{
 		{"CatalogNamesAndErrors", testCatalog},
 		{"AppendCommitsPropsWithTheRows", testAppendProps},
+		{"AppendOnAStaleHandleLandsOnce", testStaleAppend},
 		{"AppendedRanges", testAppendedRanges},
 		{"ReopenSeesTheSameState", testReopen},
 		{"EvolveAddsAndWidens", testEvolve},
@@ -349,6 +350,36 @@ func testAppendProps(t *testing.T, e *env) {
 	}
 	if sum := tbl.Summary(); sum[posKey] != "11" {
 		t.Fatalf("setting table properties moved the cursor: summary %v", sum)
+	}
+}
+
+// testStaleAppend: an append through a handle that has not seen another
+// writer's commit lands on top of it, once, with its own props; neither
+// commit is lost.
+func testStaleAppend(t *testing.T, e *env) {
+	ctx := e.ctx
+	tbl := e.createLog()
+	stale, err := e.reopen().Open(ctx, logIdent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := e.append(tbl, 1, []any{1, "a", 1, 0})
+	rec := batch(t, stale.ArrowSchema(), []any{2, "b", 2, 0})
+	defer rec.Release()
+	if err := stale.Append(ctx, []arrow.RecordBatch{rec}, map[string]string{posKey: "2"}); err != nil {
+		t.Fatalf("append through a stale handle: %v", err)
+	}
+	head, _ := stale.CurrentSnapshot()
+	if head.ParentID != first.ID || head.Props[posKey] != "2" {
+		t.Fatalf("the stale handle's commit %+v: want a child of %d with %s=2", head, first.ID, posKey)
+	}
+	if err := tbl.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want(t, "rows after both appends", rows(t, func(fn func(arrow.RecordBatch) error) error { return tbl.Scan(ctx, fn) }),
+		"id=1,lsn=1,ts=1970-01-01T00:00:00Z,v=a", "id=2,lsn=2,ts=1970-01-01T00:00:00Z,v=b")
+	if h, err := tbl.History(lake.NoSnapshot, head.ID); err != nil || len(h) != 2 {
+		t.Fatalf("history: %d snapshots, %v; want 2", len(h), err)
 	}
 }
 
