@@ -18,10 +18,10 @@ import (
 // URL's scheme picks one (sourceFor). Adding a source is one line here.
 var sources = []source{
 	{name: "postgres", schemes: []string{"postgres", "postgresql"}, dsn: true, classifier: postgres.Classifier(),
-		formatPos: postgres.FormatLSN, open: openPostgres, position: postgresPosition, logEnd: postgresWALEnd, verify: postgresVerify,
+		formatPos: postgres.FormatLSN, posName: "pg_lsn", open: openPostgres, position: postgresPosition, logEnd: postgresWALEnd, verify: postgresVerify,
 		connector: "postgresql", tail: tailPostgres},
 	{name: "mysql", schemes: []string{"mysql", "mariadb"}, classifier: mysqlClassifier(),
-		formatPos: mysqlFormatPos, open: openMySQL, position: mysqlPosition, logEnd: mysqlLogEnd, verify: mysqlVerify,
+		formatPos: mysqlFormatPos, posName: "binlog file:pos", open: openMySQL, position: mysqlPosition, logEnd: mysqlLogEnd, verify: mysqlVerify,
 		connector: "mysql", tail: tailMySQL},
 }
 
@@ -35,6 +35,8 @@ type source struct {
 	// formatPos renders a commit position (cdc_source_lsn) as the source
 	// writes it (PostgreSQL: 16/B374D848).
 	formatPos func(pos uint64) string
+	// posName names formatPos's notation, for column headers.
+	posName string
 	// open prepares the capture of cfg's source for Run's session loop; each
 	// session then gets a capture from newCapture, writing into w and calling
 	// onProgress after each durable flush.
