@@ -591,7 +591,7 @@ func (c *Catalog) CreateTable(ctx context.Context, ident []string, spec TableSpe
 	// SQLite can answer a concurrent writer SQLITE_BUSY at once (see
 	// retryBusy): the row was not written, so creating again is safe.
 	var tbl *table.Table
-	err = retryBusy(ctx, func() (err error) {
+	err := retryBusy(ctx, func() (err error) {
 		tbl, err = c.cat.CreateTable(ctx, table.Identifier(slices.Clone(ident)), spec.Schema, opts...)
 		return err
 	})
