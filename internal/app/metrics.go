@@ -51,18 +51,20 @@ func newMetrics(reg prometheus.Registerer, source string) *metrics {
 	return m
 }
 
-func (m *metrics) progress(cp pipeline.Checkpoint, rowsDelta int64) {
+// lagBytes is the source's log past cp's position (-1: unknown, shown as 0).
+func (m *metrics) progress(cp pipeline.Checkpoint, rowsDelta, lagBytes int64) {
 	m.flushes.Inc()
 	if rowsDelta > 0 {
 		m.rows.Add(float64(rowsDelta))
 	}
-	end, acked := postgres.WALEnd(cp), postgres.AckedLSN(cp)
-	m.confirmed.Set(float64(acked))
-	if end > acked {
-		m.lagBytes.Set(float64(end - acked))
-	} else {
-		m.lagBytes.Set(0)
+	// PostgreSQL confirms the end LSN to its slot; a source whose resume
+	// token is not an LSN (MySQL) confirms the commit position.
+	acked := postgres.AckedLSN(cp)
+	if acked == 0 {
+		acked = cp.Pos
 	}
+	m.confirmed.Set(float64(acked))
+	m.lagBytes.Set(float64(max(lagBytes, 0)))
 	if !cp.Watermark.IsZero() {
 		m.lagSec.Set(time.Since(cp.Watermark).Seconds())
 	}

@@ -214,7 +214,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 				merger.Wake() // a gated silver table is checked now
 			}
 			n := w.Committed()
-			met.progress(cp, n-committedAtMetric)
+			_, lag := src.position(cp, 0)
+			met.progress(cp, n-committedAtMetric, lag)
 			committedAtMetric = n
 			failingSince = time.Time{}
 			backoff = time.Duration(cfg.Retry.InitialBackoff)
