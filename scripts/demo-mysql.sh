@@ -17,12 +17,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-LAKE=./demo-lake
-TIMEOUT=${DEMO_TIMEOUT:-90}
-
-say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
-note() { printf '    %s\n' "$@"; }
-die() { printf 'demo: error: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=scripts/demo-lib.sh
+. scripts/demo-lib.sh
 
 # --- find MariaDB -----------------------------------------------------------------
 find_mariadb_bin() {
@@ -38,18 +34,6 @@ INSTALL_DB=$(command -v mariadb-install-db || echo /usr/bin/mariadb-install-db)
 CLIENT=$(command -v mariadb || echo /usr/bin/mariadb)
 [ -x "$CLIENT" ] || die "the mariadb client not found"
 
-free_port() {
-	local port i
-	for i in $(seq 1 100); do
-		port=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-			echo "$port"
-			return 0
-		fi
-	done
-	return 1
-}
-
 # As root the server runs as mysql, which must own the directory.
 if [ "$(id -u)" = 0 ]; then TMPBASE=/tmp; else TMPBASE=${TMPDIR:-/tmp}; fi
 TMP=$(mktemp -d "$TMPBASE/tidemark-demo-mysql-XXXXXX")
@@ -58,24 +42,7 @@ DATA="$TMP/data"
 SOCK="$TMP/mysqld.sock"
 MYLOG="$TMP/mariadb.log"
 TMLOG="$TMP/tidemark.log"
-TM_PID=
 MY_PID=
-
-stop_tidemark() {
-	local i rc=0
-	kill -TERM "$TM_PID" 2>/dev/null || true
-	for i in $(seq 1 300); do
-		kill -0 "$TM_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$TM_PID" 2>/dev/null; then
-		echo "demo: tidemark did not exit 30s after SIGTERM; killing it" >&2
-		kill -KILL "$TM_PID" 2>/dev/null || true
-	fi
-	wait "$TM_PID" || rc=$?
-	TM_PID=
-	return "$rc"
-}
 
 stop_mariadb() {
 	local i
@@ -210,106 +177,21 @@ pos_num() {
 # source_pos prints the binlog end (file:pos) after everything committed.
 source_pos() { sql_root -N -B -e 'SHOW MASTER STATUS' | awk '{print $1 ":" $2}'; }
 
-# wait_for_lake POS: waits until every table of the lake is captured past
-# binlog position POS with its snapshot done, and silver has merged all of it.
-wait_for_lake() {
-	local target json pos ok i
-	target=$(pos_num "$1")
-	for i in $(seq 1 $((TIMEOUT * 2))); do
-		kill -0 "$TM_PID" 2>/dev/null || { wait "$TM_PID" || true; TM_PID=; die "tidemark run exited"; }
-		json=$(bin/tidemark status --warehouse "$LAKE" --format json 2>/dev/null) || json=
-		ok=$(grep -c '"table"' <<<"$json" || true)
-		[ "$ok" -gt 0 ] || { sleep 0.5; continue; }
-		for pos in $(sed -n 's/.*"position": "\(.*\)".*/\1/p' <<<"$json"); do
-			[ "$(pos_num "$pos")" -ge "$target" ] || ok=0
-		done
-		[ "$(grep -c '"snapshot": "done"' <<<"$json")" = "$ok" ] || ok=0
-		[ "$(grep -c '"silver": "published"' <<<"$json")" = "$ok" ] || ok=0
-		grep -q '"silver_bronze_snapshots_behind": [1-9]' <<<"$json" && ok=0
-		[ "$ok" = 0 ] || return 0
-		sleep 0.5
-	done
-	die "the lake did not reach binlog position $1 within ${TIMEOUT}s (DEMO_TIMEOUT)"
-}
-
 # --- run tidemark -----------------------------------------------------------------------
-say "building bin/tidemark"
-if command -v make >/dev/null 2>&1; then make -s --no-print-directory build; else go build -o bin/tidemark ./cmd/tidemark; fi
-bin/tidemark --version
+src_sql() { sql_shop -v -t; }
+POS_WORDS="binlog position (file index:offset)"
+NS=shop.shop
+export TIDEMARK_SOURCE="mysql://tidemark:$PASSWORD@127.0.0.1:$PORT/shop"
+VERIFY_CMD=(bin/tidemark verify --warehouse "$LAKE")
 
-rm -rf "$LAKE" # the lake belongs to the previous (now gone) demo database
+build_tidemark
 say "TIDEMARK_SOURCE=mysql://tidemark:***@127.0.0.1:$PORT/shop tidemark run --warehouse $LAKE   (in the background)"
 note "tidemark checks the server's binlog settings and the user's privileges, copies the rows" \
 	"that exist now in primary-key chunks (the snapshot, reconciled with the binlog by" \
 	"watermarks, no lock), and from then on reads every committed change from the binlog." \
 	"The source URL is given by TIDEMARK_SOURCE, so its password is not in the process list."
-TIDEMARK_SOURCE="mysql://tidemark:$PASSWORD@127.0.0.1:$PORT/shop" bin/tidemark run --warehouse "$LAKE" >"$TMLOG" 2>&1 &
-TM_PID=$!
-wait_for_lake "$(source_pos)"
-
-say "changing the source: inserts, updates, deletes"
-sql_shop -v -t <<'SQL'
-INSERT INTO customers (name, email) VALUES ('Edsger Dijkstra', 'edsger@example.com');
-INSERT INTO orders (customer_id, amount, status, items) VALUES
-  (4, 7.00, 'pending', '{"sku": "goto", "qty": 0}'),
-  (1, 310.25, 'pending', '[{"sku": "engine", "qty": 1}]');
-BEGIN;
-UPDATE orders SET status = 'shipped' WHERE id = 1;
-UPDATE orders SET amount = amount * 0.9, status = 'paid' WHERE id = 2;
-COMMIT;
-UPDATE customers SET email = 'grace.hopper@example.com' WHERE id = 3;
-DELETE FROM orders WHERE id = 4;
-SQL
-POS=$(source_pos)
-note "the binlog is now at $POS (file:offset); waiting for the lake to pass it"
-wait_for_lake "$POS"
-
-say "tidemark status --warehouse $LAKE"
-bin/tidemark status --warehouse "$LAKE"
-note "One line per captured table. SNAPSHOT done: the existing rows (ROWS) are copied." \
-	"POSITION: the binlog position (file index:offset) the table is complete up to;" \
-	"WATERMARK: the commit time of that transaction. SILVER published: the replica table exists."
-
-say "tidemark show --warehouse $LAKE bronze.shop.shop.orders   (the change log: every change, in binlog order)"
-bin/tidemark show --warehouse "$LAKE" bronze.shop.shop.orders --limit 20
-note "cdc_op: r = read by the snapshot, c = insert, u = update (the new row), d = delete." \
-	"cdc_source_lsn is the binlog position of the change's transaction as one sortable integer" \
-	"(file index << 32 | offset of its COMMIT); in parentheses as file:offset. The GTID and the" \
-	"binlog file are kept with the checkpoint. Order 4 was inserted and deleted: a c and a d row."
-
-say "tidemark show --warehouse $LAKE silver.shop.shop.orders   (the replica: the table as it is now)"
-bin/tidemark show --warehouse "$LAKE" silver.shop.shop.orders --limit 20
-note "Silver applies the change log by key: one row per order, as at the source. Order 4 is gone," \
-	"order 1 is shipped, order 2 paid at 179.10. tidemark run merges bronze into silver every 5s."
-
-say "one more change at the source, while tidemark runs"
-sql_shop -v -t <<'SQL'
-UPDATE orders SET status = 'shipped' WHERE id = 3;
-INSERT INTO orders (customer_id, amount, status, items) VALUES (2, 64.00, 'pending', '[{"sku": "bombe", "qty": 1}]');
-SQL
-wait_for_lake "$(source_pos)"
-
-say "tidemark show --warehouse $LAKE silver.shop.shop.orders   (order 3 now shipped; order 6 new)"
-bin/tidemark show --warehouse "$LAKE" silver.shop.shop.orders --limit 20
-
-say "tidemark verify --warehouse $LAKE   (source from TIDEMARK_SOURCE)"
-rc=0
-out=$(TIDEMARK_SOURCE="mysql://tidemark:$PASSWORD@127.0.0.1:$PORT/shop" bin/tidemark verify --warehouse "$LAKE" 2>&1) || rc=$?
-printf '%s\n' "$out"
-if [ "$rc" != 0 ]; then
-	# verify reads the source URL as PostgreSQL's on this build (exit 2,
-	# bad_config): say so rather than fail the demo.
-	if [ "$rc" = 2 ] && grep -qi 'postgres' <<<"$out"; then
-		note "tidemark verify does not support MySQL sources yet on this build: skipped."
-	else
-		die "tidemark verify exited with status $rc"
-	fi
-fi
-
-say "stopping tidemark (SIGTERM: it commits what it has and exits 0)"
-rc=0
-stop_tidemark || rc=$?
-[ "$rc" = 0 ] || die "tidemark run exited with status $rc after SIGTERM"
+start_tidemark bin/tidemark run --warehouse "$LAKE"
+walkthrough
 
 say "done: the lake is in $LAKE (MariaDB and its temp dir are removed)"
 note "Look around: bin/tidemark status --warehouse $LAKE" \

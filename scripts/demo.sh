@@ -30,13 +30,8 @@ mysql | mariadb) exec bash "$(dirname "$0")/demo-mysql.sh" ;;
 esac
 
 cd "$(dirname "$0")/.."
-LAKE=./demo-lake
-TIMEOUT=${DEMO_TIMEOUT:-90}
-
-say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
-# note prints an explanation, indented.
-note() { printf '    %s\n' "$@"; }
-die() { printf 'demo: error: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=scripts/demo-lib.sh
+. scripts/demo-lib.sh
 
 # --- find PostgreSQL ----------------------------------------------------------
 find_pg_bin() {
@@ -63,19 +58,6 @@ as_pg() {
 	fi
 }
 
-# free_port prints a TCP port on 127.0.0.1 that nothing listens on.
-free_port() {
-	local port i
-	for i in $(seq 1 100); do
-		port=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-			echo "$port"
-			return 0
-		fi
-	done
-	return 1
-}
-
 # As root the server runs as postgres, which must be able to reach the dir.
 if [ "$(id -u)" = 0 ]; then TMPBASE=/tmp; else TMPBASE=${TMPDIR:-/tmp}; fi
 TMP=$(mktemp -d "$TMPBASE/tidemark-demo-XXXXXX")
@@ -83,25 +65,6 @@ chmod 755 "$TMP"
 DATA="$TMP/data"
 PGLOG="$TMP/postgres.log"
 TMLOG="$TMP/tidemark.log"
-TM_PID=
-
-# stop_tidemark sends SIGTERM, waits up to 30s (then SIGKILL) and returns
-# tidemark's exit status.
-stop_tidemark() {
-	local i rc=0
-	kill -TERM "$TM_PID" 2>/dev/null || true
-	for i in $(seq 1 300); do
-		kill -0 "$TM_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$TM_PID" 2>/dev/null; then
-		echo "demo: tidemark did not exit 30s after SIGTERM; killing it" >&2
-		kill -KILL "$TM_PID" 2>/dev/null || true
-	fi
-	wait "$TM_PID" || rc=$?
-	TM_PID=
-	return "$rc"
-}
 
 cleanup() {
 	local rc=$?
@@ -192,102 +155,23 @@ lsn_num() {
 	esac
 }
 
-# wait_for_lake LSN: waits until every table of the lake is captured past
-# the source position LSN (X/Y) with its snapshot done, and silver has merged
-# all of it: `tidemark status --format json` says so.
-wait_for_lake() {
-	local target json pos ok i
-	target=$(lsn_num "$1")
-	for i in $(seq 1 $((TIMEOUT * 2))); do
-		kill -0 "$TM_PID" 2>/dev/null || { wait "$TM_PID" || true; TM_PID=; die "tidemark run exited"; }
-		json=$(bin/tidemark status --warehouse "$LAKE" --format json 2>/dev/null) || json=
-		ok=$(grep -c '"table"' <<<"$json" || true)
-		[ "$ok" -gt 0 ] || { sleep 0.5; continue; }
-		for pos in $(sed -n 's/.*"position": "\(.*\)".*/\1/p' <<<"$json"); do
-			[ "$(lsn_num "$pos")" -ge "$target" ] || ok=0
-		done
-		[ "$(grep -c '"snapshot": "done"' <<<"$json")" = "$ok" ] || ok=0
-		[ "$(grep -c '"silver": "published"' <<<"$json")" = "$ok" ] || ok=0
-		grep -q '"silver_bronze_snapshots_behind": [1-9]' <<<"$json" && ok=0
-		[ "$ok" = 0 ] || return 0
-		sleep 0.5
-	done
-	die "the lake did not reach source position $1 within ${TIMEOUT}s (DEMO_TIMEOUT)"
-}
-
 # The insert position: with synchronous_commit = off, pg_current_wal_lsn() can
 # be behind a commit that has returned.
-source_lsn() { psql_shop -At -c 'SELECT pg_current_wal_insert_lsn()'; }
+source_pos() { psql_shop -At -c 'SELECT pg_current_wal_insert_lsn()'; }
 
 # --- run tidemark -----------------------------------------------------------------
-say "building bin/tidemark"
-if command -v make >/dev/null 2>&1; then make -s --no-print-directory build; else go build -o bin/tidemark ./cmd/tidemark; fi
-bin/tidemark --version
+src_sql() { psql_shop -e; }
+pos_num() { lsn_num "$1"; }
+POS_WORDS="WAL position (an LSN, X/Y in hex)"
+NS=shop.public
+VERIFY_CMD=(bin/tidemark verify --source "$SOURCE" --warehouse "$LAKE")
 
-rm -rf "$LAKE" # the lake belongs to the previous (now gone) demo database
+build_tidemark
 say "tidemark run --source postgres://postgres:***@127.0.0.1:$PORT/shop --warehouse $LAKE   (in the background; its log is printed if anything fails)"
 note "tidemark creates a replication slot and a publication in PostgreSQL, copies the rows that" \
 	"exist now (the snapshot), and from then on receives every committed change from the slot."
-bin/tidemark run --source "$SOURCE" --warehouse "$LAKE" >"$TMLOG" 2>&1 &
-TM_PID=$!
-wait_for_lake "$(source_lsn)"
-
-say "changing the source: inserts, updates, deletes"
-psql_shop -e <<'SQL'
-INSERT INTO customers (name, email) VALUES ('Edsger Dijkstra', 'edsger@example.com');
-INSERT INTO orders (customer_id, amount, status, items) VALUES
-  (4, 7.00, 'pending', '{"sku": "goto", "qty": 0}'),
-  (1, 310.25, 'pending', '[{"sku": "engine", "qty": 1}]');
-BEGIN;
-UPDATE orders SET status = 'shipped' WHERE id = 1;
-UPDATE orders SET amount = amount * 0.9, status = 'paid' WHERE id = 2;
-COMMIT;
-UPDATE customers SET email = 'grace.hopper@example.com' WHERE id = 3;
-DELETE FROM orders WHERE id = 4;
-SQL
-LSN=$(source_lsn)
-note "PostgreSQL's WAL position is now $LSN (an LSN, written X/Y in hex); waiting for the lake to pass it"
-wait_for_lake "$LSN"
-
-say "tidemark status --warehouse $LAKE"
-bin/tidemark status --warehouse "$LAKE"
-note "One line per captured table. SNAPSHOT done: the existing rows (ROWS) are copied." \
-	"POSITION: the source position the table is complete up to, in PostgreSQL's X/Y notation;" \
-	"WATERMARK: the commit time of that transaction. SILVER published: the replica table exists."
-
-say "tidemark show --warehouse $LAKE bronze.shop.public.orders   (the change log: every change, in source order)"
-bin/tidemark show --warehouse "$LAKE" bronze.shop.public.orders --limit 20
-note "cdc_op says what each row is: r = read by the snapshot, c = insert (create), u = update" \
-	"(the new row), d = delete (only the key is set), t = truncate." \
-	"cdc_source_lsn is the position of the change's transaction at the source: the lake stores" \
-	"it as an integer; in parentheses the same position in PostgreSQL's X/Y notation, as status" \
-	"prints it. Rows are in source order, (cdc_source_lsn, cdc_seq): the snapshot (r) first," \
-	"then the changes. Order 4 was inserted and deleted, so it has a c and a d row."
-
-say "tidemark show --warehouse $LAKE silver.shop.public.orders   (the replica: the table as it is now)"
-bin/tidemark show --warehouse "$LAKE" silver.shop.public.orders --limit 20
-note "Silver applies the change log by key: one row per order, as at the source. Order 4 is gone," \
-	"order 1 is shipped, order 2 paid at 179.10. tidemark run merges bronze into silver every 5s."
-
-say "one more change at the source, while tidemark runs"
-psql_shop -e <<'SQL'
-UPDATE orders SET status = 'shipped' WHERE id = 3;
-INSERT INTO orders (customer_id, amount, status, items) VALUES (2, 64.00, 'pending', '[{"sku": "bombe", "qty": 1}]');
-SQL
-LSN=$(source_lsn)
-wait_for_lake "$LSN"
-
-say "tidemark show --warehouse $LAKE silver.shop.public.orders   (order 3 now shipped; order 6 new)"
-bin/tidemark show --warehouse "$LAKE" silver.shop.public.orders --limit 20
-
-say "tidemark verify --source postgres://postgres:***@127.0.0.1:$PORT/shop --warehouse $LAKE"
-note "verify compares every silver table with its source table at one source position (exit 0: equal)."
-bin/tidemark verify --source "$SOURCE" --warehouse "$LAKE"
-
-say "stopping tidemark (SIGTERM: it commits what it has, confirms the position to PostgreSQL, exits 0)"
-rc=0
-stop_tidemark || rc=$?
-[ "$rc" = 0 ] || die "tidemark run exited with status $rc after SIGTERM"
+start_tidemark bin/tidemark run --source "$SOURCE" --warehouse "$LAKE"
+walkthrough
 
 say "done: the lake is in $LAKE (PostgreSQL and its temp dir are removed)"
 note "Look around: bin/tidemark status --warehouse $LAKE" \

@@ -307,14 +307,7 @@ func (b *bench) myCatchUp(ctx context.Context) error {
 			}
 			return err
 		}
-		first, second := runRaw, runTM
-		if r%2 == 0 {
-			first, second = runTM, runRaw
-		}
-		if err := first(); err != nil {
-			return err
-		}
-		if err := second(); err != nil {
+		if err := alternate(r, runTM, runRaw); err != nil {
 			return err
 		}
 		tm, raw := float64(changes)/tmTime.Seconds(), float64(changes)/rawTime.Seconds()
@@ -483,14 +476,7 @@ func (b *bench) mySnapshot(ctx context.Context) error {
 			}
 			return err
 		}
-		first, second := runSelect, runTM
-		if r%2 == 0 {
-			first, second = runTM, runSelect
-		}
-		if err := first(); err != nil {
-			return err
-		}
-		if err := second(); err != nil {
+		if err := alternate(r, runTM, runSelect); err != nil {
 			return err
 		}
 		tm, sv, sel := float64(rows)/tmTime.Seconds(), float64(rows)/silverTime.Seconds(), float64(rows)/selTime.Seconds()

@@ -130,6 +130,20 @@ func splitRow(l string) []string {
 }
 
 // median of xs (NaN for none).
+// alternate runs tidemark's and the baseline's measurement of repetition
+// rep, tidemark first on even repetitions and the baseline first on odd
+// ones, so neither always runs on a warmer (or busier) machine.
+func alternate(rep int, tidemark, baseline func() error) error {
+	first, second := baseline, tidemark
+	if rep%2 == 0 {
+		first, second = tidemark, baseline
+	}
+	if err := first(); err != nil {
+		return err
+	}
+	return second()
+}
+
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()

@@ -123,14 +123,7 @@ func (b *bench) snapshotRun(ctx context.Context, db string, t snapshotTable) err
 			}
 			return nil
 		}
-		first, second := runCopy, runTM
-		if r%2 == 0 {
-			first, second = runTM, runCopy
-		}
-		if err := first(); err != nil {
-			return err
-		}
-		if err := second(); err != nil {
+		if err := alternate(r, runTM, runCopy); err != nil {
 			return err
 		}
 		tm, sv, cp := float64(rows)/tmTime.Seconds(), float64(rows)/silverTime.Seconds(), float64(rows)/copyTime.Seconds()
