@@ -29,7 +29,9 @@ type rewriteCase struct {
 	sql  string
 	// kill: "" (tidemark keeps running), "stopped" (killed before the
 	// rewrite, started after it), "reread" (killed once the re-read has
-	// begun: its marker is in bronze).
+	// begun: its marker is in bronze), "marker" (exits as a kill -9 would
+	// once it has seen the rewrite and committed everything before it,
+	// before the marker: failpoint rewrite-before-marker).
 	kill string
 	// changes: the rewrite changes values (the test is void if the source
 	// rows still read as before it).
@@ -44,6 +46,11 @@ func TestRewriteVolatileDefault(t *testing.T) {
 func TestRewriteAlterTypeUsing(t *testing.T) {
 	testRewrite(t, rewriteCase{name: "using", kill: "stopped", changes: true,
 		sql: `ALTER TABLE items ALTER COLUMN payload TYPE text USING upper(payload)`})
+}
+
+func TestRewriteSequenceDefaultKilledBeforeMarker(t *testing.T) {
+	testRewrite(t, rewriteCase{name: "nextval", kill: "marker", changes: true,
+		sql: `CREATE SEQUENCE items_seq; ALTER TABLE items ADD COLUMN tag bigint DEFAULT nextval('items_seq')`})
 }
 
 func TestRewriteVacuumFull(t *testing.T) {
@@ -67,7 +74,11 @@ func testRewrite(t *testing.T, tc rewriteCase) {
 	// Small chunks, each followed by a pause: the re-read takes 30 chunks
 	// of at least 50 ms, so status and a kill land inside it.
 	r, wh := newRunner(t, bin, srcURL, "--publication-poll", "200ms", "--snapshot-chunk-rows", "100")
-	r.env = []string{failpoint.EnvVar + "=snapshot-between-chunks=sleep(50)"}
+	pause := failpoint.EnvVar + "=snapshot-between-chunks=sleep(50)"
+	r.env = []string{pause}
+	if tc.kill == "marker" {
+		r.env = []string{pause + ";rewrite-before-marker=exit"}
+	}
 	lk := openLake(t, wh, source)
 	silverID := silver.Ident(source, "public", "items")
 
@@ -92,6 +103,21 @@ func testRewrite(t *testing.T, tc rewriteCase) {
 		s = r.start()
 	} else {
 		pg.Exec(t, srcURL, tc.sql)
+	}
+	if tc.kill == "marker" {
+		select {
+		case <-s.done:
+		case <-time.After(time.Minute):
+			t.Fatal("tidemark did not reach failpoint rewrite-before-marker within a minute of the rewrite")
+		}
+		if code := s.cmd.ProcessState.ExitCode(); code != failpoint.ExitCode {
+			t.Fatalf("tidemark exited with %d, want %d (failpoint rewrite-before-marker): %v", code, failpoint.ExitCode, s.err)
+		}
+		if req := request(); req != "" {
+			t.Fatalf("bronze records request %q before the marker was committed", req)
+		}
+		r.env = []string{pause}
+		s = r.start()
 	}
 	waitFor(t, s, time.Minute, "bronze to record a re-read of the rewritten table", func() bool {
 		return strings.Contains(request(), "-rewrite-")

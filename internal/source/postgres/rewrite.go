@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
@@ -236,6 +237,9 @@ func (s *stream) reread(ctx context.Context, t *table, o filenodeObs) error {
 	if err := s.engine.Sync(ctx); err != nil {
 		return err
 	}
+	// Everything before the rewrite is committed and acknowledged, the
+	// marker not yet: the next start must find the rewrite again.
+	failpoint.Inject("rewrite-before-marker")
 	st := pipeline.SnapshotState{Status: pipeline.SnapshotPending, Request: id, Estimate: t.snapshot.Estimate}
 	// Any snapshot chunk of t not yet written is dropped and the table read
 	// from its first key (snapshotter.table).
