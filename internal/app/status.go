@@ -37,6 +37,10 @@ type TableStatus struct {
 	// SilverBehindSeconds the age of the oldest of them (0: none).
 	SilverChangesBehind int64   `json:"silver_changes_behind"`
 	SilverBehindSeconds float64 `json:"silver_behind_seconds"`
+	// Reread says why the table is being read again while a re-snapshot of
+	// it runs: a rewrite at the source that emitted no change events
+	// (detected by its relfilenode), or `tidemark resnapshot`.
+	Reread string `json:"reread,omitempty"`
 }
 
 // Status reports every bronze table in the warehouse. With a source URL the
@@ -111,6 +115,12 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 			}
 			sp, _ := pipeline.ParseSnapshotState(sum[pipeline.PropSnapshot])
 			st.Snapshot, st.SnapshotRows, st.SnapshotEstimate = sp.Status, sp.Rows, sp.Estimate
+			if sp.Request != "" && sp.Status != pipeline.SnapshotDone && sp.Status != pipeline.SnapshotSkipped {
+				st.Reread = sum[pipeline.PropResnapshotReason]
+				if st.Reread == "" {
+					st.Reread = "requested by `tidemark resnapshot`"
+				}
+			}
 			pos, _ := strconv.ParseUint(sum[bronze.PropPosition], 10, 64)
 			wm, _ := time.Parse(time.RFC3339Nano, sum[bronze.PropWatermark])
 			if haveCP {
@@ -156,7 +166,15 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 	if len(rows) == 0 {
 		fmt.Fprintln(tw, "(no bronze tables in "+warehouse+")")
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Reread != "" {
+			fmt.Fprintf(out, "%s: being read again: %s\n", r.Table, r.Reread)
+		}
+	}
+	return nil
 }
 
 func dash(s string) string {

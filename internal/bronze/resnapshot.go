@@ -33,6 +33,7 @@ func RequestSnapshot(ctx context.Context, cat *lake.Catalog, source string, t ch
 	}
 	props[pipeline.PropSnapshot] = pipeline.PendingSnapshot(id)
 	props[pipeline.PropResnapshot] = id
+	props[pipeline.PropResnapshotReason] = "requested by `tidemark resnapshot`"
 	if err := tbl.Append(ctx, nil, props); err != nil {
 		return 0, fmt.Errorf("bronze: record the re-snapshot request of %s: %w", strings.Join(ident, "."), err)
 	}

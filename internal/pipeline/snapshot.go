@@ -13,6 +13,10 @@ const (
 	// records the id it has applied, so a table whose bronze id differs
 	// from its silver id has a re-snapshot to apply.
 	PropResnapshot = "tidemark.resnapshot"
+	// PropResnapshotReason says why the latest re-snapshot was requested
+	// (an operator's `tidemark resnapshot`, or a table rewrite the source
+	// detected), for status; carried forward like PropResnapshot.
+	PropResnapshotReason = "tidemark.resnapshot-reason"
 )
 
 // Snapshot statuses.

@@ -59,6 +59,10 @@ func resnapshotGate(head lake.Snapshot, id string) (open bool, reason string) {
 	if open {
 		return true, ""
 	}
+	if r := head.Props[pipeline.PropResnapshotReason]; r != "" {
+		// Why the table is read again (a rewrite the capture detected).
+		return false, fmt.Sprintf("%s; re-snapshot %s in progress (%s); silver keeps its state from before the request", r, id, why)
+	}
 	return false, fmt.Sprintf("re-snapshot %s in progress (%s); silver keeps its state from before the request", id, why)
 }
 

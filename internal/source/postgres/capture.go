@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -76,6 +77,13 @@ type table struct {
 	info     *TableInfo
 	schema   *change.Schema
 	snapshot snapState
+	// Rewrite detection (rewrite.go): the relfilenode bronze records, the
+	// transactions of the table's recent TRUNCATEs, and the generation of
+	// its snapshot (bumped when a rewrite restarts it). gen is read by
+	// the snapshot worker, the rest is the stream goroutine's.
+	filenode  uint32
+	truncXids []uint32
+	gen       atomic.Int64
 }
 
 // Run runs one capture session: it verifies or creates the publication, the
@@ -181,6 +189,11 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	s := newStream(c, repl, tables, start, cp)
+	// A rewrite while tidemark was stopped (or after its last commit):
+	// bronze records another relfilenode than the table has now.
+	if err := c.startFilenodes(ctx, meta, s); err != nil {
+		return err
+	}
 	snap := newSnapshotter(c, s.windows)
 	s.snap = snap
 	for _, t := range tables {
@@ -283,6 +296,7 @@ func (c *Capture) openDescribed(ctx context.Context, meta *pgx.Conn, id change.T
 		return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: snapshot state in the lake cannot be read", id), err)
 	}
 	t.snapshot.Estimate = info.Estimate
+	t.filenode, t.truncXids = parseFilenodeProps(st.Props)
 	return t, nil
 }
 
@@ -534,6 +548,11 @@ func (c *Capture) pollPublication(ctx context.Context, s *stream) error {
 			return err
 		}
 		s.offerTables(ids)
+		obs, err := readFilenodes(ctx, conn, ids)
+		if err != nil {
+			return err
+		}
+		s.offerFilenodes(obs)
 	}
 }
 

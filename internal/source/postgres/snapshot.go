@@ -45,6 +45,7 @@ type snapRow struct {
 type window struct {
 	id        string
 	table     change.TableID
+	gen       int64 // the table's snapshot generation the chunk belongs to (table.gen)
 	open      bool
 	lowLSN    uint64 // commit LSN of the low watermark
 	lowTx     int64
@@ -164,6 +165,11 @@ func (ws *windows) truncate(t change.TableID) {
 // truncate or follow it, and cannot be placed.
 var errTruncatedInWindow = errors.New("table truncated inside the snapshot window")
 
+// errSnapshotRestarted asks the worker to read the table again from its
+// first key: it was rewritten (rewrite.go), and the chunks read so far
+// may hold values from before.
+var errSnapshotRestarted = errors.New("table rewritten: snapshot restarted")
+
 // firstChunkRows bounds the first chunk of a table, read before its row
 // size is known.
 const firstChunkRows = 64
@@ -232,6 +238,19 @@ func (sn *snapshotter) worker(ctx context.Context) error {
 	}
 }
 
+// finished reports whether t's snapshot of generation gen is its last
+// one, and if so lets t be queued again (a rewrite detected later starts a
+// new one); false: a rewrite restarted it meanwhile.
+func (sn *snapshotter) finished(t *table, gen int64) bool {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if t.gen.Load() != gen {
+		return false
+	}
+	delete(sn.queued, t.id)
+	return true
+}
+
 // table snapshots one table from where its persisted progress left off.
 func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) error {
 	rel := t.info.Relation
@@ -245,6 +264,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 		}
 		keyTypes[i] = rel.Columns[idx].TypeName
 	}
+	gen := t.gen.Load() // before the progress: a rewrite after it restarts
 	lastKey := t.snapshot.LastKey
 	rows := t.snapshot.Rows
 	est := t.info.Estimate
@@ -292,7 +312,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 		ahead = nil
 		if w == nil {
 			var err error
-			if w, err = sn.openWindow(ctx, conn, t); err != nil {
+			if w, err = sn.openWindow(ctx, conn, t, gen); err != nil {
 				return err
 			}
 			if err := sn.read(ctx, conn, t, w, keyCols, keyTypes, lastKey, limit, hint); err != nil {
@@ -313,6 +333,17 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 			sn.c.log.Info("table truncated while a snapshot chunk was read: reading the chunk again", "table", t.id.String())
 			continue
 		}
+		if errors.Is(err, errSnapshotRestarted) {
+			if ahead != nil {
+				sn.windows.remove(ahead.id)
+				ahead.release()
+				ahead = nil
+			}
+			gen, lastKey, rows, startRows = t.gen.Load(), nil, 0, 0
+			limit = min(chunkRows, firstChunkRows)
+			sn.c.log.Info("table rewritten while its snapshot ran: reading it again from its first key", "table", t.id.String())
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -330,7 +361,13 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 			lastLog = now
 		}
 		if w.last {
-			return nil
+			if sn.finished(t, gen) {
+				return nil
+			}
+			gen, lastKey, rows, startRows = t.gen.Load(), nil, 0, 0
+			limit = min(chunkRows, firstChunkRows)
+			sn.c.log.Info("table rewritten as its snapshot ended: reading it again from its first key", "table", t.id.String())
+			continue
 		}
 		// A chunk is written and the next one read, its window still
 		// open (its high watermark not emitted): tests run writes, DDL
@@ -426,16 +463,16 @@ func newWindowID() string {
 
 // newWindow registers a new window for a chunk of t; its low watermark is
 // not emitted yet.
-func (sn *snapshotter) newWindow(t *table) *window {
-	w := &window{id: newWindowID(), table: t.id, done: make(chan error, 1), opened: make(chan struct{})}
+func (sn *snapshotter) newWindow(t *table, gen int64) *window {
+	w := &window{id: newWindowID(), table: t.id, gen: gen, done: make(chan error, 1), opened: make(chan struct{})}
 	sn.windows.add(w)
 	return w
 }
 
 // openWindow registers a new window for a chunk of t and emits its low
 // watermark.
-func (sn *snapshotter) openWindow(ctx context.Context, conn *pgx.Conn, t *table) (*window, error) {
-	w := sn.newWindow(t)
+func (sn *snapshotter) openWindow(ctx context.Context, conn *pgx.Conn, t *table, gen int64) (*window, error) {
+	w := sn.newWindow(t, gen)
 	if err := sn.emitWatermarks(ctx, conn, "low:"+w.id); err != nil {
 		sn.windows.remove(w.id)
 		return nil, err
@@ -494,7 +531,7 @@ func (sn *snapshotter) reconcile(ctx context.Context, conn *pgx.Conn, t *table, 
 	defer sn.windows.remove(w.id)
 	marks := []string{"high:" + w.id}
 	if !w.last {
-		next = sn.newWindow(t)
+		next = sn.newWindow(t, w.gen)
 		marks = []string{"low:" + next.id, "high:" + w.id}
 	}
 	if err := sn.emitWatermarks(ctx, conn, marks...); err != nil {

@@ -40,6 +40,11 @@ type stream struct {
 	windows *windows
 	snap    *snapshotter
 	offered chan []change.TableID
+	// Rewrite detection (rewrite.go): readings from the publication poll,
+	// and those waiting for the stream to pass their position.
+	filenodes   chan []filenodeObs
+	pendingFn   []filenodeObs
+	rewritesDue bool
 
 	inStream  bool
 	streamXid uint32
@@ -62,7 +67,7 @@ type stream struct {
 func newStream(c *Capture, repl *pgconn.PgConn, tables map[change.TableID]*table, start uint64, from pipeline.Checkpoint) *stream {
 	s := &stream{
 		c: c, repl: repl, tables: tables, rels: map[uint32]*Relation{},
-		windows: newWindows(), offered: make(chan []change.TableID, 1),
+		windows: newWindows(), offered: make(chan []change.TableID, 1), filenodes: make(chan []filenodeObs, 1),
 		spools:       map[uint32]*spool{},
 		completedEnd: start, acked: start,
 	}
@@ -121,6 +126,11 @@ func (s *stream) run(ctx context.Context) error {
 			}
 		default:
 		}
+		select {
+		case obs := <-s.filenodes:
+			s.addObservations(obs)
+		default:
+		}
 		// Acknowledge a background flush that has finished, start a due
 		// one, wait at commit_bytes.
 		if err := s.engine.Poll(ctx); err != nil {
@@ -172,6 +182,13 @@ func (s *stream) run(ctx context.Context) error {
 		case *pgproto3.CopyData:
 			if err := s.handleCopyData(ctx, m.Data); err != nil {
 				return err
+			}
+			if s.rewritesDue {
+				// Just after a commit: no transaction is half-buffered.
+				s.rewritesDue = false
+				if err := s.checkRewrites(ctx); err != nil {
+					return err
+				}
 			}
 		case *pgproto3.ErrorResponse:
 			return s.c.replicationError(pgconn.ErrorResponseToPgError(m))
@@ -338,6 +355,12 @@ func (s *stream) commit(commitLSN, endLSN uint64, t time.Time) {
 	s.windows.committed(s.tx.xid, commitLSN)
 	s.completedEnd = endLSN
 	s.engine.Completed(pipeline.Checkpoint{Pos: commitLSN, Watermark: t})
+	for _, o := range s.pendingFn {
+		if o.lsn <= endLSN {
+			s.rewritesDue = true
+			break
+		}
+	}
 }
 
 func (s *stream) nextPos() change.Position {
@@ -588,6 +611,11 @@ func (s *stream) truncate(ctx context.Context, ids []uint32) error {
 			Schema: rel.schema, Pos: s.nextPos(), TxID: int64(s.tx.xid), CommitTime: s.tx.commitTime}); err != nil {
 			return err
 		}
+		if t := s.tables[rel.Table]; t != nil {
+			if err := s.noteTruncate(ctx, t, s.tx.xid); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -646,6 +674,10 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	t := s.tables[w.table]
 	if t == nil {
 		w.finish(fmt.Errorf("table %s: snapshot chunk for a table no longer captured", w.table))
+		return nil
+	}
+	if w.gen != t.gen.Load() {
+		w.finish(errSnapshotRestarted) // the table was rewritten: read again from the first key
 		return nil
 	}
 	if w.truncated {
