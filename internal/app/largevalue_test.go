@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -102,4 +107,72 @@ func peakRSS(pid int) string {
 		}
 	}
 	return "?"
+}
+
+// TestMaxValueBytes: with max_value_bytes set, a row with a longer value
+// (snapshot, insert, update) goes to bronze.<source>._dead_letter with its
+// table, key, position and the reason value_too_large, without the value;
+// the other rows, and the rows' earlier storable versions, reach silver.
+func TestMaxValueBytes(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "maxvalue")
+	source := sourceName(t, srcURL)
+	pg.Exec(t, srcURL, `CREATE TABLE mv (id int PRIMARY KEY, v text);
+		INSERT INTO mv VALUES (1, repeat('x', 2000)), (2, 'small')`)
+	tbl := change.TableID{Schema: "public", Name: "mv"}
+	tables := []oddTable{{id: tbl, key: []string{"id"}}}
+	r, wh := newRunner(t, bin, srcURL, "--silver-every", "300ms", "--max-value-bytes", "1KiB")
+	lk := openLake(t, wh, source)
+	s := r.start()
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, tables)
+	pg.Exec(t, srcURL, `INSERT INTO mv VALUES (3, repeat('y', 1025)), (4, 'ok');
+		UPDATE mv SET v = repeat('z', 5000) WHERE id = 2;
+		INSERT INTO mv VALUES (5, repeat('w', 1024));`)
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, tables)
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	lk.close()
+
+	seen := map[string]string{}
+	for _, row := range bronzetest.Read(t, wh, append(bronze.SourceNamespace(source), bronze.DeadLetterTable)...) {
+		var raw map[string]any
+		if err := json.Unmarshal([]byte(row[bronze.ColRaw].(string)), &raw); err != nil {
+			t.Errorf("dead letter raw is not JSON: %v", row[bronze.ColRaw])
+			continue
+		}
+		id := fmt.Sprint(raw["id"])
+		seen[id] = row[bronze.ColOp].(string)
+		if row[bronze.ColTable] != "public.mv" {
+			t.Errorf("dead letter of id %s: source_table %v, want public.mv", id, row[bronze.ColTable])
+		}
+		msg, _ := row[bronze.ColError].(string)
+		if !strings.Contains(msg, `"v"`) || !strings.Contains(msg, "value_too_large") || !strings.Contains(msg, "max_value_bytes (1024)") {
+			t.Errorf("dead letter of id %s: error %q does not name the column, the reason value_too_large and the maximum", id, msg)
+		}
+		if _, ok := raw["v"]; ok {
+			t.Errorf("dead letter of id %s: raw holds the value over the maximum: %.60s…", id, row[bronze.ColRaw])
+		}
+		if lsn, _ := row[bronze.ColLSN].(int64); lsn <= 0 {
+			t.Errorf("dead letter of id %s: no position (cdc_source_lsn %v)", id, row[bronze.ColLSN])
+		}
+	}
+	want := map[string]string{"1": "r", "3": "c", "2": "u"}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Errorf("dead letters (id: op) %v, want %v", seen, want)
+	}
+	if out, err := exec.Command(bin, "merge", "--warehouse", wh, "--name", source).CombinedOutput(); err != nil {
+		t.Fatalf("tidemark merge: %v\n%s", err, out)
+	}
+	got := map[string]string{}
+	for _, row := range bronzetest.Read(t, wh, silver.Ident(source, "public", "mv")...) {
+		v, _ := row["v"].(string)
+		got[fmt.Sprint(row["id"])] = fmt.Sprintf("%.1s×%d", v, len(v))
+	}
+	// 2 keeps its last storable value; 5's value is exactly the maximum.
+	wantSilver := map[string]string{"2": "s×5", "4": "o×2", "5": "w×1024"}
+	if fmt.Sprint(got) != fmt.Sprint(wantSilver) {
+		t.Errorf("silver mv = %v, want %v", got, wantSilver)
+	}
 }

@@ -38,6 +38,11 @@ func mysqlOptions(cfg *config.Config) (mysql.Options, error) {
 		}
 		tables = append(tables, t.Table)
 	}
+	if cfg.MaxValueBytes > 0 {
+		// Refused rather than ignored: a maximum the source does not apply
+		// would let the values it was set against through.
+		return mysql.Options{}, fault.With(fault.ErrBadConfig, "max_value_bytes: not supported for MySQL/MariaDB sources yet (PostgreSQL only); remove it", nil)
+	}
 	return mysql.Options{
 		Host: conn.Host, Port: conn.Port, User: conn.User, Password: conn.Password, Database: conn.Database,
 		Tables:            tables,

@@ -78,6 +78,7 @@ func captureOptions(cfg *config.Config) (postgres.Options, error) {
 		SpoolDir:          spool,
 		CommitInterval:    time.Duration(cfg.CommitInterval),
 		CommitBytes:       int64(cfg.CommitBytes),
+		MaxValueBytes:     int64(cfg.MaxValueBytes),
 		HeartbeatInterval: time.Duration(cfg.HeartbeatInterval),
 		PublicationPoll:   time.Duration(cfg.PublicationPoll),
 		Snapshot: postgres.SnapshotOptions{

@@ -64,6 +64,11 @@ type Config struct {
 	// Go does not manage (unless GOMEMLIMIT is set), and the buffers are
 	// derived from it. Default 256MiB.
 	MemoryBudget ByteSize `yaml:"memory_budget"`
+	// MaxValueBytes is the largest column value captured: a row with a
+	// longer value (its text as the source sends it) goes to the
+	// dead-letter table, with its key, instead of bronze. 0 (the default):
+	// no maximum.
+	MaxValueBytes ByteSize `yaml:"max_value_bytes"`
 	// HeartbeatInterval is how often a heartbeat logical message is written
 	// to the source; its commit moves the watermark and lets the slot advance
 	// on an idle database. Default 1s.
@@ -547,6 +552,7 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("tables", strings.Join(c.Tables, ",")),
 		slog.String("commit_interval", c.CommitInterval.String()),
 		slog.String("commit_bytes", c.CommitBytes.String()),
+		slog.String("max_value_bytes", c.MaxValueBytes.String()),
 		slog.String("memory_budget", c.MemoryBudget.String()),
 		slog.String("heartbeat_interval", c.HeartbeatInterval.String()),
 		slog.String("publication_poll", c.PublicationPoll.String()),

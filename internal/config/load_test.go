@@ -77,6 +77,7 @@ func TestGoodFiles(t *testing.T) {
 			eq(t, "commit_interval", c.CommitInterval.Std(), 5*time.Second)
 			eq(t, "commit_bytes", c.CommitBytes, 128*config.MiB)
 			eq(t, "memory_budget", c.MemoryBudget, config.GiB)
+			eq(t, "max_value_bytes", c.MaxValueBytes, 100*config.MiB)
 			eq(t, "heartbeat_interval", c.HeartbeatInterval.Std(), 2*time.Second)
 			eq(t, "publication_poll", c.PublicationPoll.Std(), 30*time.Second)
 			eq(t, "snapshot.enabled", c.Snapshot.IsEnabled(), false)

@@ -210,6 +210,9 @@ func (c *Config) validate(requireSource bool) error {
 	if c.CommitBytes <= 0 && c.isSet("commit_bytes") {
 		k.bad("commit_bytes", "must be positive, got %s", c.CommitBytes)
 	}
+	if c.MaxValueBytes < 0 {
+		k.bad("max_value_bytes", "must be 0 (no maximum) or positive, got %s", c.MaxValueBytes)
+	}
 	c.durationDefault("heartbeat_interval", &c.HeartbeatInterval, DefaultHeartbeatInterval)
 	k.atLeast("heartbeat_interval", c.HeartbeatInterval, Duration(10*time.Millisecond))
 	c.durationDefault("publication_poll", &c.PublicationPoll, DefaultPublicationPoll)

@@ -131,11 +131,14 @@ func (in *input) gather(ctx context.Context, mem memory.Allocator, f arrow.Field
 // order, and bronze holds snapshot chunks in key order): it slices the runs
 // out of the batches' columns (parts) and copies them once, into the output
 // (not at all when there is one run). ok is false when the runs are too
-// short for that to pay.
+// short for that to pay. A few runs always pay, however short: the other
+// way copies every value twice (concatenate, then take), which for the
+// two snapshot chunks of a table holding one 200 MiB value was two more
+// copies of it in flight.
 func (in *input) gatherRuns(mem memory.Allocator, f arrow.Field, parts []arrow.Array, rows []outRow, pick func(*outRow) int) (out arrow.Array, ok bool, err error) {
 	type run struct{ batch, row, n int } // batch -1: nulls
 	var runs []run
-	maxRuns := max(1, len(rows)/64)
+	maxRuns := max(16, len(rows)/64)
 	end := -1 // the global index after the current run's batch
 	for i := range rows {
 		ref := pick(&rows[i])

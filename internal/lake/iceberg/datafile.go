@@ -385,13 +385,35 @@ func (w *dataFileWriter) writerProperties(recs []arrow.RecordBatch) (*parquet.Wr
 			opts = append(opts, parquet.WithCompressionFor(f.Name, compress.Codecs.Uncompressed), parquet.WithDictionaryFor(f.Name, false))
 		}
 	}
+	dictLimit := int(p.GetInt(table.ParquetDictSizeBytesKey, table.ParquetDictSizeBytesDefault))
 	for j, f := range w.sc.Fields() {
-		if longValues(recs, j) {
+		longest := longestValue(recs, j)
+		if longest > maxStatsValue {
 			opts = append(opts, parquet.WithStatsFor(f.Name, false))
+		}
+		// A value longer than a dictionary page makes the column fall back
+		// to plain encoding, after the dictionary encoder has copied it
+		// into its memo table and out again as a dictionary page.
+		if longest > dictLimit {
+			opts = append(opts, parquet.WithDictionaryFor(f.Name, false))
+		}
+		// A page is compressed into a buffer of its own before it is
+		// written: one more copy of the value in flight. A column with a
+		// value over uncompressedValue is written uncompressed.
+		if longest > uncompressedValue {
+			opts = append(opts, parquet.WithCompressionFor(f.Name, compress.Codecs.Uncompressed))
 		}
 	}
 	return parquet.NewWriterProperties(opts...), nil
 }
+
+// uncompressedValue: a string or binary column holding a value longer than
+// this in a data file is written uncompressed (writerProperties). Such a
+// page is over what iceberg-go's readers accept anyway (64 MiB: see
+// bigpages.go); compressing it would hold the value in flight once more,
+// and a text value that large is mostly incompressible (documents,
+// images, base64) or compressed by its writer already.
+const uncompressedValue = int(parquet.DefaultMaxCompressedPageSize)
 
 // plainKey reports whether a key column of type t is written uncompressed
 // (writerProperties): the integer keys ScanLiveKeys decodes from pages.
@@ -403,32 +425,31 @@ func plainKey(t iceberggo.Type) bool {
 	return false
 }
 
-// longValues reports whether top-level column j of recs, if of strings or
-// binaries, holds a value longer than maxStatsValue.
-func longValues(recs []arrow.RecordBatch, j int) bool {
+// longestValue returns the length of the longest value of top-level
+// column j of recs, if of strings or binaries (0 otherwise).
+func longestValue(recs []arrow.RecordBatch, j int) int {
+	longest := 0
 	for _, rec := range recs {
 		var offs []int32
 		switch c := rec.Column(j).(type) {
 		case *array.String:
-			if len(c.ValueBytes()) <= maxStatsValue {
+			if len(c.ValueBytes()) <= longest {
 				continue
 			}
 			offs = c.ValueOffsets()
 		case *array.Binary:
-			if len(c.ValueBytes()) <= maxStatsValue {
+			if len(c.ValueBytes()) <= longest {
 				continue
 			}
 			offs = c.ValueOffsets()
 		default:
-			return false
+			return 0
 		}
 		for i := 1; i < len(offs); i++ {
-			if int(offs[i]-offs[i-1]) > maxStatsValue {
-				return true
-			}
+			longest = max(longest, int(offs[i]-offs[i-1]))
 		}
 	}
-	return false
+	return longest
 }
 
 func compressionCodec(name string) compress.Compression {

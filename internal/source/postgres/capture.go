@@ -23,12 +23,15 @@ import (
 
 // Options configure a Capture.
 type Options struct {
-	Slot              string
-	Publication       string
-	Tables            []change.TableID // empty: publication FOR ALL TABLES
-	SpoolDir          string
-	CommitInterval    time.Duration
-	CommitBytes       int64
+	Slot           string
+	Publication    string
+	Tables         []change.TableID // empty: publication FOR ALL TABLES
+	SpoolDir       string
+	CommitInterval time.Duration
+	CommitBytes    int64
+	// MaxValueBytes: a row with a column value longer than this (its text
+	// as PostgreSQL sends it) is a dead letter (tooLarge); 0: no maximum.
+	MaxValueBytes     int64
 	HeartbeatInterval time.Duration
 	PublicationPoll   time.Duration
 	Snapshot          SnapshotOptions

@@ -35,6 +35,10 @@ type colChunk struct {
 // to reserve a chunk's builders at once rather than grow them.
 type sizeHint struct {
 	perRow []int64 // bytes per row of each column, in the last chunk
+	// limit caps what a column reserves (snapshot chunk_bytes): a chunk
+	// after one holding a 200 MiB value would otherwise reserve 200 MiB
+	// per row for rows that may be small.
+	limit int64
 }
 
 func newColChunk(rel *Relation, rows int, hint *sizeHint) *colChunk {
@@ -46,7 +50,11 @@ func newColChunk(rel *Relation, rows int, hint *sizeHint) *colChunk {
 		case *array.StringBuilder:
 			c.varw[i] = true
 			if hint != nil && len(hint.perRow) == len(rel.Columns) {
-				bb.ReserveData(int(hint.perRow[i]) * rows)
+				n := hint.perRow[i] * int64(rows)
+				if hint.limit > 0 {
+					n = min(n, hint.limit)
+				}
+				bb.ReserveData(int(n))
 			}
 		case *array.BinaryBuilder:
 			c.varw[i] = true
@@ -60,7 +68,7 @@ func newColChunk(rel *Relation, rows int, hint *sizeHint) *colChunk {
 
 // add decodes one row. A value that has no exact lake representation makes
 // the row a dead letter (added to bad); any other error is returned.
-func (c *colChunk) add(raw [][]byte) error {
+func (c *colChunk) add(raw [][]byte, maxValue int64) error {
 	index := c.rows
 	c.rows++
 	c.size += 64
@@ -73,7 +81,10 @@ func (c *colChunk) add(raw [][]byte) error {
 		} else {
 			c.size += 8
 		}
-		err := c.rel.Columns[i].Map.AppendText(c.b[i], v)
+		err := tooLarge(c.rel, i, v, maxValue)
+		if err == nil {
+			err = c.rel.Columns[i].Map.AppendText(c.b[i], v)
+		}
 		if err == nil {
 			continue
 		}
@@ -84,7 +95,7 @@ func (c *colChunk) add(raw [][]byte) error {
 		for _, b := range c.b[i:] {
 			b.AppendNull()
 		}
-		c.bad = append(c.bad, badRow{index: index, raw: rawJSON(c.rel, raw), err: err})
+		c.bad = append(c.bad, badRow{index: index, raw: rawJSON(c.rel, raw, maxValue), err: err})
 		return nil
 	}
 	for _, b := range c.b[min(len(raw), len(c.b)):] {

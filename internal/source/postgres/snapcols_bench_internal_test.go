@@ -35,7 +35,7 @@ func BenchmarkColChunk(b *testing.B) {
 	for range b.N / rows {
 		cc := newColChunk(rel, rows, hint)
 		for _, r := range raw {
-			if err := cc.add(r); err != nil {
+			if err := cc.add(r, 0); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -306,7 +306,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 			ahead.release()
 		}
 	}()
-	hint := &sizeHint{}
+	hint := &sizeHint{limit: sn.c.opts.Snapshot.ChunkBytes}
 	for {
 		w := ahead
 		ahead = nil
@@ -635,7 +635,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 			bytes += int64(len(v)) + 8
 		}
 		if cc != nil {
-			if err := cc.add(raw); err != nil {
+			if err := cc.add(raw, sn.c.opts.MaxValueBytes); err != nil {
 				rows.Close()
 				return fmt.Errorf("table %s: decode snapshot chunk: %w", t.id, err)
 			}
@@ -649,10 +649,14 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 				if v == nil || r.err != nil {
 					continue
 				}
-				val, err := rel.Columns[i].Map.Decode(v)
+				err := tooLarge(rel, i, v, sn.c.opts.MaxValueBytes)
+				var val any
+				if err == nil {
+					val, err = rel.Columns[i].Map.Decode(v)
+				}
 				if err != nil {
 					r.err = err
-					r.raw = rawJSON(rel, raw) // copies the text
+					r.raw = rawJSON(rel, raw, sn.c.opts.MaxValueBytes) // copies the text
 					continue
 				}
 				r.values[i] = val

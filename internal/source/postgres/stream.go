@@ -441,7 +441,9 @@ type decoded struct {
 	err       error
 }
 
-func decodeTuple(rel *Relation, tup *pglogrepl.TupleData) decoded {
+// decodeTuple decodes tup; a value longer than maxValue (0: no maximum)
+// makes it a dead letter (tooLarge).
+func decodeTuple(rel *Relation, tup *pglogrepl.TupleData, maxValue int64) decoded {
 	var d decoded
 	if tup == nil {
 		return d
@@ -461,6 +463,10 @@ func decodeTuple(rel *Relation, tup *pglogrepl.TupleData) decoded {
 		case pglogrepl.TupleDataTypeText, pglogrepl.TupleDataTypeBinary:
 			d.raw[i] = col.Data
 			if d.err != nil {
+				continue
+			}
+			if err := tooLarge(rel, i, col.Data, maxValue); err != nil {
+				d.err = err
 				continue
 			}
 			v, err := rel.Columns[i].Map.Decode(col.Data)
@@ -493,12 +499,17 @@ func fillUnchanged(rel *Relation, nd, od *decoded) {
 	nd.unchanged = still
 }
 
-// rawJSON renders a raw tuple for the dead-letter table.
-func rawJSON(rel *Relation, raw [][]byte) string {
+// rawJSON renders a raw tuple for the dead-letter table, without the
+// values longer than maxValue (0: no maximum): the error of such a row
+// names the column and its length (tooLarge), and the row's key stays.
+func rawJSON(rel *Relation, raw [][]byte, maxValue int64) string {
 	m := make(map[string]any, len(raw))
 	for i, r := range raw {
 		if i >= len(rel.Columns) {
 			break
+		}
+		if maxValue > 0 && int64(len(r)) > maxValue {
+			continue
 		}
 		if r == nil {
 			m[rel.Columns[i].Name] = nil
@@ -519,7 +530,7 @@ func (s *stream) emitWithBefore(ctx context.Context, rel *Relation, op change.Op
 	var err error
 	if d.err != nil {
 		err = s.c.w.DeadLetter(ctx, change.DeadLetter{Table: rel.Table, Op: op, Pos: pos, TxID: int64(s.tx.xid),
-			CommitTime: s.tx.commitTime, Raw: rawJSON(rel, d.raw), Error: d.err.Error()})
+			CommitTime: s.tx.commitTime, Raw: rawJSON(rel, d.raw, s.c.opts.MaxValueBytes), Error: d.err.Error()})
 	} else {
 		err = s.c.w.Write(ctx, &change.Change{Table: rel.Table, Op: op, Values: d.values, Unchanged: d.unchanged,
 			Before: before, Schema: rel.schema, Pos: pos, TxID: int64(s.tx.xid), CommitTime: s.tx.commitTime})
@@ -556,7 +567,7 @@ func (s *stream) insert(ctx context.Context, relID uint32, tup *pglogrepl.TupleD
 	if err != nil {
 		return err
 	}
-	return s.emit(ctx, rel, change.OpInsert, decodeTuple(rel, tup))
+	return s.emit(ctx, rel, change.OpInsert, decodeTuple(rel, tup, s.c.opts.MaxValueBytes))
 }
 
 func (s *stream) update(ctx context.Context, m *pglogrepl.UpdateMessage) error {
@@ -564,10 +575,12 @@ func (s *stream) update(ctx context.Context, m *pglogrepl.UpdateMessage) error {
 	if err != nil {
 		return err
 	}
-	nd := decodeTuple(rel, m.NewTuple)
+	nd := decodeTuple(rel, m.NewTuple, s.c.opts.MaxValueBytes)
 	var before []any
 	if m.OldTuple != nil {
-		od := decodeTuple(rel, m.OldTuple)
+		// The old row only identifies the row changed: max_value_bytes
+		// applies to new rows (a delete is never a dead letter for size).
+		od := decodeTuple(rel, m.OldTuple, 0)
 		before = od.values
 		if m.OldTupleType == pglogrepl.UpdateMessageTupleTypeOld {
 			fillUnchanged(rel, &nd, &od)
@@ -595,7 +608,7 @@ func (s *stream) delete(ctx context.Context, m *pglogrepl.DeleteMessage) error {
 	if err != nil {
 		return err
 	}
-	d := decodeTuple(rel, m.OldTuple)
+	d := decodeTuple(rel, m.OldTuple, 0)
 	d.unchanged = nil
 	return s.emitWithBefore(ctx, rel, change.OpDelete, d, d.values)
 }

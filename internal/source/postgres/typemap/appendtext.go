@@ -69,6 +69,12 @@ func appendString(b array.Builder, text []byte) error {
 	if !utf8.Valid(text) {
 		return errNotUTF8
 	}
+	if len(text) >= 1<<20 {
+		// Into exactly the room it needs, as coltype.AppendValue does:
+		// Append grows the data to the next power of two above it (a 200
+		// MiB value took 256 MiB, a 1 GiB one would take 2 GiB).
+		sb.ReserveData(len(text))
+	}
 	sb.BinaryBuilder.Append(text)
 	return nil
 }
