@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/config"
@@ -37,6 +38,10 @@ type TableStatus struct {
 	// SilverBehindSeconds the age of the oldest of them (0: none).
 	SilverChangesBehind int64   `json:"silver_changes_behind"`
 	SilverBehindSeconds float64 `json:"silver_behind_seconds"`
+	// NotCaptured is, for a published table the capture leaves out on its
+	// own (no key to merge by, a name the lake cannot hold), the named
+	// error that says why and the fix; Table is then "<source>: schema.table".
+	NotCaptured string `json:"not_captured,omitempty"`
 }
 
 // Status reports every bronze table in the warehouse. With a source URL the
@@ -65,6 +70,19 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 	}
 	var rows []TableStatus
 	for _, ns := range nss {
+		if len(ns) == 2 && ns[0] == "bronze" {
+			// The tables the capture leaves out, each with its named
+			// error and fix (they have no bronze table to list).
+			refused, err := bronze.Refused(ctx, cat, ns[1])
+			if err != nil {
+				return err
+			}
+			for _, r := range refused {
+				rows = append(rows, TableStatus{Table: ns[1] + ": " + showSourceTable(r.Schema, r.Table),
+					Snapshot: "not captured", SnapshotEstimate: -1, LagBytes: -1, LagSeconds: -1, Silver: "none", NotCaptured: r.Reason})
+			}
+			continue
+		}
 		if len(ns) != 3 || ns[0] != "bronze" {
 			continue
 		}
@@ -156,7 +174,28 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 	if len(rows) == 0 {
 		fmt.Fprintln(tw, "(no bronze tables in "+warehouse+")")
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Why each table left out is: below the table, one line each (a reason
+	// with its fix is too long for a column).
+	for _, r := range rows {
+		if r.NotCaptured != "" {
+			if _, err := fmt.Fprintf(out, "not captured: %s: %s\n", r.Table, r.NotCaptured); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// showSourceTable is schema.table as tables: takes it, Go-quoted when it
+// holds a control character (a newline would split the line).
+func showSourceTable(schema, table string) string {
+	if strings.IndexFunc(schema+table, unicode.IsControl) >= 0 {
+		return fmt.Sprintf("%q.%q", schema, table)
+	}
+	return config.TableName{Schema: schema, Table: table}.String()
 }
 
 func dash(s string) string {

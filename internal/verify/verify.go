@@ -40,6 +40,9 @@ type Options struct {
 	// Tables limits the verification to these source tables; empty: every
 	// table that has a silver or bronze table.
 	Tables []TableName
+	// MergeKeys are the declared merge keys (config merge_keys): a table
+	// with one is compared by it instead of its primary key.
+	MergeKeys map[TableName][]string
 	// Wait bounds how long verify waits for a silver table to reach a
 	// source position. 0: DefaultWait.
 	Wait time.Duration

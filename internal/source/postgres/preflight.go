@@ -9,13 +9,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/fault"
 )
 
@@ -167,33 +165,6 @@ func (c *Capture) checkCanCreatePublication(ctx context.Context, meta *pgx.Conn)
 			c.opts.Publication, why, pub), nil)
 	}
 	return nil
-}
-
-// keylessAdvice completes a no_primary_key error with how to leave the
-// table out, which depends on the publication: a table-list publication
-// drops it; a FOR ALL TABLES publication cannot (PostgreSQL refuses ALTER
-// PUBLICATION … DROP TABLE for it).
-func (c *Capture) keylessAdvice(err error, t change.TableID) error {
-	var fe *fault.Error
-	if !errors.As(err, &fe) || fe.Code != fault.ErrNoPrimaryKey.Code {
-		return err
-	}
-	listed := slices.Contains(c.opts.Tables, t)
-	var how string
-	switch {
-	case !c.pubAll && c.pubCreated && !c.started:
-		how = fmt.Sprintf("or leave it out of --tables (tidemark drops the publication %q this start created)", c.opts.Publication)
-	case !c.pubAll && listed:
-		how = fmt.Sprintf("or leave it out: remove it from --tables and run ALTER PUBLICATION %s DROP TABLE %s", quoteIdent(c.opts.Publication), showTable(t))
-	case !c.pubAll:
-		how = fmt.Sprintf("or leave it out: ALTER PUBLICATION %s DROP TABLE %s", quoteIdent(c.opts.Publication), showTable(t))
-	case c.pubCreated && !c.started:
-		how = fmt.Sprintf("or leave it out: rerun with --tables listing the tables to capture (tidemark drops the FOR ALL TABLES publication %q this start created, and creates one with that list)", c.opts.Publication)
-	default:
-		how = fmt.Sprintf("or leave it out: publication %q is FOR ALL TABLES, which cannot leave a table out, so create a publication with a table list "+
-			"(CREATE PUBLICATION name FOR TABLE ...) and pass it with --publication (to a new pipeline, --name, if this one has already started)", c.opts.Publication)
-	}
-	return fault.With(fault.ErrNoPrimaryKey, fe.Msg+"; "+how, fe.Err)
 }
 
 // cleanupFailedStart undoes what a start that failed with err created
