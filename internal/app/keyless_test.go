@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
@@ -185,4 +187,40 @@ func lineWith(s, sub string) string {
 		}
 	}
 	return ""
+}
+
+// TestFailedStartLeavesNothing (issue 12): a start that creates the
+// publication and then fails for a transient reason until its retries run
+// out (exit 4) drops the publication it created, and leaves no slot; a
+// publication of the operator's is kept.
+func TestFailedStartLeavesNothing(t *testing.T) {
+	t.Parallel() // its own database and tidemark processes
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "failed_start")
+	pg.Exec(t, srcURL, `CREATE TABLE public.accounts (id int PRIMARY KEY); INSERT INTO public.accounts VALUES (1)`)
+	run := func(args ...string) (int, string) {
+		cmd := exec.Command(bin, append([]string{"run", "--source", srcURL, "--warehouse", t.TempDir(), "--name", "src",
+			"--retry-max-elapsed", "1s", "--retry-initial-backoff", "100ms", "--log-level", "debug"}, args...)...)
+		cmd.Env = append(cmd.Environ(), "TIDEMARK_FAILPOINTS=capture-after-publication=error")
+		out, _ := cmd.CombinedOutput()
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	code, out := run()
+	if code != fault.ExitTransient {
+		t.Fatalf("exit %d, want %d (retries exhausted):\n%s", code, fault.ExitTransient, out)
+	}
+	if n := strings.Count(out, "dropped the publication this failed start created"); n < 2 {
+		t.Errorf("the publication was dropped after %d failed attempts, want every one (at least 2):\n%s", n, out)
+	}
+	if pubs, slots := sourceObjects(t, srcURL); len(pubs)+len(slots) > 0 {
+		t.Errorf("the failed start left publications %v and slots %v", pubs, slots)
+	}
+	pg.Exec(t, srcURL, `CREATE PUBLICATION mine FOR ALL TABLES`)
+	if code, out := run("--publication", "mine"); code != fault.ExitTransient {
+		t.Fatalf("exit %d, want %d:\n%s", code, fault.ExitTransient, out)
+	}
+	if pubs, slots := sourceObjects(t, srcURL); fmt.Sprint(pubs) != "[mine]" || len(slots) > 0 {
+		t.Errorf("publications %v (want the operator's [mine] kept) and slots %v (want none)", pubs, slots)
+	}
 }

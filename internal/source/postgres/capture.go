@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/pipeline"
 )
@@ -61,9 +62,10 @@ type Capture struct {
 	prefix string // logical message prefix of this pipeline
 
 	// Set by ensurePublication for the session.
-	pubAll     bool // the publication is FOR ALL TABLES
-	pubCreated bool // this session created it (dropped again if the start fails)
-	started    bool // the slot exists with a checkpoint (or tail's temporary slot): the pipeline has started
+	pubAll      bool // the publication is FOR ALL TABLES
+	pubCreated  bool // this session created it (dropped again if the start fails)
+	slotCreated bool // this session created the slot (and has not dropped it)
+	started     bool // the slot exists with a checkpoint (or tail's temporary slot): the pipeline has started
 
 	// refused holds the published tables left out on their own (isRefusal),
 	// with why; owned by Run's goroutine, then by the stream's.
@@ -97,7 +99,7 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer meta.Close(context.Background())
-	c.pubCreated, c.started = false, false
+	c.pubCreated, c.started, c.slotCreated = false, false, false
 	// Deferred after meta.Close, so it runs first, on the open connection.
 	defer func() { err = c.cleanupFailedStart(meta, err) }()
 	if err := c.checkServer(ctx, meta); err != nil {
@@ -120,6 +122,11 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 	}
 	if err := c.ensurePublication(ctx, meta, haveCP); err != nil {
 		return err
+	}
+	// A start that fails for a transient reason right after creating the
+	// publication, again and again until its retries run out.
+	if err := failpoint.Err("capture-after-publication"); err != nil {
+		return fault.MarkTransient(fmt.Errorf("after ensuring publication %q: %w", c.opts.Publication, err))
 	}
 	ids, err := publicationTables(ctx, meta, c.opts.Publication)
 	if err != nil {
@@ -347,6 +354,7 @@ func (c *Capture) ensureSlot(ctx context.Context, meta *pgx.Conn, repl *pgconn.P
 		if err != nil {
 			return 0, classify(fmt.Errorf("create replication slot %q: %w", c.opts.Slot, err))
 		}
+		c.slotCreated = true
 		lsn, err := ParseLSN(res.ConsistentPoint)
 		if err != nil {
 			return 0, c.dropCreatedSlot(meta, err)

@@ -170,12 +170,21 @@ func (c *Capture) checkCanCreatePublication(ctx context.Context, meta *pgx.Conn)
 // cleanupFailedStart undoes what a start that failed with err created
 // before the pipeline had a checkpoint: the publication it created. A
 // publication that existed before is never dropped, and neither is one of a
-// pipeline that has started (its slot decodes with it). Transient errors are
-// retried by the next session, which reuses what this one created. If the
-// drop fails, err names the publication and the command to remove it.
+// pipeline that has started (its slot decodes with it). After a transient
+// error too, so that a start whose retries run out (exit 4) leaves nothing
+// behind: the next session creates it again. Unless this session also
+// created the slot and kept it (dropCreatedSlot keeps a slot whose
+// checkpoint's outcome is unknown): slot and publication are then reused
+// together. If the drop fails, err names the publication and the command
+// to remove it.
 func (c *Capture) cleanupFailedStart(meta *pgx.Conn, err error) error {
-	if err == nil || !c.pubCreated || c.started || classOf(err) == fault.Transient || errors.Is(err, context.Canceled) {
+	if err == nil || !c.pubCreated || c.started || errors.Is(err, context.Canceled) {
 		return err
+	}
+	if classOf(err) == fault.Transient && c.slotCreated {
+		return fmt.Errorf("%w (publication %q and replication slot %q, created by this start, are kept for the next attempt; "+
+			"if you give up on this pipeline, remove them: DROP PUBLICATION %s; SELECT pg_drop_replication_slot('%s'))",
+			err, c.opts.Publication, c.opts.Slot, quoteIdent(c.opts.Publication), strings.ReplaceAll(c.opts.Slot, "'", "''"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -207,5 +216,6 @@ func (c *Capture) dropCreatedSlot(meta *pgx.Conn, err error) error {
 			err, c.opts.Slot, strings.ReplaceAll(c.opts.Slot, "'", "''"))
 	}
 	c.log.Info("dropped the replication slot this failed start created", "slot", c.opts.Slot)
+	c.slotCreated = false
 	return err
 }
