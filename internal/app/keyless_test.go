@@ -177,6 +177,12 @@ func TestNoTableBlocksTheOthers(t *testing.T) {
 			t.Errorf("tidemark verify does not report public.%s:\n%s", name, out)
 		}
 	}
+	// It names the tables it cannot compare, and why.
+	for _, want := range []string{`"public"."log_nullable": not captured, not compared: [no_primary_key]`, `"public"."t.x": not captured, not compared: [unsupported_name]`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("tidemark verify does not say %q:\n%s", want, out)
+		}
+	}
 }
 
 // lineWith returns the first line of s that contains sub, or "".
