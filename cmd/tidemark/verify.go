@@ -58,6 +58,16 @@ could be verified (not published yet, silver behind, keys that kept changing); 2
 				}
 				opts.Tables = append(opts.Tables, verify.TableName{Schema: tn.Schema, Table: tn.Table})
 			}
+			declared, err := cfg.MergeKeys.Parsed()
+			if err != nil {
+				return usageError{err}
+			}
+			for tn, cols := range declared {
+				if opts.MergeKeys == nil {
+					opts.MergeKeys = map[verify.TableName][]string{}
+				}
+				opts.MergeKeys[verify.TableName{Schema: tn.Schema, Table: tn.Table}] = cols
+			}
 			opts.Source = cfg.Name
 			cat, err := app.OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
 			if err != nil {
@@ -100,7 +110,7 @@ could be verified (not published yet, silver behind, keys that kept changing); 2
 	holder.BindFlags(cmd.Flags())
 	// Of the configuration's flags only the connection settings matter to
 	// verify: keep --help short.
-	onlyConfigFlags(cmd, own, "source", "source-file", "name", "warehouse", "catalog", "tables", "log-level", "log-format")
+	onlyConfigFlags(cmd, own, "source", "source-file", "name", "warehouse", "catalog", "tables", "merge-keys", "log-level", "log-format")
 	quietByDefault(cmd)
 	return cmd
 }

@@ -68,6 +68,17 @@ func captureOptions(cfg *config.Config) (postgres.Options, error) {
 	if err != nil {
 		return postgres.Options{}, err
 	}
+	declared, err := cfg.MergeKeys.Parsed()
+	if err != nil {
+		return postgres.Options{}, err
+	}
+	var mergeKeys map[change.TableID][]string
+	for t, cols := range declared {
+		if mergeKeys == nil {
+			mergeKeys = map[change.TableID][]string{}
+		}
+		mergeKeys[change.TableID{Schema: t.Schema, Name: t.Table}] = cols
+	}
 	spool := spoolDir(cfg)
 	// commit_bytes and chunk_bytes were checked against (or derived from)
 	// memory_budget by config.Validate.
@@ -75,6 +86,7 @@ func captureOptions(cfg *config.Config) (postgres.Options, error) {
 		Slot:              cfg.Slot,
 		Publication:       cfg.Publication,
 		Tables:            tables,
+		MergeKeys:         mergeKeys,
 		SpoolDir:          spool,
 		CommitInterval:    time.Duration(cfg.CommitInterval),
 		CommitBytes:       int64(cfg.CommitBytes),

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/config"
@@ -41,6 +42,10 @@ type TableStatus struct {
 	// it runs: a rewrite at the source that emitted no change events
 	// (detected by its relfilenode), or `tidemark resnapshot`.
 	Reread string `json:"reread,omitempty"`
+	// NotCaptured is, for a published table the capture leaves out on its
+	// own (no key to merge by, a name the lake cannot hold), the named
+	// error that says why and the fix; Table is then "<source>: schema.table".
+	NotCaptured string `json:"not_captured,omitempty"`
 }
 
 // Status reports every bronze table in the warehouse. With a source URL the
@@ -69,6 +74,19 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 	}
 	var rows []TableStatus
 	for _, ns := range nss {
+		if len(ns) == 2 && ns[0] == "bronze" {
+			// The tables the capture leaves out, each with its named
+			// error and fix (they have no bronze table to list).
+			refused, err := bronze.Refused(ctx, cat, ns[1])
+			if err != nil {
+				return err
+			}
+			for _, r := range refused {
+				rows = append(rows, TableStatus{Table: ns[1] + ": " + showSourceTable(r.Schema, r.Table),
+					Snapshot: "not captured", SnapshotEstimate: -1, LagBytes: -1, LagSeconds: -1, Silver: "none", NotCaptured: r.Reason})
+			}
+			continue
+		}
 		if len(ns) != 3 || ns[0] != "bronze" {
 			continue
 		}
@@ -171,10 +189,30 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 	}
 	for _, r := range rows {
 		if r.Reread != "" {
-			fmt.Fprintf(out, "%s: being read again: %s\n", r.Table, r.Reread)
+			if _, err := fmt.Fprintf(out, "%s: being read again: %s\n", r.Table, r.Reread); err != nil {
+				return err
+			}
+		}
+	}
+	// Why each table left out is: below the table, one line each (a reason
+	// with its fix is too long for a column).
+	for _, r := range rows {
+		if r.NotCaptured != "" {
+			if _, err := fmt.Fprintf(out, "not captured: %s: %s\n", r.Table, r.NotCaptured); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// showSourceTable is schema.table as tables: takes it, Go-quoted when it
+// holds a control character (a newline would split the line).
+func showSourceTable(schema, table string) string {
+	if strings.IndexFunc(schema+table, unicode.IsControl) >= 0 {
+		return fmt.Sprintf("%q.%q", schema, table)
+	}
+	return config.TableName{Schema: schema, Table: table}.String()
 }
 
 func dash(s string) string {

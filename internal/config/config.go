@@ -54,6 +54,9 @@ type Config struct {
 	Slot string `yaml:"slot"`
 	// Tables lists "schema.table" names; empty means all tables.
 	Tables []string `yaml:"tables"`
+	// MergeKeys declares the columns silver merges a table by, instead of
+	// its primary key (mergekey.go). Default: none.
+	MergeKeys MergeKeys `yaml:"merge_keys"`
 	// CommitInterval is the longest time between lake commits. Default 500ms.
 	CommitInterval Duration `yaml:"commit_interval"`
 	// CommitBytes triggers a commit when this many bytes of rows are

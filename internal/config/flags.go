@@ -29,6 +29,7 @@ var fields = []field{
 	{"publication", "publication", "PostgreSQL publication (default: tidemark_<name>)", func(c *Config) any { return &c.Publication }},
 	{"slot", "slot", "logical replication slot (default: tidemark_<name>)", func(c *Config) any { return &c.Slot }},
 	{"tables", "tables", "comma-separated schema.table list (default: all tables)", func(c *Config) any { return &c.Tables }},
+	{"merge_keys", "merge-keys", "columns silver merges a table by instead of its primary key, schema.table=col1,col2 (repeat for each table; default: none)", func(c *Config) any { return &c.MergeKeys }},
 	{"commit_interval", "commit-interval", "longest time between lake commits", func(c *Config) any { return &c.CommitInterval }},
 	{"commit_bytes", "commit-bytes", "commit when this many bytes of rows are buffered (default: memory-budget/16)", func(c *Config) any { return &c.CommitBytes }},
 	{"max_value_bytes", "max-value-bytes", "rows with a column value longer than this go to the dead-letter table (default 0: no maximum)", func(c *Config) any { return &c.MaxValueBytes }},

@@ -104,6 +104,14 @@ func TestGoodFiles(t *testing.T) {
 				t.Errorf("String() shows the interpolated password: %s", c)
 			}
 		},
+		"merge_keys.good.yml": func(t *testing.T, c *config.Config) {
+			keys, err := c.MergeKeys.Parsed()
+			if err != nil {
+				t.Fatal(err)
+			}
+			eq(t, "merge_keys[public.events]", strings.Join(keys[config.TableName{Schema: "public", Table: "events"}], "|"), "tenant|event_id")
+			eq(t, `merge_keys["Sales"."Orders"]`, strings.Join(keys[config.TableName{Schema: "Sales", Table: "Orders"}], "|"), "order_no|line")
+		},
 		"anchors.good.yml": func(t *testing.T, c *config.Config) {
 			eq(t, "snapshot.parallelism", c.Snapshot.Parallelism, 4) // merged from x-snapshot
 			eq(t, "snapshot.chunk_rows", c.Snapshot.ChunkRows, 500)  // explicit key wins
@@ -163,6 +171,12 @@ func TestBadFiles(t *testing.T) {
 			`bad_reference.bad.yml:3: unterminated "${"`,
 		},
 		"duplicate_key.bad.yml": {`duplicate_key.bad.yml:4: log.level: duplicate key (first set on line 3)`},
+		"bad_merge_keys.bad.yml": {
+			`merge_keys["events"]: missing schema in "events"`,
+			`merge_keys["public.empty"]: public.empty: list at least one column`,
+			`merge_keys["public.twice"]: public.twice: column "a" is listed twice`,
+			`merge_keys["public.dup"]: public.dup is the table merge_keys["Public.Dup"] names too`,
+		},
 		"bad_tables.bad.yml": {
 			`:3: tables[0]: missing schema in "users" (did you mean "public.users"?)`,
 			`:4: tables[1]: too many dots in "a.b.c"`,

@@ -192,6 +192,8 @@ func (c *Config) validate(requireSource bool) error {
 		}
 	}
 
+	c.validateMergeKeys(k)
+
 	// sizes and intervals
 	c.durationDefault("commit_interval", &c.CommitInterval, DefaultCommitInterval)
 	k.atLeast("commit_interval", c.CommitInterval, Duration(10*time.Millisecond))

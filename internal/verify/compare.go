@@ -111,12 +111,25 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 		tr.Reason = fmt.Sprintf("the source has no table %s (dropped or renamed?), but silver still has one", t)
 		return nil
 	}
+	sk, err := silverKey(s)
+	if err != nil {
+		return fmt.Errorf("silver table %s: %w", tr.Table, err)
+	}
+	// A declared merge key, or for a source table without a key the key
+	// silver is merged by (REPLICA IDENTITY FULL: the whole row), is what
+	// the rows are compared by.
+	if want := v.opts.MergeKeys[t]; len(want) > 0 || len(st.key) == 0 && len(sk) > 0 {
+		if len(want) == 0 {
+			want = sk
+		}
+		if err := st.rekey(want); err != nil {
+			return fmt.Errorf("the source table %s: %w", t, err)
+		}
+	}
 	if len(st.key) == 0 {
 		return fmt.Errorf("the source table %s has no primary key or replica identity index to compare by", t)
 	}
-	if sk, err := silverKey(s); err != nil {
-		return fmt.Errorf("silver table %s: %w", tr.Table, err)
-	} else if sk != nil && !slices.Equal(sk, st.keyNames()) {
+	if sk != nil && !slices.Equal(sk, st.keyNames()) {
 		tr.Status = StatusDifferent
 		tr.Reason = fmt.Sprintf("the source table's key is (%s) but silver is keyed by (%s)",
 			strings.Join(st.keyNames(), ", "), strings.Join(sk, ", "))

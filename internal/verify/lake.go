@@ -86,6 +86,13 @@ func notPublishedReason(ctx context.Context, cat *lake.Catalog, source string, t
 	}
 	b, err := cat.LoadTable(ctx, bronzeIdent(source, t))
 	if err != nil {
+		if refused, rerr := bronze.Refused(ctx, cat, source); rerr == nil {
+			for _, r := range refused {
+				if r.Schema == t.Schema && r.Table == t.Table {
+					return "the capture leaves the table out: " + r.Reason
+				}
+			}
+		}
 		return "the table has neither a silver nor a bronze table: is it captured (in the publication)?"
 	}
 	sum := b.Summary()

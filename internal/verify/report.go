@@ -32,6 +32,11 @@ func (r *Report) Write(w io.Writer, format string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, n := range r.NotCaptured {
+		if _, err := fmt.Fprintf(w, "\n%s: not captured, not compared: %s\n", n.Table, n.Reason); err != nil {
+			return err
+		}
+	}
 	for _, t := range r.Tables {
 		if t.Status == StatusEqual {
 			continue

@@ -101,6 +101,18 @@ func (st *sourceTable) col(name string) *column {
 	return nil
 }
 
+// rekey makes names the key st is compared by.
+func (st *sourceTable) rekey(names []string) error {
+	key := make([]*column, len(names))
+	for i, n := range names {
+		if key[i] = st.col(n); key[i] == nil {
+			return fmt.Errorf("key column %q is not one of its columns", n)
+		}
+	}
+	st.key = key
+	return nil
+}
+
 func (st *sourceTable) keyNames() []string {
 	out := make([]string, len(st.key))
 	for i, c := range st.key {

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode"
 
+	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 )
@@ -40,6 +43,9 @@ type Options struct {
 	// Tables limits the verification to these source tables; empty: every
 	// table that has a silver or bronze table.
 	Tables []TableName
+	// MergeKeys are the declared merge keys (config merge_keys): a table
+	// with one is compared by it instead of its primary key.
+	MergeKeys map[TableName][]string
 	// Wait bounds how long verify waits for a silver table to reach a
 	// source position. 0: DefaultWait.
 	Wait time.Duration
@@ -109,6 +115,16 @@ const (
 type Report struct {
 	Source string        `json:"source"`
 	Tables []TableReport `json:"tables"`
+	// NotCaptured are the published tables the capture leaves out (no key
+	// to merge by, a name the lake cannot hold), with why: they have no
+	// lake table to compare, and do not change the exit code.
+	NotCaptured []NotCaptured `json:"not_captured,omitempty"`
+}
+
+// NotCaptured is a published table the capture leaves out.
+type NotCaptured struct {
+	Table  string `json:"table"`
+	Reason string `json:"reason"`
 }
 
 // ExitCode is the process exit code the report calls for: 0 if every table
@@ -213,6 +229,15 @@ func Run(ctx context.Context, cat *lake.Catalog, src Source, opts Options, log *
 	first.Close()
 	v := &verifier{cat: cat, src: src, opts: opts, log: log, pushdown: !opts.NoPushdown}
 	rep := &Report{Source: opts.Source}
+	if len(opts.Tables) == 0 {
+		refused, err := bronze.Refused(ctx, cat, opts.Source)
+		if err != nil {
+			return nil, fmt.Errorf("verify: %w", err)
+		}
+		for _, r := range refused {
+			rep.NotCaptured = append(rep.NotCaptured, NotCaptured{Table: showName(r.Schema, r.Table), Reason: r.Reason})
+		}
+	}
 	for _, t := range tables {
 		if err := ctx.Err(); err != nil {
 			return rep, err
@@ -238,4 +263,13 @@ type verifier struct {
 	// later tables then do not wait again.
 	captureDown bool
 	nudged      bool
+}
+
+// showName is schema.table for a report line, Go-quoted when it holds a
+// control character (a newline would split the line).
+func showName(schema, table string) string {
+	if strings.IndexFunc(schema+table, unicode.IsControl) >= 0 {
+		return fmt.Sprintf("%q.%q", schema, table)
+	}
+	return quoteIdent(schema) + "." + quoteIdent(table)
 }

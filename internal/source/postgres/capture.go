@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,15 +18,19 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
 // Options configure a Capture.
 type Options struct {
-	Slot           string
-	Publication    string
-	Tables         []change.TableID // empty: publication FOR ALL TABLES
+	Slot        string
+	Publication string
+	Tables      []change.TableID // empty: publication FOR ALL TABLES
+	// MergeKeys are the declared merge keys (config merge_keys): the
+	// columns a table is keyed by instead of its primary key.
+	MergeKeys      map[change.TableID][]string
 	SpoolDir       string
 	CommitInterval time.Duration
 	CommitBytes    int64
@@ -61,9 +66,14 @@ type Capture struct {
 	prefix string // logical message prefix of this pipeline
 
 	// Set by ensurePublication for the session.
-	pubAll     bool // the publication is FOR ALL TABLES
-	pubCreated bool // this session created it (dropped again if the start fails)
-	started    bool // the slot exists with a checkpoint (or tail's temporary slot): the pipeline has started
+	pubAll      bool // the publication is FOR ALL TABLES
+	pubCreated  bool // this session created it (dropped again if the start fails)
+	slotCreated bool // this session created the slot (and has not dropped it)
+	started     bool // the slot exists with a checkpoint (or tail's temporary slot): the pipeline has started
+
+	// refused holds the published tables left out on their own (isRefusal),
+	// with why; owned by Run's goroutine, then by the stream's.
+	refused map[change.TableID]error
 }
 
 // New returns a Capture. It does nothing until Run.
@@ -100,7 +110,7 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer meta.Close(context.Background())
-	c.pubCreated, c.started = false, false
+	c.pubCreated, c.started, c.slotCreated = false, false, false
 	// Deferred after meta.Close, so it runs first, on the open connection.
 	defer func() { err = c.cleanupFailedStart(meta, err) }()
 	if err := c.checkServer(ctx, meta); err != nil {
@@ -124,6 +134,11 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 	if err := c.ensurePublication(ctx, meta, haveCP); err != nil {
 		return err
 	}
+	// A start that fails for a transient reason right after creating the
+	// publication, again and again until its retries run out.
+	if err := failpoint.Err("capture-after-publication"); err != nil {
+		return fault.MarkTransient(fmt.Errorf("after ensuring publication %q: %w", c.opts.Publication, err))
+	}
 	ids, err := publicationTables(ctx, meta, c.opts.Publication)
 	if err != nil {
 		return err
@@ -133,10 +148,17 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 	}
 	// Every table is checked before a lake table is created for any: a
 	// start refused for one table leaves nothing behind in the lake.
+	// A table refused on its own (no key, a name the lake cannot hold) is
+	// left out and named in status; the others run.
 	infos := map[change.TableID]*TableInfo{}
 	var problems []error
+	c.refused = map[change.TableID]error{}
 	for _, id := range ids {
 		info, err := c.describe(ctx, meta, id)
+		if isRefusal(err) {
+			c.refused[id] = err
+			continue
+		}
 		if err != nil {
 			problems = append(problems, err)
 			continue
@@ -146,8 +168,14 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 	if len(problems) > 0 {
 		return errors.Join(problems...)
 	}
+	if err := c.recordRefused(ctx); err != nil {
+		return err
+	}
 	tables := map[change.TableID]*table{}
 	for _, id := range ids {
+		if infos[id] == nil {
+			continue
+		}
 		t, err := c.openDescribed(ctx, meta, id, infos[id])
 		if err != nil {
 			return err
@@ -270,14 +298,20 @@ func (c *Capture) openTable(ctx context.Context, meta *pgx.Conn, id change.Table
 	return c.openDescribed(ctx, meta, id, info)
 }
 
-// describe is describeTable with the advice that depends on the
-// publication.
+// describe is describeTable with the table's declared merge key.
 func (c *Capture) describe(ctx context.Context, meta *pgx.Conn, id change.TableID) (*TableInfo, error) {
-	info, err := describeTable(ctx, meta, id, c.types.Lookup)
-	if err != nil {
-		return nil, c.keylessAdvice(err, id)
+	info, err := describeKeyed(ctx, meta, id, c.types.Lookup, c.opts.MergeKeys[id])
+	var r *refusedTable
+	if errors.As(err, &r) && slices.Contains(c.opts.Tables, id) {
+		// Asked for by name: capturing less than the list says is refused
+		// for the whole run, with how to leave it out.
+		var fe *fault.Error
+		if errors.As(r.err, &fe) {
+			return nil, fault.With(fe, fe.Msg+"; or leave it out of tables: (--tables)", fe.Err)
+		}
+		return nil, r.err
 	}
-	return info, nil
+	return info, err
 }
 
 // openDescribed creates (or verifies) the lake tables of a described table.
@@ -337,6 +371,7 @@ func (c *Capture) ensureSlot(ctx context.Context, meta *pgx.Conn, repl *pgconn.P
 		if err != nil {
 			return 0, classify(fmt.Errorf("create replication slot %q: %w", c.opts.Slot, err))
 		}
+		c.slotCreated = true
 		lsn, err := ParseLSN(res.ConsistentPoint)
 		if err != nil {
 			return 0, c.dropCreatedSlot(meta, err)

@@ -76,8 +76,8 @@ func showTable(t change.TableID) string {
 func checkTableName(t change.TableID) error {
 	for _, part := range [][2]string{{"schema", t.Schema}, {"table", t.Name}} {
 		if why := config.LakeNameProblem(part[0], part[1]); why != "" {
-			return fault.With(fault.ErrUnsupportedName, fmt.Sprintf("table %s: the %s name %q %s; rename it at the source or %s",
-				showTable(t), part[0], part[1], why, leaveOut(t)), nil)
+			return refuse(fault.With(fault.ErrUnsupportedName, fmt.Sprintf("table %s: the %s name %q %s, so the table is not captured; rename it at the source (ALTER TABLE %s RENAME TO ...)",
+				showTable(t), part[0], part[1], why, showTable(t)), nil))
 		}
 	}
 	return nil
@@ -269,6 +269,12 @@ func quoteTable(t change.TableID) string { return pgx.Identifier{t.Schema, t.Nam
 
 // describeTable reads a table's columns and key from the catalog.
 func describeTable(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup typemap.Lookup) (*TableInfo, error) {
+	return describeKeyed(ctx, conn, t, lookup, nil)
+}
+
+// describeKeyed is describeTable for a table with a declared merge key
+// (nil: none), keyed by chooseKey.
+func describeKeyed(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup typemap.Lookup, declared []string) (*TableInfo, error) {
 	if err := checkTableName(t); err != nil {
 		return nil, err
 	}
@@ -288,15 +294,16 @@ func describeTable(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 		}
 		return nil, classify(fmt.Errorf("table %s: read catalog: %w", t, err))
 	}
-	rows, err := conn.Query(ctx, `SELECT attname, atttypid, atttypmod, format_type(atttypid, atttypmod) FROM pg_attribute
-		WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, oid)
+	rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod), a.attnotnull, `+orderableSQL+`
+		FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
+		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, oid)
 	if err != nil {
 		return nil, classify(fmt.Errorf("table %s: read columns: %w", t, err))
 	}
 	rel := &Relation{Table: t}
 	for rows.Next() {
 		var c Column
-		if err := rows.Scan(&c.Name, &c.TypeOID, &c.TypeMod, &c.TypeName); err != nil {
+		if err := rows.Scan(&c.Name, &c.TypeOID, &c.TypeMod, &c.TypeName, &c.NotNull, &c.Orderable); err != nil {
 			rows.Close()
 			return nil, classify(fmt.Errorf("table %s: read columns: %w", t, err))
 		}
@@ -327,14 +334,8 @@ func describeTable(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", t, err)
 	}
-	if len(keys) == 0 {
-		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
-			"table %s has no primary key and no replica identity index: tidemark cannot order its changes by key. "+
-				"Add one (ALTER TABLE %s ADD PRIMARY KEY (...)) or set REPLICA IDENTITY USING INDEX on a unique index", t, quoteTable(t)), nil)
-	}
-	if replid == "n" {
-		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
-			"table %s has REPLICA IDENTITY NOTHING: its deletes carry no key. Run ALTER TABLE %s REPLICA IDENTITY DEFAULT", t, quoteTable(t)), nil)
+	if keys, err = chooseKey(t, rel, replid, keys, declared); err != nil {
+		return nil, err
 	}
 	rel.setKeys(keys)
 	return &TableInfo{Relation: rel, Estimate: int64(estimate)}, nil
@@ -472,9 +473,9 @@ func isPermissionDenied(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "42501"
 }
 
-// checkPublished checks the names of every table pub publishes and of
-// their columns (checkTableName, IsReservedColumn), reporting every
-// refused table at once.
+// checkPublished checks the column names of every table pub publishes
+// (IsReservedColumn, elementCollision), reporting every refused table at
+// once.
 func checkPublished(ctx context.Context, tx pgx.Tx, pub string) error {
 	// pg_attribute, not pg_publication_tables.attnames (PostgreSQL 15+):
 	// tidemark supports 14, and creates publications without column lists.
@@ -500,10 +501,8 @@ func checkPublished(ctx context.Context, tx pgx.Tx, pub string) error {
 		if err := rows.Scan(&t.Schema, &t.Name, &cols, &lists); err != nil {
 			return classify(fmt.Errorf("list the tables of publication %q: %w", pub, err))
 		}
-		if err := checkTableName(t); err != nil {
-			problems = append(problems, err)
-			continue
-		}
+		// A name the lake cannot hold refuses that table only (describe),
+		// not the publication.
 		bad := false
 		for _, c := range cols {
 			if IsReservedColumn(c) {

@@ -9,13 +9,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/fault"
 )
 
@@ -169,42 +167,24 @@ func (c *Capture) checkCanCreatePublication(ctx context.Context, meta *pgx.Conn)
 	return nil
 }
 
-// keylessAdvice completes a no_primary_key error with how to leave the
-// table out, which depends on the publication: a table-list publication
-// drops it; a FOR ALL TABLES publication cannot (PostgreSQL refuses ALTER
-// PUBLICATION … DROP TABLE for it).
-func (c *Capture) keylessAdvice(err error, t change.TableID) error {
-	var fe *fault.Error
-	if !errors.As(err, &fe) || fe.Code != fault.ErrNoPrimaryKey.Code {
-		return err
-	}
-	listed := slices.Contains(c.opts.Tables, t)
-	var how string
-	switch {
-	case !c.pubAll && c.pubCreated && !c.started:
-		how = fmt.Sprintf("or leave it out of --tables (tidemark drops the publication %q this start created)", c.opts.Publication)
-	case !c.pubAll && listed:
-		how = fmt.Sprintf("or leave it out: remove it from --tables and run ALTER PUBLICATION %s DROP TABLE %s", quoteIdent(c.opts.Publication), showTable(t))
-	case !c.pubAll:
-		how = fmt.Sprintf("or leave it out: ALTER PUBLICATION %s DROP TABLE %s", quoteIdent(c.opts.Publication), showTable(t))
-	case c.pubCreated && !c.started:
-		how = fmt.Sprintf("or leave it out: rerun with --tables listing the tables to capture (tidemark drops the FOR ALL TABLES publication %q this start created, and creates one with that list)", c.opts.Publication)
-	default:
-		how = fmt.Sprintf("or leave it out: publication %q is FOR ALL TABLES, which cannot leave a table out, so create a publication with a table list "+
-			"(CREATE PUBLICATION name FOR TABLE ...) and pass it with --publication (to a new pipeline, --name, if this one has already started)", c.opts.Publication)
-	}
-	return fault.With(fault.ErrNoPrimaryKey, fe.Msg+"; "+how, fe.Err)
-}
-
 // cleanupFailedStart undoes what a start that failed with err created
 // before the pipeline had a checkpoint: the publication it created. A
 // publication that existed before is never dropped, and neither is one of a
-// pipeline that has started (its slot decodes with it). Transient errors are
-// retried by the next session, which reuses what this one created. If the
-// drop fails, err names the publication and the command to remove it.
+// pipeline that has started (its slot decodes with it). After a transient
+// error too, so that a start whose retries run out (exit 4) leaves nothing
+// behind: the next session creates it again. Unless this session also
+// created the slot and kept it (dropCreatedSlot keeps a slot whose
+// checkpoint's outcome is unknown): slot and publication are then reused
+// together. If the drop fails, err names the publication and the command
+// to remove it.
 func (c *Capture) cleanupFailedStart(meta *pgx.Conn, err error) error {
-	if err == nil || !c.pubCreated || c.started || classOf(err) == fault.Transient || errors.Is(err, context.Canceled) {
+	if err == nil || !c.pubCreated || c.started || errors.Is(err, context.Canceled) {
 		return err
+	}
+	if classOf(err) == fault.Transient && c.slotCreated {
+		return fmt.Errorf("%w (publication %q and replication slot %q, created by this start, are kept for the next attempt; "+
+			"if you give up on this pipeline, remove them: DROP PUBLICATION %s; SELECT pg_drop_replication_slot('%s'))",
+			err, c.opts.Publication, c.opts.Slot, quoteIdent(c.opts.Publication), strings.ReplaceAll(c.opts.Slot, "'", "''"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -236,5 +216,6 @@ func (c *Capture) dropCreatedSlot(meta *pgx.Conn, err error) error {
 			err, c.opts.Slot, strings.ReplaceAll(c.opts.Slot, "'", "''"))
 	}
 	c.log.Info("dropped the replication slot this failed start created", "slot", c.opts.Slot)
+	c.slotCreated = false
 	return err
 }

@@ -15,7 +15,12 @@ type Column struct {
 	TypeMod int32
 	// TypeName is format_type() of the column (catalog-described relations only).
 	TypeName string
-	Map      typemap.Mapping
+	// NotNull and Orderable (a default btree ordering) are known for
+	// catalog-described relations only: they decide whether the table can
+	// be keyed on the whole row (chooseKey).
+	NotNull   bool
+	Orderable bool
+	Map       typemap.Mapping
 }
 
 // Relation describes the columns of a source table as of some point in the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/testenv"
@@ -238,22 +239,50 @@ func TestWritesAndDDLDuringTheSnapshot(t *testing.T) {
 }
 
 // RELIABILITY row 12, while running: a table without a key that joins the
-// publication (FOR ALL TABLES) stops capture with no_primary_key naming it.
+// publication (FOR ALL TABLES) is left out on its own, recorded with
+// no_primary_key and its fix (bronze.Refused), while the other tables go
+// on; once it has a key, its next change brings it in with a backfill.
 func TestKeylessTableJoiningThePublication(t *testing.T) {
 	pg := testenv.Shared(t)
 	h := newHarness(t, pg, `CREATE TABLE k (id int primary key)`)
 	r := h.start(h.opts())
 	h.waitCaughtUp(r)
-	h.exec(`CREATE TABLE nokey (a int, b text); INSERT INTO nokey VALUES (1, 'x')`)
-	var err error
-	select {
-	case err = <-r.done:
-		r.done <- err
-	case <-time.After(60 * time.Second):
-		t.Fatal("capture kept running with a keyless table in its publication")
+	h.exec(`CREATE TABLE nokey (a int, b text); INSERT INTO nokey VALUES (1, 'x'); INSERT INTO k VALUES (1)`)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		refused, err := bronze.Refused(context.Background(), r.cat, h.source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(refused) == 1 && refused[0].Table == "nokey" && strings.Contains(refused[0].Reason, "[no_primary_key]") &&
+			strings.Contains(refused[0].Reason, "REPLICA IDENTITY FULL") {
+			break
+		}
+		select {
+		case err := <-r.done:
+			t.Fatalf("capture stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the keyless table is not recorded as refused: %+v", refused)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	if !errors.Is(err, fault.ErrNoPrimaryKey) || !strings.Contains(err.Error(), "public.nokey") {
-		t.Fatalf("err = %v, want no_primary_key naming public.nokey", err)
+	h.waitCaughtUp(r)
+	if n := len(h.rows("bronze", h.source, "public", "k")); n != 1 {
+		t.Errorf("bronze k has %d rows, want 1", n)
+	}
+	h.exec(`ALTER TABLE nokey REPLICA IDENTITY FULL; ALTER TABLE nokey ALTER a SET NOT NULL, ALTER b SET NOT NULL; INSERT INTO nokey VALUES (2, 'y')`)
+	h.waitCaughtUp(r)
+	seen := map[string]bool{}
+	for _, row := range h.rows("bronze", h.source, "public", "nokey") {
+		seen[fmt.Sprintf("%v %v", row["a"], row["b"])] = true
+	}
+	if !seen["1 x"] || !seen["2 y"] || len(seen) != 2 {
+		t.Errorf("bronze nokey holds %v after its fix, want the rows (1, x) and (2, y)", seen)
+	}
+	if refused, _ := bronze.Refused(context.Background(), r.cat, h.source); len(refused) != 0 {
+		t.Errorf("still recorded as refused after its fix: %+v", refused)
 	}
 	h.checkAckNotAheadOfLake()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,6 +122,9 @@ func (s *stream) run(ctx context.Context) error {
 		}
 		select {
 		case ids := <-s.offered:
+			// A refused table is described again at its next Relation
+			// message (after DDL), not at every poll.
+			ids = slices.DeleteFunc(ids, func(id change.TableID) bool { _, refused := s.c.refused[id]; return refused })
 			if err := s.addTables(ctx, ids); err != nil {
 				return err
 			}
@@ -374,8 +378,15 @@ func (s *stream) relation(ctx context.Context, m *pglogrepl.RelationMessage) err
 	id := change.TableID{Schema: m.Namespace, Name: m.RelationName}
 	t, ok := s.tables[id]
 	if !ok {
+		// A refused table is described again: a Relation message follows
+		// DDL (ALTER TABLE ... ADD PRIMARY KEY, REPLICA IDENTITY FULL), so
+		// the fix takes effect here, with a backfill.
 		if err := s.addTables(ctx, []change.TableID{id}); err != nil {
 			return err
+		}
+		if _, refused := s.c.refused[id]; refused {
+			s.rels[m.RelationID] = nil // its changes are left out (keyless.go)
+			return nil
 		}
 		if t, ok = s.tables[id]; !ok {
 			return fmt.Errorf("table %s: appeared in the stream but could not be set up", id)
@@ -427,6 +438,9 @@ func sameSchema(a, b *change.Schema) bool {
 
 func (s *stream) rel(id uint32) (*Relation, error) {
 	r, ok := s.rels[id]
+	if ok && r == nil {
+		return nil, nil // a refused table's: the caller leaves the change out
+	}
 	if !ok {
 		return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("change for relation id %d before its Relation message (transaction %d, commit %s)", id, s.tx.xid, FormatLSN(s.tx.commitLSN)), nil)
 	}
@@ -564,7 +578,7 @@ func (s *stream) backPressure(ctx context.Context) error {
 
 func (s *stream) insert(ctx context.Context, relID uint32, tup *pglogrepl.TupleData) error {
 	rel, err := s.rel(relID)
-	if err != nil {
+	if err != nil || rel == nil {
 		return err
 	}
 	return s.emit(ctx, rel, change.OpInsert, decodeTuple(rel, tup, s.c.opts.MaxValueBytes))
@@ -572,7 +586,7 @@ func (s *stream) insert(ctx context.Context, relID uint32, tup *pglogrepl.TupleD
 
 func (s *stream) update(ctx context.Context, m *pglogrepl.UpdateMessage) error {
 	rel, err := s.rel(m.RelationID)
-	if err != nil {
+	if err != nil || rel == nil {
 		return err
 	}
 	nd := decodeTuple(rel, m.NewTuple, s.c.opts.MaxValueBytes)
@@ -605,7 +619,7 @@ func (s *stream) update(ctx context.Context, m *pglogrepl.UpdateMessage) error {
 
 func (s *stream) delete(ctx context.Context, m *pglogrepl.DeleteMessage) error {
 	rel, err := s.rel(m.RelationID)
-	if err != nil {
+	if err != nil || rel == nil {
 		return err
 	}
 	d := decodeTuple(rel, m.OldTuple, 0)
@@ -618,6 +632,9 @@ func (s *stream) truncate(ctx context.Context, ids []uint32) error {
 		rel, err := s.rel(id)
 		if err != nil {
 			return err
+		}
+		if rel == nil {
+			continue
 		}
 		s.windows.truncate(rel.Table)
 		if err := s.c.w.Write(ctx, &change.Change{Table: rel.Table, Op: change.OpTruncate, Values: make([]any, len(rel.Columns)),
@@ -798,10 +815,21 @@ func (s *stream) addTables(ctx context.Context, ids []change.TableID) error {
 		return err
 	}
 	defer meta.Close(context.Background())
+	changed := false
 	for _, id := range fresh {
 		t, err := s.c.openTable(ctx, meta, id)
+		if isRefusal(err) {
+			if prev, was := s.c.refused[id]; !was || prev.Error() != err.Error() {
+				s.c.refused[id], changed = err, true
+			}
+			continue
+		}
 		if err != nil {
 			return err
+		}
+		if _, was := s.c.refused[id]; was {
+			delete(s.c.refused, id)
+			changed = true
 		}
 		s.tables[id] = t
 		s.c.log.Info("table added to the publication", "table", id.String())
@@ -812,6 +840,9 @@ func (s *stream) addTables(ctx context.Context, ids []change.TableID) error {
 				return err
 			}
 		}
+	}
+	if changed {
+		return s.c.recordRefused(ctx)
 	}
 	return nil
 }

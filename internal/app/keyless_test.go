@@ -1,0 +1,232 @@
+package app_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tidemark/tidemark/internal/app"
+	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/silver"
+	"github.com/tidemark/tidemark/internal/testenv"
+)
+
+// TestNoTableBlocksTheOthers (issue 12): a FOR ALL TABLES publication over
+// keyless tables (with and without REPLICA IDENTITY FULL, with a declared
+// merge key) and odd names (dot, slash, newline, unicode, mixed case,
+// quotes). The run starts; every table that can be keyed reaches silver
+// equal to the source (updates and deletes of the REPLICA IDENTITY FULL
+// table, keyed on the whole row, included) and verifies equal; the others
+// are listed by status with the named error and the fix; and a table fixed
+// while the pipeline runs (ADD PRIMARY KEY) is picked up and backfilled.
+func TestNoTableBlocksTheOthers(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "keyless")
+	source := sourceName(t, srcURL)
+	pg.Exec(t, srcURL, `
+		CREATE SCHEMA "Mixed Case";
+		CREATE SCHEMA "Ünï";
+		CREATE TABLE public.accounts (id int PRIMARY KEY, v text);
+		-- keyed on the whole row
+		CREATE TABLE public.log_full (a int NOT NULL, b text NOT NULL, at date NOT NULL);
+		ALTER TABLE public.log_full REPLICA IDENTITY FULL;
+		-- declared merge keys: under REPLICA IDENTITY FULL (its key updated
+		-- too), and on an insert-only table with no replica identity
+		CREATE TABLE public.tagged (tenant int NOT NULL, id int NOT NULL, v text);
+		ALTER TABLE public.tagged REPLICA IDENTITY FULL;
+		CREATE TABLE public.staging (k int NOT NULL, v text);
+		-- refused, each on its own
+		CREATE TABLE public.log_plain (ts int, msg text);
+		CREATE TABLE public.log_nullable (a int, b text);
+		ALTER TABLE public.log_nullable REPLICA IDENTITY FULL;
+		CREATE TABLE public."t.x" (id int PRIMARY KEY);
+		CREATE TABLE public."a/b" (id int PRIMARY KEY);
+		CREATE TABLE public."new`+"\n"+`line" (id int PRIMARY KEY);
+		-- odd names the lake holds exactly
+		CREATE TABLE "Mixed Case"."Quo""ted" ("Id" int PRIMARY KEY, "Vä l" text);
+		CREATE TABLE "Ünï"."表" ("ключ" text PRIMARY KEY, n int);
+		CREATE PUBLICATION everything FOR ALL TABLES;`)
+	write := func(base int) {
+		pg.Exec(t, srcURL, strings.ReplaceAll(`
+			INSERT INTO public.accounts SELECT g + B, 'a' || g FROM generate_series(1, 20) g;
+			INSERT INTO public.log_full SELECT g + B, 'row ' || g, date '2026-01-01' + g FROM generate_series(1, 20) g;
+			INSERT INTO public.tagged SELECT g % 3, g + B, 'v' || g FROM generate_series(1, 20) g;
+			INSERT INTO public.staging SELECT g + B, 's' || g FROM generate_series(1, 20) g;
+			INSERT INTO public.log_plain SELECT g + B, 'm' || g FROM generate_series(1, 20) g;
+			INSERT INTO public.log_nullable SELECT g + B, NULL FROM generate_series(1, 20) g;
+			INSERT INTO public."t.x" SELECT g + B FROM generate_series(1, 20) g;
+			INSERT INTO "Mixed Case"."Quo""ted" SELECT g + B, 'ä ' || g FROM generate_series(1, 20) g;
+			INSERT INTO "Ünï"."表" SELECT 'k' || (g + B) || '表', g FROM generate_series(1, 20) g;`, "B", strconv.Itoa(base)))
+	}
+	write(0) // read by the initial snapshot
+	captured := []oddTable{
+		{change.TableID{Schema: "public", Name: "accounts"}, []string{"id"}},
+		{change.TableID{Schema: "public", Name: "log_full"}, []string{"a", "b", "at"}},
+		{change.TableID{Schema: "public", Name: "tagged"}, []string{"tenant", "id"}},
+		{change.TableID{Schema: "public", Name: "staging"}, []string{"k"}},
+		{change.TableID{Schema: "Mixed Case", Name: `Quo"ted`}, []string{"Id"}},
+		{change.TableID{Schema: "Ünï", Name: "表"}, []string{"ключ"}},
+	}
+	r, wh := newRunner(t, bin, srcURL, "--publication", "everything", "--silver-every", "300ms",
+		"--merge-keys", "public.tagged=tenant,id", "--merge-keys", "public.staging=k", "--publication-poll", "200ms")
+	lk := openLake(t, wh, source)
+	s := r.start()
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, captured)
+	write(100) // streamed
+	pg.Exec(t, srcURL, `
+		UPDATE public.log_full SET b = b || ' updated' WHERE a <= 5;
+		DELETE FROM public.log_full WHERE a BETWEEN 6 AND 8;
+		UPDATE public.log_full SET at = at + 1 WHERE a = 105;
+		UPDATE public.tagged SET v = 'changed' WHERE id <= 4;
+		UPDATE public.tagged SET id = id + 1000 WHERE id = 7; -- its merge key changes
+		DELETE FROM public.tagged WHERE id = 9;
+		UPDATE "Mixed Case"."Quo""ted" SET "Vä l" = NULL WHERE "Id" = 2;
+		DELETE FROM "Ünï"."表" WHERE n = 3;
+		UPDATE public.log_nullable SET b = 'x' WHERE a = 1;`)
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, captured)
+
+	// status names each table left out, with its named error and fix.
+	out, err := exec.Command(bin, "status", "--warehouse", wh).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tidemark status: %v\n%s", err, out)
+	}
+	t.Logf("tidemark status:\n%s", out)
+	for _, want := range [][]string{
+		{`not captured: ` + source + `: public.log_plain: [no_primary_key]`, "ADD PRIMARY KEY", "REPLICA IDENTITY FULL", "merge_keys"},
+		{`not captured: ` + source + `: public.log_nullable: [no_primary_key]`, `"a" may be NULL`, "merge_keys: {public.log_nullable: [column, ...]}"},
+		{`not captured: ` + source + `: public."t.x": [unsupported_name]`, "'.'", "RENAME"},
+		{`not captured: ` + source + `: public."a/b": [unsupported_name]`, "'/'"},
+		{`not captured: ` + source + `: "public"."new\nline": [unsupported_name]`, "control character"},
+	} {
+		line := lineWith(string(out), want[0])
+		if line == "" {
+			t.Errorf("tidemark status has no line %q", want[0])
+			continue
+		}
+		for _, w := range want[1:] {
+			if !strings.Contains(line, w) {
+				t.Errorf("tidemark status: the line for %s does not say %q:\n%s", want[0], w, line)
+			}
+		}
+	}
+	var rows []app.TableStatus
+	out, err = exec.Command(bin, "status", "--warehouse", wh, "--format", "json").Output()
+	if err != nil || json.Unmarshal(out, &rows) != nil {
+		t.Fatalf("tidemark status --format json: %v\n%s", err, out)
+	}
+	notCaptured := 0
+	for _, st := range rows {
+		if st.NotCaptured != "" {
+			notCaptured++
+		}
+	}
+	if notCaptured != 5 {
+		t.Errorf("tidemark status --format json lists %d tables not captured, want 5:\n%s", notCaptured, out)
+	}
+	for _, id := range []change.TableID{{Schema: "public", Name: "log_plain"}, {Schema: "public", Name: "log_nullable"}} {
+		if rows := tryRead(wh, bronze.Ident(source, id)...); len(rows) > 0 {
+			t.Errorf("bronze %s was written for a table left out: %d rows", id, len(rows))
+		}
+	}
+
+	// The fix, while running: the table is picked up at its next change
+	// and backfilled.
+	pg.Exec(t, srcURL, `ALTER TABLE public.log_plain ADD PRIMARY KEY (ts); INSERT INTO public.log_plain VALUES (1000, 'after the fix')`)
+	captured = append(captured, oddTable{change.TableID{Schema: "public", Name: "log_plain"}, []string{"ts"}})
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, captured)
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	lk.close()
+	out, _ = exec.Command(bin, "status", "--warehouse", wh).CombinedOutput()
+	if strings.Contains(string(out), "public.log_plain:") {
+		t.Errorf("tidemark status still names public.log_plain after its fix:\n%s", out)
+	}
+
+	// Bronze replayed by key and silver equal the source.
+	for _, tb := range captured {
+		rows := bronzetest.Read(t, wh, bronze.Ident(source, tb.id)...)
+		if d := bronzetest.Duplicates(rows); len(d) > 0 {
+			t.Errorf("bronze %s: duplicates %v", tb.id, d)
+		}
+		compareRows(t, "bronze "+tb.id.String(), readSourceID(t, srcURL, tb.id, tb.key), bronzetest.Replay(t, rows, tb.key))
+		arg := pgx.Identifier{tb.id.Schema, tb.id.Name}.Sanitize()
+		if out, err := exec.Command(bin, "merge", "--warehouse", wh, "--name", source, arg).CombinedOutput(); err != nil {
+			t.Fatalf("tidemark merge %s: %v\n%s", arg, err, out)
+		}
+		got := map[string]bronzetest.Row{}
+		for _, row := range bronzetest.Read(t, wh, silver.Ident(source, tb.id.Schema, tb.id.Name)...) {
+			got[bronzetest.KeyOf(row, tb.key)] = row
+		}
+		compareRows(t, "silver "+tb.id.String(), readSourceID(t, srcURL, tb.id, tb.key), got)
+	}
+	out = runVerify(t, r, bin, srcURL, wh, source)
+	for _, name := range []string{"log_full", "tagged", "staging", "log_plain"} {
+		if !strings.Contains(string(out), name) {
+			t.Errorf("tidemark verify does not report public.%s:\n%s", name, out)
+		}
+	}
+	// It names the tables it cannot compare, and why.
+	for _, want := range []string{`"public"."log_nullable": not captured, not compared: [no_primary_key]`, `"public"."t.x": not captured, not compared: [unsupported_name]`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("tidemark verify does not say %q:\n%s", want, out)
+		}
+	}
+}
+
+// lineWith returns the first line of s that contains sub, or "".
+func lineWith(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
+}
+
+// TestFailedStartLeavesNothing (issue 12): a start that creates the
+// publication and then fails for a transient reason until its retries run
+// out (exit 4) drops the publication it created, and leaves no slot; a
+// publication of the operator's is kept.
+func TestFailedStartLeavesNothing(t *testing.T) {
+	t.Parallel() // its own database and tidemark processes
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "failed_start")
+	pg.Exec(t, srcURL, `CREATE TABLE public.accounts (id int PRIMARY KEY); INSERT INTO public.accounts VALUES (1)`)
+	run := func(args ...string) (int, string) {
+		cmd := exec.Command(bin, append([]string{"run", "--source", srcURL, "--warehouse", t.TempDir(), "--name", "src",
+			"--retry-max-elapsed", "1s", "--retry-initial-backoff", "100ms", "--log-level", "debug"}, args...)...)
+		cmd.Env = append(cmd.Environ(), "TIDEMARK_FAILPOINTS=capture-after-publication=error")
+		out, _ := cmd.CombinedOutput()
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	code, out := run()
+	if code != fault.ExitTransient {
+		t.Fatalf("exit %d, want %d (retries exhausted):\n%s", code, fault.ExitTransient, out)
+	}
+	if n := strings.Count(out, "dropped the publication this failed start created"); n < 2 {
+		t.Errorf("the publication was dropped after %d failed attempts, want every one (at least 2):\n%s", n, out)
+	}
+	if pubs, slots := sourceObjects(t, srcURL); len(pubs)+len(slots) > 0 {
+		t.Errorf("the failed start left publications %v and slots %v", pubs, slots)
+	}
+	pg.Exec(t, srcURL, `CREATE PUBLICATION mine FOR ALL TABLES`)
+	if code, out := run("--publication", "mine"); code != fault.ExitTransient {
+		t.Fatalf("exit %d, want %d:\n%s", code, fault.ExitTransient, out)
+	}
+	if pubs, slots := sourceObjects(t, srcURL); fmt.Sprint(pubs) != "[mine]" || len(slots) > 0 {
+		t.Errorf("publications %v (want the operator's [mine] kept) and slots %v (want none)", pubs, slots)
+	}
+}
