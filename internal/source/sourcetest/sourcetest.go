@@ -23,7 +23,10 @@
 //     source's named fatal error, never a silent jump;
 //   - Truncate: TRUNCATE arrives in stream order and empties the table;
 //   - AddColumn: ALTER TABLE ADD COLUMN in stream order, later rows carry
-//     the new column, in the change and in bronze.
+//     the new column, in the change and in bronze;
+//   - NewTable: a table created while the capture runs is picked up, its
+//     snapshot runs (pipeline.SnapshotScheduler) and ends done, and its
+//     rows, read or streamed, replay to the source's.
 //
 // The SQL is the portable subset both dialects take (CREATE TABLE t (id
 // integer PRIMARY KEY, v varchar(100)), INSERT, UPDATE, DELETE, TRUNCATE
@@ -94,6 +97,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("LostPosition", func(t *testing.T) { testLostPosition(t, h) })
 	t.Run("Truncate", func(t *testing.T) { testTruncate(t, h) })
 	t.Run("AddColumn", func(t *testing.T) { testAddColumn(t, h) })
+	t.Run("NewTable", func(t *testing.T) { testNewTable(t, h) })
 }
 
 // setUp creates table t (id integer PRIMARY KEY, v varchar(100)) in a new
@@ -566,4 +570,19 @@ func (l *testLake) checkBronzeColumn(t *testing.T, id change.TableID, col string
 			t.Errorf("bronze %s replayed: id=%s %s=%q, want %s", id, k, col, got, v)
 		}
 	}
+}
+
+func testNewTable(t *testing.T, h Harness) {
+	db, l, s, _ := setUp(t, h)
+	db.Exec(t, "CREATE TABLE u (id integer PRIMARY KEY, v varchar(100))")
+	db.Exec(t, "INSERT INTO u VALUES (1, 'a')", "INSERT INTO u VALUES (2, 'b')")
+	uid := db.Table("u")
+	s.waitSnapshotDone(t, uid)
+	db.Exec(t, "INSERT INTO u VALUES (3, 'c')")
+	db.Exec(t, "UPDATE u SET v = 'aa' WHERE id = 1")
+	s.waitDurable(t, s.waitChange(t, uid, change.OpUpdate, "1").Pos.LSN)
+	s.stop(t)
+	checkOrder(t, s.rec)
+	checkBoundaries(t, s.rec)
+	l.checkBronze(t, uid, model{"1": "aa", "2": "b", "3": "c"})
 }
