@@ -97,6 +97,8 @@ type Config struct {
 	file string // the file Load read
 	// sourceFromFile: Source was read from SourceFile by Validate.
 	sourceFromFile bool
+	// sourceType is the type: of a typed source block ("" without one).
+	sourceType string
 }
 
 // origin says where a setting came from.
@@ -255,6 +257,7 @@ func parse(file string, data []byte, lookup func(string) (string, bool)) (*Confi
 		return nil, &Error{File: file, Line: root.Line, Msg: "the top level must be a mapping of keys (source:, warehouse:, ...), got " + kindName(root)}
 	}
 	d.mapping(root, reflect.ValueOf(cfg).Elem(), "")
+	d.foldSourceBlock()
 	if len(d.errs) > 0 {
 		return nil, errors.Join(d.errs...)
 	}
@@ -279,6 +282,9 @@ type decoder struct {
 	file string
 	cfg  *Config
 	errs []error
+	// block is the typed source block, folded into cfg once the whole
+	// file is read (foldSourceBlock).
+	block *sourceBlock
 }
 
 func (d *decoder) fail(n *yaml.Node, path, msg string) {
@@ -371,6 +377,10 @@ var (
 func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return // "key:" with no value: as if absent
+	}
+	if path == "source" && n.Kind == yaml.MappingNode {
+		d.sourceBlock(n)
+		return
 	}
 	if v.Addr().Type().Implements(unmarshalerType) {
 		if err := v.Addr().Interface().(yaml.Unmarshaler).UnmarshalYAML(n); err != nil {

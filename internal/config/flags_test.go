@@ -158,3 +158,33 @@ func TestFlagTableErrorNamesTheFlag(t *testing.T) {
 		t.Fatalf("got %v, want %s ... (set by --tables)", err, want)
 	}
 }
+
+// TestFlagsOverrideSourceBlock: --source, --slot and --publication override
+// the typed source block as they do the top-level keys; a --source of
+// another kind than source.type is named.
+func TestFlagsOverrideSourceBlock(t *testing.T) {
+	file := writeFile(t, `
+source:
+  type: postgres
+  url: postgres://app@db/shop
+  slot: file_slot
+  publication: file_pub
+`)
+	c, err := config.Resolve(newFlags(t, "--slot", "flag_slot"), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "slot", c.Slot, "flag_slot")
+	eq(t, "publication", c.Publication, "file_pub")
+	eq(t, "source", c.Source.Reveal(), "postgres://app@db/shop")
+	c, err = config.Resolve(newFlags(t, "--source", "postgres://other@db2/orders", "--publication", "flag_pub"), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "source", c.Source.Reveal(), "postgres://other@db2/orders")
+	eq(t, "publication", c.Publication, "flag_pub")
+	_, err = config.Resolve(newFlags(t, "--source", "mysql://app@db/shop", "--slot", "x"), writeFile(t, "source:\n  type: postgres\n"))
+	if err == nil || !strings.Contains(err.Error(), "source.type: is postgres, but the source connection string is a mysql one") {
+		t.Errorf("type mismatch with --source: %v", err)
+	}
+}

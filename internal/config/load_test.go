@@ -112,6 +112,17 @@ func TestGoodFiles(t *testing.T) {
 			eq(t, "merge_keys[public.events]", strings.Join(keys[config.TableName{Schema: "public", Table: "events"}], "|"), "tenant|event_id")
 			eq(t, `merge_keys["Sales"."Orders"]`, strings.Join(keys[config.TableName{Schema: "Sales", Table: "Orders"}], "|"), "order_no|line")
 		},
+		"source_block.good.yml": func(t *testing.T, c *config.Config) {
+			eq(t, "source.url", c.Source.Reveal(), "postgres://app:secret@db.example.com:5432/Shop")
+			eq(t, "source.slot", c.Slot, "shop_slot")
+			eq(t, "source.publication", c.Publication, "shop_pub")
+			eq(t, "name", c.Name, "shop")
+			eq(t, "type", c.SourceType(), config.SourcePostgres)
+		},
+		"source_block_mysql.good.yml": func(t *testing.T, c *config.Config) {
+			eq(t, "source.url", c.Source.Reveal(), "mysql://app:secret@db.example.com:3306/shop")
+			eq(t, "type", c.SourceType(), config.SourceMySQL)
+		},
 		"anchors.good.yml": func(t *testing.T, c *config.Config) {
 			eq(t, "snapshot.parallelism", c.Snapshot.Parallelism, 4) // merged from x-snapshot
 			eq(t, "snapshot.chunk_rows", c.Snapshot.ChunkRows, 500)  // explicit key wins
@@ -161,6 +172,17 @@ func TestBadFiles(t *testing.T) {
 		"bad_source.bad.yml": {
 			`bad_source.bad.yml:1: source: not a valid PostgreSQL URL (postgres://app:xxxxx@[::1/shop): IPv6 host is missing its closing ']'; expected postgres://user:password@host:port/database`,
 			`bad_source.bad.yml:2: catalog: key=value connection strings are not accepted here`,
+		},
+		"source_block.bad.yml": {
+			`source_block.bad.yml:3: source.type: must be one of [postgres mysql], got "oracle"`,
+			`source_block.bad.yml:5: source.slot: set twice: here and as the top-level slot: (line 1); keep source.slot (the top-level key is deprecated)`,
+			`source_block.bad.yml:6: source.slott: unknown key; did you mean "slot"?`,
+		},
+		"source_block_type.bad.yml": {
+			`source_block_type.bad.yml:4: source.publication: is a PostgreSQL setting; a source of type: mysql has no publication`,
+		},
+		"source_type_mismatch.bad.yml": {
+			`source_type_mismatch.bad.yml:3: source.type: is mysql, but the source connection string is a postgres one`,
 		},
 		"missing_env.bad.yml": {
 			`missing_env.bad.yml:2: environment variable TM_TEST_MISSING is not set`,

@@ -116,6 +116,7 @@ func (c *Config) validate(requireSource bool) error {
 	// source and name; stray white space around a pasted URL is harmless
 	c.readSourceFile(k)
 	c.Source = NewSecret(strings.TrimSpace(c.Source.Reveal()))
+	c.checkSourceType(k)
 	c.Catalog = NewSecret(strings.TrimSpace(c.Catalog.Reveal()))
 	var database string
 	sourceOK := false

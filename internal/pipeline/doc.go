@@ -55,6 +55,11 @@
 //     Resume token it wrote, and records Info[InfoSource] = its name;
 //   - keeps each table's snapshot progress in PropSnapshot (SnapshotState),
 //     committed with the chunk it describes, and honours PropResnapshot;
+//   - hands every table it starts capturing, at start or picked up later,
+//     to a SnapshotScheduler (Admit), which decides whether it is read or
+//     recorded skipped, and reads tables on the scheduler's workers (Run);
+//   - passes the conformance suite internal/source/sourcetest against a
+//     real server (its package's TestConformance);
 //   - brings a fault.Classifier for its client library's errors and a
 //     position format; internal/app/sources.go lists it: one line.
 package pipeline

@@ -209,15 +209,8 @@ func (c *Capture) Run(ctx context.Context) error {
 	s.snap = snap
 	g, gctx := errgroup.WithContext(ctx)
 	for _, id := range ids {
-		t := tables[id]
-		switch {
-		case t.snap.Status == snapDone || t.snap.Status == snapSkipped:
-		case c.opts.Snapshot.Enabled || t.snap.Request != "":
-			snap.enqueue(t)
-		default:
-			if err := s.markSkipped(ctx, t); err != nil {
-				return err
-			}
+		if _, err := snap.sched.Admit(ctx, id, &tables[id].snap, tables[id]); err != nil {
+			return err
 		}
 	}
 	g.Go(fault.Guard("mysql binlog stream", func() error { return s.run(gctx) }))

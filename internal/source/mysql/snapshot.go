@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
@@ -146,54 +144,25 @@ const snapSeqBase = 1 << 40
 // size is known.
 const firstChunkRows = 64
 
-// snapshotter reads tables in key-ordered chunks, several tables at a time.
+// snapshotter reads tables in key-ordered chunks, several tables at a time:
+// the scheduler (shared with every source) decides which tables and runs
+// the workers, table reads one.
 type snapshotter struct {
 	c       *Capture
 	windows *windows
 	ready   chan<- *window
-	queue   chan *table
-	mu      sync.Mutex
-	queued  map[change.TableID]bool
+	sched   *pipeline.SnapshotScheduler[*table]
 }
 
 func newSnapshotter(c *Capture, ws *windows, ready chan<- *window) *snapshotter {
-	return &snapshotter{c: c, windows: ws, ready: ready, queue: make(chan *table, 4096), queued: map[change.TableID]bool{}}
-}
-
-func (sn *snapshotter) enqueue(t *table) {
-	sn.mu.Lock()
-	defer sn.mu.Unlock()
-	if sn.queued[t.id] {
-		return
-	}
-	sn.queued[t.id] = true
-	sn.queue <- t
+	return &snapshotter{c: c, windows: ws, ready: ready,
+		sched: pipeline.NewSnapshotScheduler[*table](c.sink, c.opts.Snapshot.Enabled)}
 }
 
 func (sn *snapshotter) run(ctx context.Context) error {
-	n := max(sn.c.opts.Snapshot.Parallelism, 1)
-	g, gctx := errgroup.WithContext(ctx)
-	for i := 0; i < n; i++ {
-		g.Go(fault.Guard("mysql snapshot worker", func() error { return sn.worker(gctx) }))
-	}
-	return g.Wait()
-}
-
-func (sn *snapshotter) worker(ctx context.Context) error {
-	for {
-		var t *table
-		select {
-		case <-ctx.Done():
-			return nil
-		case t = <-sn.queue:
-		}
-		if err := sn.table(ctx, t); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-	}
+	return sn.sched.Run(ctx, sn.c.opts.Snapshot.Parallelism, "mysql snapshot worker", func() pipeline.SnapshotWorker[*table] {
+		return pipeline.SnapshotFunc[*table](sn.table)
+	})
 }
 
 // table snapshots one table from where its persisted progress left off.

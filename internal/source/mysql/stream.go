@@ -822,22 +822,11 @@ func (s *stream) pickUpNewTables(ctx context.Context) error {
 		}
 		s.tables[id] = t
 		s.c.log.Info("new table picked up", "table", id.String())
-		if t.snap.Status != snapDone {
-			if s.c.opts.Snapshot.Enabled {
-				s.snap.enqueue(t)
-			} else if err := s.markSkipped(ctx, t); err != nil {
-				return err
-			}
+		if _, err := s.snap.sched.Admit(ctx, t.id, &t.snap, t); err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-// markSkipped records that a table's existing rows are deliberately not
-// backfilled (snapshot disabled by configuration).
-func (s *stream) markSkipped(ctx context.Context, t *table) error {
-	t.snap.Status = snapSkipped
-	return s.c.sink.WriteBatch(ctx, t.id, nil, map[string]string{PropSnapshot: t.snap.Encode()})
 }
 
 // spoolAt is the size of a transaction's row events (of captured tables)

@@ -228,12 +228,8 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 	snap := newSnapshotter(c, s.windows)
 	s.snap = snap
 	for _, t := range tables {
-		if t.snapshot.Status != snapDone && t.snapshot.Status != snapSkipped && c.snapshotWanted(t) {
-			snap.enqueue(t)
-		} else if t.snapshot.Status != snapDone && t.snapshot.Status != snapSkipped {
-			if err := s.markSnapshotSkipped(ctx, t); err != nil {
-				return err
-			}
+		if _, err := snap.sched.Admit(ctx, t.id, &t.snapshot, t); err != nil {
+			return err
 		}
 	}
 	// A panic in any of them (a bug) becomes this session's error, not a

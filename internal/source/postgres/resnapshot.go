@@ -20,12 +20,6 @@ import (
 // WAL was lost. A re-snapshot is only ever an operator's explicit command;
 // run never starts one on its own.
 
-// snapshotWanted reports whether t's rows are to be read: snapshots are on,
-// or an operator asked for this one.
-func (c *Capture) snapshotWanted(t *table) bool {
-	return c.opts.Snapshot.Enabled || t.snapshot.Request != ""
-}
-
 // Admin is a maintenance session on the source for a stopped pipeline. It
 // holds the pipeline's one-writer lock (the one `tidemark run` takes) from
 // OpenAdmin until Close, so no run starts in between.

@@ -258,8 +258,10 @@ func (s *stream) reread(ctx context.Context, t *table, o filenodeObs) error {
 	if err := s.engine.Sync(ctx); err != nil {
 		return err
 	}
-	s.snap.enqueue(t)
-	return nil
+	// Pending with a request: queued again, or, while its snapshot still
+	// runs, restarted by it (the generation moved; snapshotter.finished).
+	_, err := s.snap.sched.Admit(ctx, t.id, &t.snapshot, t)
+	return err
 }
 
 // rewriteRequestID names the re-snapshot request of a detected rewrite

@@ -13,7 +13,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/failpoint"
@@ -174,67 +173,45 @@ var errSnapshotRestarted = errors.New("table rewritten: snapshot restarted")
 // size is known.
 const firstChunkRows = 64
 
-// snapshotter reads tables in key-ordered chunks, several tables at a time.
+// snapshotter reads tables in key-ordered chunks, several tables at a time:
+// the scheduler (shared with every source) decides which tables and runs
+// the workers, table reads one.
 type snapshotter struct {
 	c       *Capture
 	windows *windows
-	queue   chan *table
-	mu      sync.Mutex
-	queued  map[change.TableID]bool
+	sched   *pipeline.SnapshotScheduler[*table]
 }
 
 func newSnapshotter(c *Capture, ws *windows) *snapshotter {
-	return &snapshotter{c: c, windows: ws, queue: make(chan *table, 4096), queued: map[change.TableID]bool{}}
-}
-
-func (sn *snapshotter) enqueue(t *table) {
-	sn.mu.Lock()
-	defer sn.mu.Unlock()
-	if sn.queued[t.id] {
-		return
-	}
-	sn.queued[t.id] = true
-	sn.queue <- t
+	return &snapshotter{c: c, windows: ws,
+		sched: pipeline.NewSnapshotScheduler[*table](c.w, c.opts.Snapshot.Enabled)}
 }
 
 func (sn *snapshotter) run(ctx context.Context) error {
-	n := sn.c.opts.Snapshot.Parallelism
-	if n < 1 {
-		n = 1
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	for i := 0; i < n; i++ {
-		g.Go(fault.Guard("snapshot worker", func() error { return sn.worker(gctx) }))
-	}
-	return g.Wait()
+	return sn.sched.Run(ctx, sn.c.opts.Snapshot.Parallelism, "snapshot worker", func() pipeline.SnapshotWorker[*table] {
+		return &snapshotWorker{sn: sn}
+	})
 }
 
-func (sn *snapshotter) worker(ctx context.Context) error {
-	var conn *pgx.Conn
-	defer func() {
-		if conn != nil {
-			conn.Close(context.Background())
-		}
-	}()
-	for {
-		var t *table
-		select {
-		case <-ctx.Done():
-			return nil
-		case t = <-sn.queue:
-		}
-		if conn == nil || conn.IsClosed() {
-			var err error
-			if conn, err = sn.c.d.Connect(ctx); err != nil {
-				return err
-			}
-		}
-		if err := sn.table(ctx, conn, t); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+// snapshotWorker keeps one connection from one table to the next.
+type snapshotWorker struct {
+	sn   *snapshotter
+	conn *pgx.Conn
+}
+
+func (w *snapshotWorker) Snapshot(ctx context.Context, t *table) error {
+	if w.conn == nil || w.conn.IsClosed() {
+		var err error
+		if w.conn, err = w.sn.c.d.Connect(ctx); err != nil {
 			return err
 		}
+	}
+	return w.sn.table(ctx, w.conn, t)
+}
+
+func (w *snapshotWorker) Close() {
+	if w.conn != nil {
+		w.conn.Close(context.Background())
 	}
 }
 
@@ -242,13 +219,7 @@ func (sn *snapshotter) worker(ctx context.Context) error {
 // one, and if so lets t be queued again (a rewrite detected later starts a
 // new one); false: a rewrite restarted it meanwhile.
 func (sn *snapshotter) finished(t *table, gen int64) bool {
-	sn.mu.Lock()
-	defer sn.mu.Unlock()
-	if t.gen.Load() != gen {
-		return false
-	}
-	delete(sn.queued, t.id)
-	return true
+	return sn.sched.Finish(t.id, func() bool { return t.gen.Load() == gen })
 }
 
 // table snapshots one table from where its persisted progress left off.

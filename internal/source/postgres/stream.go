@@ -833,25 +833,14 @@ func (s *stream) addTables(ctx context.Context, ids []change.TableID) error {
 		}
 		s.tables[id] = t
 		s.c.log.Info("table added to the publication", "table", id.String())
-		if t.snapshot.Status != snapDone {
-			if s.c.snapshotWanted(t) {
-				s.snap.enqueue(t)
-			} else if err := s.markSnapshotSkipped(ctx, t); err != nil {
-				return err
-			}
+		if _, err := s.snap.sched.Admit(ctx, t.id, &t.snapshot, t); err != nil {
+			return err
 		}
 	}
 	if changed {
 		return s.c.recordRefused(ctx)
 	}
 	return nil
-}
-
-// markSnapshotSkipped records that a table's existing rows are deliberately
-// not backfilled (snapshot disabled by configuration).
-func (s *stream) markSnapshotSkipped(ctx context.Context, t *table) error {
-	t.snapshot.Status = snapSkipped
-	return s.c.w.WriteBatch(ctx, t.id, nil, map[string]string{pipeline.PropSnapshot: t.snapshot.Encode()})
 }
 
 // durable records that cp's checkpoint is in the lake (the engine calls it
