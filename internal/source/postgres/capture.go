@@ -290,7 +290,7 @@ func (c *Capture) openDescribed(ctx context.Context, meta *pgx.Conn, id change.T
 func schemaOf(r *Relation) *change.Schema {
 	s := &change.Schema{Key: r.KeyNames}
 	for _, col := range r.Columns {
-		s.Fields = append(s.Fields, change.Field{Name: col.Name, Type: col.Map.IcebergType(), SourceType: col.Map.SourceType()})
+		s.Fields = append(s.Fields, change.Field{Name: col.Name, ID: int(col.AttNum), Type: col.Map.IcebergType(), SourceType: col.Map.SourceType()})
 	}
 	return s
 }

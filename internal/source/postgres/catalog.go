@@ -288,7 +288,7 @@ func describeTable(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 		}
 		return nil, classify(fmt.Errorf("table %s: read catalog: %w", t, err))
 	}
-	rows, err := conn.Query(ctx, `SELECT attname, atttypid, atttypmod, format_type(atttypid, atttypmod) FROM pg_attribute
+	rows, err := conn.Query(ctx, `SELECT attname, atttypid, atttypmod, format_type(atttypid, atttypmod), attnum FROM pg_attribute
 		WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, oid)
 	if err != nil {
 		return nil, classify(fmt.Errorf("table %s: read columns: %w", t, err))
@@ -296,7 +296,7 @@ func describeTable(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 	rel := &Relation{Table: t}
 	for rows.Next() {
 		var c Column
-		if err := rows.Scan(&c.Name, &c.TypeOID, &c.TypeMod, &c.TypeName); err != nil {
+		if err := rows.Scan(&c.Name, &c.TypeOID, &c.TypeMod, &c.TypeName, &c.AttNum); err != nil {
 			rows.Close()
 			return nil, classify(fmt.Errorf("table %s: read columns: %w", t, err))
 		}

@@ -13,6 +13,9 @@ type Column struct {
 	Name    string
 	TypeOID uint32
 	TypeMod int32
+	// AttNum is the column's pg_attribute.attnum (0 if not known): it
+	// survives a RENAME COLUMN and is never reused.
+	AttNum int16
 	// TypeName is format_type() of the column (catalog-described relations only).
 	TypeName string
 	Map      typemap.Mapping

@@ -376,6 +376,9 @@ func (s *stream) relation(ctx context.Context, m *pglogrepl.RelationMessage) err
 	}
 	schema := schemaOf(rel)
 	if !sameSchema(schema, t.schema) {
+		if err := s.c.columnIDs(ctx, id, schema, t.schema); err != nil {
+			return err
+		}
 		if err := s.c.noteMissing(ctx, id, schema, t.schema, rel); err != nil {
 			return err
 		}
@@ -724,8 +727,27 @@ func mergeSchema(base, extra *change.Schema) *change.Schema {
 	for i, f := range base.Fields {
 		have[f.Name] = i
 	}
+	byID := map[int]int{}
+	for i, f := range base.Fields {
+		if f.ID != 0 {
+			byID[f.ID] = i
+		}
+	}
 	for _, f := range extra.Fields {
 		i, ok := have[f.Name]
+		if j, same := byID[f.ID]; !ok && f.ID != 0 && same {
+			// Renamed since base (the chunk was read after a RENAME COLUMN
+			// the stream has not reached): the column under its new name.
+			delete(have, out.Fields[j].Name)
+			g := f
+			g.Type = out.Fields[j].Type
+			if coltype.CanWiden(g.Type, f.Type) {
+				g.Type = f.Type
+			}
+			out.Fields[j] = g
+			have[f.Name] = j
+			continue
+		}
 		switch {
 		case !ok:
 			out.Fields = append(out.Fields, f)
