@@ -425,3 +425,66 @@ func TestDDLMatrix(t *testing.T) {
 		}
 	}
 }
+
+// TestDDLReplace: an incompatible type change (int -> text) and a changed
+// primary key, made while tidemark is stopped (killed) under writes: run
+// stops with incompatible_schema naming the recovery, `tidemark
+// resnapshot --replace` rebuilds both tables under their names, and after
+// the next run silver, bronze and the source agree.
+func TestDDLReplace(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "ddl_replace")
+	source := sourceName(t, srcURL)
+	matrixTable(t, pg, srcURL, "retyped", "n int", "g")
+	matrixTable(t, pg, srcURL, "rekeyed", "code text NOT NULL DEFAULT 'new'", "'c' || g")
+	tables := []string{"retyped", "rekeyed"}
+
+	r, wh := newRunner(t, bin, srcURL)
+	m := &matrixLake{t: t, lk: openLake(t, wh, source), source: source}
+	s := r.start()
+	w := startMatrixWorkload(srcURL, tables)
+	defer w.cancel()
+	m.lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, tables...)
+	waitSilver(t, s, m, tables)
+	s.kill(t)
+
+	pg.Exec(t, srcURL, `ALTER TABLE retyped ALTER COLUMN n TYPE text USING 'n' || n`)
+	pg.Exec(t, srcURL, `ALTER TABLE rekeyed DROP CONSTRAINT rekeyed_pkey, ADD PRIMARY KEY (code, id)`)
+	pg.Exec(t, srcURL, `UPDATE retyped SET n = 'changed' WHERE id % 7 = 0`)
+	time.Sleep(300 * time.Millisecond)
+	s = r.start()
+	<-s.done
+	logs, _ := os.ReadFile(r.logPath)
+	if code := s.cmd.ProcessState.ExitCode(); code != 3 || !strings.Contains(string(logs), "incompatible_schema") ||
+		!strings.Contains(string(logs), "resnapshot --replace") {
+		t.Fatalf("run after the incompatible changes: exit code %d, want 3 (incompatible_schema naming resnapshot --replace)", code)
+	}
+
+	args := append([]string{"resnapshot", "--replace", "public.retyped", "public.rekeyed"}, r.args[1:]...)
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tidemark resnapshot --replace: %v\n%s", err, out)
+	}
+	t.Logf("tidemark resnapshot --replace:\n%s", out)
+
+	s = r.start()
+	m.lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, tables...)
+	waitSilver(t, s, m, tables)
+	time.Sleep(time.Second)
+	w.stop(t)
+	m.lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, tables...)
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	checkSilver(t, r, srcURL, wh, source, tables)
+	checkMatrix(t, srcURL, wh, m, tables)
+	// The old tables are kept where the output said.
+	for _, layer := range []string{"bronze", "silver"} {
+		ns := []string{layer + "_replaced", source, "public"}
+		ids, err := m.lk.cat.ListTables(context.Background(), ns)
+		if err != nil || len(ids) != 2 {
+			t.Errorf("%s: %v, %v; want the two replaced tables", strings.Join(ns, "."), ids, err)
+		}
+	}
+}

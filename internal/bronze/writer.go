@@ -275,6 +275,18 @@ func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Sch
 		if tb, err = newTableBuf(ident, tbl, w.mem); err != nil {
 			return pipeline.TableState{}, err
 		}
+		if _, ok := tbl.CurrentSnapshot(); !ok {
+			// A table created in place of one `resnapshot --replace` moved
+			// away: its first commit records where its stream starts.
+			before, err := w.replacedBefore(ctx, id)
+			if err != nil {
+				return pipeline.TableState{}, err
+			}
+			if before != "" {
+				tb.props[PropReplacedBefore] = before
+				tb.dirty = true
+			}
+		}
 		w.tables[id] = tb
 		w.order = append(w.order, id)
 	}
@@ -312,7 +324,7 @@ func checkKey(id change.TableID, tb *tableBuf, s *change.Schema) error {
 	}
 	return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
 		"table %s: its key changed from %v to %v since %s was created; changes by the new key cannot be merged with the old ones. "+
-			"Restore the old key, or re-snapshot the table into a fresh pipeline (new --name)", id, old, s.Key, tb.name()), nil)
+			"Restore the old key, or rebuild the table on its new key with `tidemark resnapshot --replace %s` (docs/operations.md, Schema changes)", id, old, s.Key, tb.name(), id), nil)
 }
 
 // evolve makes the bronze table hold every field of s: renamed columns

@@ -13,6 +13,13 @@ const (
 	// records the id it has applied, so a table whose bronze id differs
 	// from its silver id has a re-snapshot to apply.
 	PropResnapshot = "tidemark.resnapshot"
+	// PropReplacedBefore marks a table rebuilt by `tidemark resnapshot
+	// --replace`: the source position (PostgreSQL: an LSN, decimal) below
+	// which the stream's changes of the table are not written, because they
+	// predate the request and the table's re-snapshot, read after it, holds
+	// their effect (they may also be undecodable under the new schema: the
+	// incompatible change the table was replaced for).
+	PropReplacedBefore = "tidemark.replaced-before"
 )
 
 // Snapshot statuses.

@@ -76,6 +76,10 @@ type table struct {
 	info     *TableInfo
 	schema   *change.Schema
 	snapshot snapState
+	// replacedBefore: the stream's changes of the table committed below
+	// this LSN are not written (pipeline.PropReplacedBefore: the table was
+	// rebuilt by `tidemark resnapshot --replace`; its re-snapshot holds them).
+	replacedBefore uint64
 }
 
 // Run runs one capture session: it verifies or creates the publication, the
@@ -283,6 +287,11 @@ func (c *Capture) openDescribed(ctx context.Context, meta *pgx.Conn, id change.T
 		return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: snapshot state in the lake cannot be read", id), err)
 	}
 	t.snapshot.Estimate = info.Estimate
+	if v := st.Props[pipeline.PropReplacedBefore]; v != "" {
+		if t.replacedBefore, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: %s = %q in the lake is not a position", id, pipeline.PropReplacedBefore, v), err)
+		}
+	}
 	return t, nil
 }
 

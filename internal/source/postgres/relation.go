@@ -33,6 +33,11 @@ type Relation struct {
 	KeyIdx []int
 	// schema is the lake schema changes of this relation are written with.
 	schema *change.Schema
+	// unopened: the relation arrived in a transaction the table's
+	// replacedBefore skips, so the lake has not been told of its schema
+	// (which may be the old, incompatible one); the first change written
+	// with it opens it (stream.openRelation).
+	unopened *table
 }
 
 // Index returns the position of the named column, or -1.

@@ -375,6 +375,21 @@ func (s *stream) relation(ctx context.Context, m *pglogrepl.RelationMessage) err
 		}
 	}
 	schema := schemaOf(rel)
+	if s.tx.commitLSN < t.replacedBefore {
+		// Before the table was replaced: its changes are skipped, and the
+		// lake is not evolved to a schema it may have been replaced for.
+		rel.schema, rel.unopened = schema, t
+		s.rels[m.RelationID] = rel
+		return nil
+	}
+	return s.openRelation(ctx, t, rel, schema)
+}
+
+// openRelation brings the lake to the relation's schema and makes it the
+// one the relation's changes are written with.
+func (s *stream) openRelation(ctx context.Context, t *table, rel *Relation, schema *change.Schema) error {
+	id := t.id
+	rel.unopened = nil
 	if !sameSchema(schema, t.schema) {
 		if err := s.c.columnIDs(ctx, id, schema, t.schema); err != nil {
 			return err
@@ -389,8 +404,22 @@ func (s *stream) relation(ctx context.Context, m *pglogrepl.RelationMessage) err
 		s.c.log.Info("schema change", "table", id.String(), "columns", len(schema.Fields))
 	}
 	rel.schema = t.schema
-	s.rels[m.RelationID] = rel
+	s.rels[rel.ID] = rel
 	return nil
+}
+
+// skip reports whether a change of rel in the current transaction is not
+// written: the table was replaced after it (table.replacedBefore). The
+// first change of rel that is written opens its relation.
+func (s *stream) skip(ctx context.Context, rel *Relation) (bool, error) {
+	t := rel.unopened
+	if t == nil {
+		return false, nil
+	}
+	if s.tx.commitLSN < t.replacedBefore {
+		return true, nil
+	}
+	return false, s.openRelation(ctx, t, rel, rel.schema)
 }
 
 func sameSchema(a, b *change.Schema) bool {
@@ -495,6 +524,9 @@ func (s *stream) emit(ctx context.Context, rel *Relation, op change.Op, d decode
 }
 
 func (s *stream) emitWithBefore(ctx context.Context, rel *Relation, op change.Op, d decoded, before []any) error {
+	if skip, err := s.skip(ctx, rel); skip || err != nil {
+		return err
+	}
 	pos := s.nextPos()
 	var err error
 	if d.err != nil {
@@ -585,6 +617,11 @@ func (s *stream) truncate(ctx context.Context, ids []uint32) error {
 		rel, err := s.rel(id)
 		if err != nil {
 			return err
+		}
+		if skip, err := s.skip(ctx, rel); err != nil {
+			return err
+		} else if skip {
+			continue
 		}
 		s.windows.truncate(rel.Table)
 		if err := s.c.w.Write(ctx, &change.Change{Table: rel.Table, Op: change.OpTruncate, Values: make([]any, len(rel.Columns)),
