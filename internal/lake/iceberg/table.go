@@ -365,8 +365,7 @@ func (t *Table) WidenColumn(ctx context.Context, name string, to iceberggo.Type)
 // props: Iceberg tracks columns by field id, so data files written before
 // read under the new name. A rename whose From is gone and whose To exists
 // is done already (a retry); a From that does not exist otherwise, or a To
-// that exists beside From, is an error. Renames apply in order, so a swap
-// goes through a name that is free.
+// that the table has (a swap of two names included), is an error.
 func (t *Table) RenameColumns(ctx context.Context, renames []lake.Rename, props map[string]string) error {
 	return t.evolveTx(ctx, "rename columns of", func(tx *table.Transaction, sc *iceberggo.Schema, us *table.UpdateSchema) (bool, error) {
 		// names: the current name of each field id, as the renames go.
@@ -394,7 +393,7 @@ func (t *Table) RenameColumns(ctx context.Context, renames []lake.Rename, props 
 			return false, nil
 		}
 		// UpdateSchema renames by the column's original path: each field
-		// renamed once, to its final name.
+		// renamed once, to its final name (onto no name the table has).
 		final := map[int]string{}
 		for name, id := range names {
 			final[id] = name
