@@ -426,9 +426,9 @@ func TestDDLMatrix(t *testing.T) {
 	}
 }
 
-// TestDDLReplace: an incompatible type change (int -> text) and a changed
-// primary key, made while tidemark is stopped (killed) under writes: run
-// stops with incompatible_schema naming the recovery, `tidemark
+// TestDDLReplace: a primary key changed while tidemark runs and an
+// incompatible type change (int -> text) made while it is stopped, under
+// writes: run stops with incompatible_schema naming the recovery, `tidemark
 // resnapshot --replace` rebuilds both tables under their names, and after
 // the next run silver, bronze and the source agree.
 func TestDDLReplace(t *testing.T) {
@@ -447,19 +447,26 @@ func TestDDLReplace(t *testing.T) {
 	defer w.cancel()
 	m.lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, tables...)
 	waitSilver(t, s, m, tables)
-	s.kill(t)
-
-	pg.Exec(t, srcURL, `ALTER TABLE retyped ALTER COLUMN n TYPE text USING 'n' || n`)
+	stops := func(what string) {
+		t.Helper()
+		<-s.done
+		logs, _ := os.ReadFile(r.logPath)
+		if code := s.cmd.ProcessState.ExitCode(); code != 3 || !strings.Contains(string(logs[s.offset:]), "incompatible_schema") ||
+			!strings.Contains(string(logs[s.offset:]), "resnapshot --replace") {
+			t.Fatalf("run after %s: exit code %d, want 3 (incompatible_schema naming resnapshot --replace)", what, code)
+		}
+	}
+	// The key changed while running: the stream stops at it.
 	pg.Exec(t, srcURL, `ALTER TABLE rekeyed DROP CONSTRAINT rekeyed_pkey, ADD PRIMARY KEY (code, id)`)
+	pg.Exec(t, srcURL, `UPDATE rekeyed SET code = 'changed' WHERE id % 7 = 0`)
+	stops("a primary key change while running")
+
+	// An incompatible type while stopped, under writes.
+	pg.Exec(t, srcURL, `ALTER TABLE retyped ALTER COLUMN n TYPE text USING 'n' || n`)
 	pg.Exec(t, srcURL, `UPDATE retyped SET n = 'changed' WHERE id % 7 = 0`)
 	time.Sleep(300 * time.Millisecond)
 	s = r.start()
-	<-s.done
-	logs, _ := os.ReadFile(r.logPath)
-	if code := s.cmd.ProcessState.ExitCode(); code != 3 || !strings.Contains(string(logs), "incompatible_schema") ||
-		!strings.Contains(string(logs), "resnapshot --replace") {
-		t.Fatalf("run after the incompatible changes: exit code %d, want 3 (incompatible_schema naming resnapshot --replace)", code)
-	}
+	stops("an incompatible type change while stopped")
 
 	args := append([]string{"resnapshot", "--replace", "public.retyped", "public.rekeyed"}, r.args[1:]...)
 	out, err := exec.Command(bin, args...).CombinedOutput()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -368,6 +369,12 @@ func (s *stream) relation(ctx context.Context, m *pglogrepl.RelationMessage) err
 	if err := mapColumns(id, rel.Columns, s.c.types.Lookup); err != nil {
 		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", id), err)
 	}
+	if s.tx.commitLSN >= t.replacedBefore {
+		// (Changes from before a replace are skipped, whatever their key.)
+		if err := keyChanged(id, m, t.info.Relation.KeyNames); err != nil {
+			return err
+		}
+	}
 	rel.setKeys(t.info.Relation.KeyNames)
 	for i, k := range rel.KeyIdx {
 		if k < 0 {
@@ -420,6 +427,35 @@ func (s *stream) skip(ctx context.Context, rel *Relation) (bool, error) {
 		return true, nil
 	}
 	return false, s.openRelation(ctx, t, rel, rel.schema)
+}
+
+// keyChanged stops the stream at a Relation message whose replica identity
+// columns (the columns pgoutput flags as part of the key) are not the key
+// the table was opened with: a primary key added, dropped or changed while
+// tidemark runs. Changes by the new key cannot be merged with the old ones;
+// the table is rebuilt on its new key by `tidemark resnapshot --replace`.
+// A message that flags every column (REPLICA IDENTITY FULL) says nothing
+// about the key.
+func keyChanged(id change.TableID, m *pglogrepl.RelationMessage, key []string) error {
+	var flagged []string
+	for _, col := range m.Columns {
+		if col.Flags&1 != 0 {
+			flagged = append(flagged, col.Name)
+		}
+	}
+	if len(flagged) == len(m.Columns) || len(flagged) == 0 {
+		return nil
+	}
+	a, b := slices.Clone(flagged), slices.Clone(key)
+	slices.Sort(a)
+	slices.Sort(b)
+	if slices.Equal(a, b) {
+		return nil
+	}
+	return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
+		"table %s: its key changed from %v to %v while tidemark was capturing it; changes by the new key cannot be merged with the old ones. "+
+			"Restore the old key, or rebuild the table on its new key with `tidemark resnapshot --replace %s` (docs/operations.md, Schema changes)",
+		id, key, flagged, id), nil)
 }
 
 func sameSchema(a, b *change.Schema) bool {
