@@ -18,6 +18,8 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
@@ -28,6 +30,12 @@ type ResnapshotOptions struct {
 	// ResetSlot replaces the slot even when it looks healthy (with All): for
 	// a stream tidemark cannot decode past (corrupt_state).
 	ResetSlot bool
+	// Replace rebuilds the named tables under their current source schema
+	// (after an incompatible change, incompatible_schema): their bronze and
+	// silver tables are moved to bronze.ReplacedIdent, and the next run
+	// creates them afresh and reads them through the snapshot, skipping the
+	// stream's changes of those tables from before the request.
+	Replace bool
 }
 
 // slotCodes are the errors of a slot or publication the pipeline can no
@@ -54,6 +62,8 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 		return fault.With(fault.ErrBadConfig, "name the tables to re-snapshot (schema.table …), or --all", nil)
 	case opts.ResetSlot && !opts.All:
 		return fault.With(fault.ErrBadConfig, "--reset-slot re-reads every table: it needs --all", nil)
+	case opts.Replace && opts.All:
+		return fault.With(fault.ErrBadConfig, "--replace rebuilds the tables it is given: name them (schema.table …) instead of --all", nil)
 	}
 	if cfg.Catalog.IsZero() {
 		if _, err := os.Stat(filepath.Join(cfg.Warehouse, "catalog.db")); err != nil {
@@ -69,7 +79,7 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 	if err != nil {
 		return err
 	}
-	if len(captured) == 0 {
+	if len(captured) == 0 && !opts.Replace {
 		return fault.With(fault.ErrBadConfig, fmt.Sprintf("warehouse %s holds no bronze table of pipeline %q: nothing to re-snapshot (check --name and --warehouse)", cat.Warehouse(), cfg.Name), nil)
 	}
 	dialer, err := postgres.NewDialer(cfg.Source.Reveal(), config.RedactURL)
@@ -103,6 +113,11 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 		}
 	}
 	reset := problem != nil || opts.ResetSlot
+	if problem != nil && opts.Replace {
+		return fault.With(fault.ErrBadConfig, fmt.Sprintf(
+			"the pipeline cannot resume from its slot, so every table must be read again: run `tidemark resnapshot --all` first, then --replace (the problem: [%s] %v)",
+			codeOf(problem), problem), nil)
+	}
 	if problem != nil && !opts.All {
 		return fault.With(fault.ErrBadConfig, fmt.Sprintf(
 			"the pipeline cannot resume from its slot, so every table must be read again: rerun as `tidemark resnapshot --all` with the same flags (the problem: [%s] %v)",
@@ -133,7 +148,7 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 		}
 		for _, t := range named {
 			switch {
-			case !slices.Contains(captured, t):
+			case !slices.Contains(captured, t) && !opts.Replace:
 				return fault.With(fault.ErrBadConfig, fmt.Sprintf("pipeline %q has no bronze table for %s: is it captured (see `tidemark status`)?", cfg.Name, t), nil)
 			case !slices.Contains(published, t):
 				return fault.With(fault.ErrBadConfig, fmt.Sprintf("%s is not in publication %q, so run would never read it: add it (ALTER PUBLICATION %s ADD TABLE …) first",
@@ -149,6 +164,9 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 	fmt.Fprintf(out, "re-snapshot %s of pipeline %q:\n", id, cfg.Name)
 	if problem != nil {
 		fmt.Fprintf(out, "  slot %s cannot resume: [%s] %v\n", cfg.Slot, codeOf(problem), config.RedactError(problem, cfg.Secrets()...))
+	}
+	if opts.Replace {
+		return replaceTables(ctx, cat, admin, cfg.Name, tables, id, out)
 	}
 	// Every table is marked before the slot is replaced: a crash in between
 	// leaves a pipeline that still refuses to start, never one that streams
@@ -196,6 +214,50 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 	if reset {
 		fmt.Fprintf(out, "  The new slot holds WAL from now on: start `tidemark run` soon.\n")
 	}
+	return nil
+}
+
+// replaceTables moves the bronze and silver tables of tables aside
+// (bronze.ReplacedIdent) and marks where the tables created in their
+// place start to take the stream (bronze.MarkReplaced): at the source's
+// WAL position now, which is above every change made before this request,
+// so the stream's older changes of these tables (those written under the
+// schema they were replaced for) are skipped; the new tables' snapshot,
+// read by the next run, holds their effect. The mark goes first: a crash
+// before the moves leaves the old tables in use (a table with commits
+// ignores the mark), and the request can be made again.
+func replaceTables(ctx context.Context, cat *lake.Catalog, admin *postgres.Admin, source string, tables []change.TableID, id string, out io.Writer) error {
+	before, err := admin.CurrentLSN(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range tables {
+		if err := bronze.MarkReplaced(ctx, cat, source, t, before); err != nil {
+			return err
+		}
+		for _, layer := range []struct {
+			name  string
+			ident []string
+		}{{"silver", silver.Ident(source, t.Schema, t.Name)}, {"bronze", bronze.Ident(source, t)}} {
+			to := bronze.ReplacedIdent(layer.name, source, t, id)
+			if err := cat.EnsureNamespace(ctx, to[:len(to)-1]); err != nil {
+				return err
+			}
+			_, err := cat.RenameTable(ctx, layer.ident, to)
+			switch {
+			case errors.Is(err, lake.ErrNoSuchTable):
+				fmt.Fprintf(out, "  %s: no %s table %s to move\n", t, layer.name, strings.Join(layer.ident, "."))
+			case err != nil:
+				return fmt.Errorf("%s: move %s table %s to %s: %w", t, layer.name, strings.Join(layer.ident, "."), strings.Join(to, "."), err)
+			default:
+				fmt.Fprintf(out, "  %s: %s table %s moved to %s (kept as it was; drop it when no longer wanted)\n",
+					t, layer.name, strings.Join(layer.ident, "."), strings.Join(to, "."))
+			}
+		}
+	}
+	fmt.Fprintf(out, "next: `tidemark run` with the same flags creates the bronze and silver tables of %d table(s) under their\n", len(tables))
+	fmt.Fprintf(out, "  current schema and reads them in chunks while it streams; their changes from before %s are skipped\n", postgres.FormatLSN(before))
+	fmt.Fprintf(out, "  (the re-snapshot holds them). Each silver table appears once its snapshot is complete.\n")
 	return nil
 }
 

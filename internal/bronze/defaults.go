@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // This file records what rows written before a column existed hold in it.
@@ -192,4 +193,41 @@ func (tb *tableBuf) chunkFill(name string, lsn uint64) (any, bool) {
 		return nil, false
 	}
 	return v, true
+}
+
+// renameDefaults moves the recorded defaults (and what tb armed) of renamed
+// columns to their new names, adding the new PropDefaults to props when
+// there is one to move.
+func (tb *tableBuf) renameDefaults(renames []lake.Rename, props map[string]string) error {
+	all, err := Defaults(tb.tbl.Properties())
+	if err != nil {
+		return fault.With(fault.ErrCorruptState, fmt.Sprintf("bronze table %s", tb.name()), err)
+	}
+	moved := false
+	for _, r := range renames {
+		if d, ok := all[r.From]; ok {
+			delete(all, r.From)
+			all[r.To] = d
+			moved = true
+		}
+		for _, m := range []map[string]any{tb.armed, tb.missing} {
+			if v, ok := m[r.From]; ok {
+				delete(m, r.From)
+				m[r.To] = v
+			}
+		}
+		if tb.seen[r.From] {
+			delete(tb.seen, r.From)
+			tb.seen[r.To] = true
+		}
+		if p, ok := tb.firstSeen[r.From]; ok {
+			delete(tb.firstSeen, r.From)
+			tb.firstSeen[r.To] = p
+		}
+	}
+	if moved {
+		js, _ := json.Marshal(all)
+		props[PropDefaults] = string(js)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package bronze
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -39,4 +40,43 @@ func RequestSnapshot(ctx context.Context, cat *lake.Catalog, source string, t ch
 	}
 	cur, _ := tbl.CurrentSnapshot()
 	return cur.ID, nil
+}
+
+// PropReplacedBefore is pipeline.PropReplacedBefore, in the summary of a
+// bronze table rebuilt by `tidemark resnapshot --replace`.
+const PropReplacedBefore = pipeline.PropReplacedBefore
+
+// ReplacedIdent is where `tidemark resnapshot --replace` keeps the old
+// table of a replaced one (layer "bronze" or "silver"):
+// <layer>_replaced.<source>.<schema>.<table>__<request id>. Nothing reads
+// or writes it afterwards; drop it when it is no longer wanted.
+func ReplacedIdent(layer, source string, t change.TableID, id string) []string {
+	return []string{layer + "_replaced", source, t.Schema, t.Name + "__" + id}
+}
+
+// replacedKey is the property of the table's bronze namespace that
+// carries PropReplacedBefore until the new bronze table is created.
+func replacedKey(t change.TableID) string { return PropReplacedBefore + "." + t.Name }
+
+// MarkReplaced records, for a stopped pipeline whose bronze table of t has
+// been moved away (ReplacedIdent), that the table created in its place
+// takes no stream change below position before (PropReplacedBefore).
+func MarkReplaced(ctx context.Context, cat *lake.Catalog, source string, t change.TableID, before uint64) error {
+	ns := Namespace(source, t.Schema)
+	if err := cat.EnsureNamespace(ctx, ns); err != nil {
+		return err
+	}
+	return cat.SetNamespaceProperties(ctx, ns, map[string]string{replacedKey(t): fmt.Sprint(before)})
+}
+
+// replacedBefore is the mark MarkReplaced left for t ("" if none).
+func (w *Writer) replacedBefore(ctx context.Context, t change.TableID) (string, error) {
+	props, err := w.cat.NamespaceProperties(ctx, Namespace(w.source, t.Schema))
+	if err != nil {
+		if errors.Is(err, lake.ErrNoSuchNamespace) {
+			return "", nil
+		}
+		return "", err
+	}
+	return props[replacedKey(t)], nil
 }

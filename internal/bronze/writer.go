@@ -264,12 +264,28 @@ func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Sch
 	if !ok {
 		ident := Ident(w.source, id)
 		key, _ := json.Marshal(s.Key)
-		tbl, err := loadOrCreate(ctx, w.cat, ident, tableSchema(s), tableProperties(string(key)))
+		props := tableProperties(string(key))
+		if ids := schemaIDs(s); len(ids) > 0 {
+			props[PropColumnIDs] = EncodeColumnIDs(ids)
+		}
+		tbl, err := loadOrCreate(ctx, w.cat, ident, tableSchema(s), props)
 		if err != nil {
 			return pipeline.TableState{}, err
 		}
 		if tb, err = newTableBuf(ident, tbl, w.mem); err != nil {
 			return pipeline.TableState{}, err
+		}
+		if _, ok := tbl.CurrentSnapshot(); !ok {
+			// A table created in place of one `resnapshot --replace` moved
+			// away: its first commit records where its stream starts.
+			before, err := w.replacedBefore(ctx, id)
+			if err != nil {
+				return pipeline.TableState{}, err
+			}
+			if before != "" {
+				tb.props[PropReplacedBefore] = before
+				tb.dirty = true
+			}
 		}
 		w.tables[id] = tb
 		w.order = append(w.order, id)
@@ -308,13 +324,32 @@ func checkKey(id change.TableID, tb *tableBuf, s *change.Schema) error {
 	}
 	return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
 		"table %s: its key changed from %v to %v since %s was created; changes by the new key cannot be merged with the old ones. "+
-			"Restore the old key, or re-snapshot the table into a fresh pipeline (new --name)", id, old, s.Key, tb.name()), nil)
+			"Restore the old key, or rebuild the table on its new key with `tidemark resnapshot --replace %s` (docs/operations.md, Schema changes)", id, old, s.Key, tb.name(), id), nil)
 }
 
-// evolve makes the bronze table hold every field of s: new columns are
+// evolve makes the bronze table hold every field of s: renamed columns
+// (by the source's column id, PropColumnIDs) are renamed, new columns are
 // added, widened types widened; anything else is an incompatible change.
 func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s *change.Schema) error {
 	cur := tb.tbl.Schema()
+	ids, err := ColumnIDs(tb.tbl.Properties())
+	if err != nil {
+		return fault.With(fault.ErrCorruptState, fmt.Sprintf("bronze table %s", tb.name()), err)
+	}
+	var have, want []string
+	for _, f := range cur.Fields() {
+		if !strings.HasPrefix(f.Name, "cdc_") {
+			have = append(have, f.Name)
+		}
+	}
+	for _, f := range s.Fields {
+		want = append(want, f.Name)
+	}
+	renames, nextIDs := Renames(have, ids, want, schemaIDs(s))
+	renamedTo := map[string]string{}
+	for _, r := range renames {
+		renamedTo[r.To] = r.From
+	}
 	var add []iceberg.NestedField
 	type widen struct {
 		name string
@@ -322,7 +357,11 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 	}
 	var widens []widen
 	for _, f := range s.Fields {
-		have, ok := cur.FindFieldByName(f.Name)
+		name := f.Name
+		if old, ok := renamedTo[f.Name]; ok {
+			name = old
+		}
+		have, ok := cur.FindFieldByName(name)
 		if !ok {
 			add = append(add, iceberg.NestedField{Name: f.Name, Type: f.Type})
 			continue
@@ -336,10 +375,22 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 		}
 		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
 			"table %s column %q changed type from %s to %s (%s at the source), which Iceberg cannot evolve: "+
-				"bronze %s keeps its old type. Restore the type at the source, or re-snapshot the table into a fresh pipeline",
-			id, f.Name, have.Type, f.Type, f.SourceType, tb.name()), nil)
+				"bronze %s keeps its old type. Restore the type at the source, or rebuild the table under its new schema "+
+				"with `tidemark resnapshot --replace %s` (docs/operations.md, Schema changes)",
+			id, f.Name, have.Type, f.Type, f.SourceType, tb.name(), id), nil)
 	}
-	if len(add) == 0 && len(widens) == 0 {
+	idsChanged := len(nextIDs) != len(ids)
+	for n, v := range nextIDs {
+		idsChanged = idsChanged || ids[n] != v
+	}
+	if len(add) == 0 && len(widens) == 0 && len(renames) == 0 {
+		if idsChanged {
+			// Ids learnt for columns the table has (a table created before
+			// ids were recorded): no schema change, no rows to commit first.
+			if err := tb.tbl.SetProperties(ctx, map[string]string{PropColumnIDs: EncodeColumnIDs(nextIDs)}); err != nil {
+				return fmt.Errorf("bronze table %s: record column ids: %w", tb.name(), err)
+			}
+		}
 		return nil
 	}
 	// Rows already buffered were built for the old schema: commit them
@@ -350,16 +401,44 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 	if err := w.commitTable(ctx, tb, nil); err != nil {
 		return err
 	}
+	idProps := map[string]string{PropColumnIDs: EncodeColumnIDs(nextIDs)}
+	if len(renames) > 0 {
+		props := maps.Clone(idProps)
+		if err := tb.renameDefaults(renames, props); err != nil {
+			return err
+		}
+		if err := tb.tbl.RenameColumns(ctx, renames, props); err != nil {
+			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: rename columns of %s", id, tb.name()), err)
+		}
+		for _, r := range renames {
+			w.log.Info("bronze column renamed", "table", tb.name(), "column", r.From, "to", r.To)
+		}
+	}
 	if len(add) > 0 {
 		note, err := w.defaultsNote(tb, s, add)
 		if err != nil {
 			return err
 		}
-		if err := tb.tbl.AddColumnsNoting(ctx, add, note); err != nil {
+		withIDs := func(snap int64) map[string]string {
+			props := map[string]string{}
+			if note != nil {
+				props = note(snap)
+				if props == nil {
+					props = map[string]string{}
+				}
+			}
+			props[PropColumnIDs] = idProps[PropColumnIDs]
+			return props
+		}
+		if err := tb.tbl.AddColumnsNoting(ctx, add, withIDs); err != nil {
 			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: add columns to %s", id, tb.name()), err)
 		}
 		for _, f := range add {
 			w.log.Info("bronze column added", "table", tb.name(), "column", f.Name, "type", f.Type.String())
+		}
+	} else if idsChanged && len(renames) == 0 {
+		if err := tb.tbl.SetProperties(ctx, idProps); err != nil {
+			return fmt.Errorf("bronze table %s: record column ids: %w", tb.name(), err)
 		}
 	}
 	for _, wd := range widens {

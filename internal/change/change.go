@@ -81,6 +81,10 @@ type Change struct {
 // Field is one source column as it lands in the lake.
 type Field struct {
 	Name string
+	// ID is the source's own identity of the column, stable across a
+	// rename (PostgreSQL: attnum); 0 if the source has none or it is not
+	// known. The lake renames a column by it (bronze PropColumnIDs).
+	ID int
 	// Type is the column's lake (Iceberg) type.
 	Type iceberg.Type
 	// SourceType is the source's own name for the type, for messages.

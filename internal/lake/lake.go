@@ -92,6 +92,12 @@ type TableSpec struct {
 
 // Evolution is a schema change (Table.Evolve).
 type Evolution struct {
+	// Rename are columns renamed (From -> To), applied first, in one
+	// commit with RenameProps; the column keeps its data (formats that
+	// track columns by id rename in place). A rename whose From is gone and
+	// whose To exists is taken as done.
+	Rename      []Rename
+	RenameProps map[string]string
 	// Widen names existing columns (by Name) and the type each is widened
 	// to (Type): int to long, float to double, a decimal's precision, …
 	// The error wraps ErrIncompatibleType where the format cannot widen.
@@ -106,6 +112,9 @@ type Evolution struct {
 	// if the commit is retried.
 	Note func(snapshot int64) map[string]string
 }
+
+// Rename is one column rename of an Evolution.
+type Rename struct{ From, To string }
 
 // Table is what bronze, silver, maintain and verify need of any table: an
 // append-only change log, or the read side of a keyed table.

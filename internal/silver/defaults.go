@@ -226,8 +226,12 @@ func coalesce(ctx context.Context, mem memory.Allocator, col arrow.Array, d bron
 // fillStep gives at most limit silver rows that predate column col its
 // default (fewer once their batches hold maxBytes of Arrow memory), in one
 // commit that carries the silver summary's tidemark keys
-// forward. done: there were none left.
-func (j *job) fillStep(ctx context.Context, col string, d bronze.Default, limit, maxBytes int64) (done bool, err error) {
+// forward. done: there were none left. fills holds col's default and those
+// of the columns added with or after it: a row that predates col predates
+// them too, and once rewritten its file holds them (as NULL), so it must
+// get their defaults in the same step (two ADD COLUMN … DEFAULT in one
+// ALTER TABLE gave only the first its default).
+func (j *job) fillStep(ctx context.Context, col string, fills map[string]bronze.Default, limit, maxBytes int64) (done bool, err error) {
 	s := j.s
 	sch := s.ArrowSchema()
 	names := make([]string, len(sch.Fields()))
@@ -272,7 +276,7 @@ func (j *job) fillStep(ctx context.Context, col string, d bronze.Default, limit,
 		bytes += lake.RecordBytes(rec)
 		part := rec.NewSlice(0, take)
 		defer part.Release()
-		out, err := withDefaults(ctx, j.m.mem, part, map[string]bronze.Default{col: d})
+		out, err := withDefaults(ctx, j.m.mem, part, fills)
 		if err != nil {
 			return err
 		}
@@ -353,13 +357,19 @@ func (j *job) fill(ctx context.Context) error {
 	limit := int64(j.m.opts.MaxChanges)
 	for len(pending) > 0 {
 		col := pending[0]
-		d, ok := defs[col]
-		if ok {
+		// pending is in the order the columns were added.
+		fills := map[string]bronze.Default{}
+		for _, c := range pending {
+			if d, ok := defs[c]; ok {
+				fills[c] = d
+			}
+		}
+		if _, ok := defs[col]; ok {
 			for {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				done, err := j.fillStep(ctx, col, d, limit, j.m.opts.MaxBytes)
+				done, err := j.fillStep(ctx, col, fills, limit, j.m.opts.MaxBytes)
 				if err != nil {
 					return err
 				}

@@ -721,12 +721,16 @@ func (m *Merger) openSilver(ctx context.Context, source, schema, table string) (
 // create creates a silver table for bronze table b.
 func (m *Merger) create(ctx context.Context, ident []string, b lake.Table, key []string) (lake.KeyedTable, error) {
 	keyJSON := b.Properties()[bronze.PropKey]
+	props := map[string]string{bronze.PropKey: keyJSON}
+	if ids := b.Properties()[bronze.PropColumnIDs]; ids != "" {
+		props[bronze.PropColumnIDs] = ids
+	}
 	s, err := m.cat.Create(ctx, ident, lake.TableSpec{
 		Schema:     schemaFor(b.ArrowSchema(), key, m.opts.SoftDeletes),
 		Key:        key,
 		Buckets:    m.opts.Buckets,
 		DeleteMode: m.opts.DeleteMode,
-		Properties: map[string]string{bronze.PropKey: keyJSON},
+		Properties: props,
 	})
 	if errors.Is(err, lake.ErrTableExists) {
 		s, err = m.cat.Open(ctx, ident)

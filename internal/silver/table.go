@@ -147,7 +147,75 @@ func evolve(ctx context.Context, s lake.KeyedTable, b lake.Table, key []string) 
 	if err != nil {
 		return fmt.Errorf("bronze table %s: %w", strings.Join(b.Ident(), "."), err)
 	}
+	ids, err := bronze.ColumnIDs(b.Properties())
+	if err != nil {
+		return fault.With(fault.ErrCorruptState, fmt.Sprintf("bronze table %s", strings.Join(b.Ident(), ".")), err)
+	}
+	if err := renameLike(ctx, s, b.ArrowSchema(), ids); err != nil {
+		return err
+	}
 	return evolveSchema(ctx, s, b.ArrowSchema(), key, defs)
+}
+
+// renameLike renames the columns of silver table s that its bronze table
+// (columns b, column ids bIDs: bronze.PropColumnIDs) renamed: silver
+// records the ids of its columns in the same property, and a bronze column
+// silver lacks by name whose id silver records for a column bronze no
+// longer has is that column renamed. A silver table that records no ids
+// takes bronze's for the names both have. The columns still to be given
+// their default (PropFillPending) follow their renames.
+func renameLike(ctx context.Context, s lake.KeyedTable, b *arrow.Schema, bIDs map[string]int) error {
+	name := strings.Join(s.Ident(), ".")
+	if len(bIDs) == 0 {
+		return nil
+	}
+	ids, err := bronze.ColumnIDs(s.Properties())
+	if err != nil {
+		return fault.With(fault.ErrCorruptState, fmt.Sprintf("silver table %s", name), err)
+	}
+	var have, want []string
+	for _, f := range sourceFields(s.ArrowSchema()) {
+		have = append(have, f.Name)
+	}
+	if ids == nil {
+		ids = map[string]int{}
+		for _, n := range have {
+			if id, ok := bIDs[n]; ok {
+				ids[n] = id
+			}
+		}
+	}
+	wantIDs := map[string]int{}
+	for _, f := range sourceFields(b) {
+		want = append(want, f.Name)
+		if id, ok := bIDs[f.Name]; ok {
+			wantIDs[f.Name] = id
+		}
+	}
+	renames, next := bronze.Renames(have, ids, want, wantIDs)
+	enc := bronze.EncodeColumnIDs(next)
+	if len(renames) == 0 {
+		if s.Properties()[bronze.PropColumnIDs] == enc {
+			return nil
+		}
+		return s.SetProperties(ctx, map[string]string{bronze.PropColumnIDs: enc})
+	}
+	props := map[string]string{bronze.PropColumnIDs: enc}
+	if pending := fillPending(s); len(pending) > 0 {
+		for i, c := range pending {
+			for _, r := range renames {
+				if c == r.From {
+					pending[i] = r.To
+				}
+			}
+		}
+		js, _ := json.Marshal(pending)
+		props[PropFillPending] = string(js)
+	}
+	if err := s.Evolve(ctx, lake.Evolution{Rename: renames, RenameProps: props}); err != nil {
+		return fmt.Errorf("silver table %s: rename columns: %w", name, err)
+	}
+	return nil
 }
 
 // evolveSchema is evolve with bronze's schema and defaults. Columns added

@@ -95,10 +95,15 @@ func (c *Catalog) Drop(ctx context.Context, ident []string) error {
 	return nil
 }
 
-// Evolve widens, then adds columns given as Arrow fields (lake.Table):
+// Evolve renames (RenameColumns), widens, then adds columns given as Arrow fields (lake.Table):
 // WidenColumn for each of e.Widen, then one AddColumnsNoting commit for
 // e.Add with e.Note.
 func (t *Table) Evolve(ctx context.Context, e lake.Evolution) error {
+	if len(e.Rename) > 0 {
+		if err := t.RenameColumns(ctx, e.Rename, e.RenameProps); err != nil {
+			return err
+		}
+	}
 	for _, f := range e.Widen {
 		typ, err := table.ArrowTypeToIceberg(f.Type, false)
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/tidemark/tidemark/internal/failpoint"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // commitAttempts bounds how often Append, AddColumns and WidenColumn redo
@@ -356,6 +357,57 @@ func (t *Table) WidenColumn(ctx context.Context, name string, to iceberggo.Type)
 		us.UpdateColumn([]string{name}, table.ColumnUpdate{
 			FieldType: iceberggo.Optional[iceberggo.Type]{Valid: true, Val: to},
 		})
+		return true, nil
+	})
+}
+
+// RenameColumns renames top-level columns in one commit that also sets
+// props: Iceberg tracks columns by field id, so data files written before
+// read under the new name. A rename whose From is gone and whose To exists
+// is done already (a retry); a From that does not exist otherwise, or a To
+// that the table has (a swap of two names included), is an error.
+func (t *Table) RenameColumns(ctx context.Context, renames []lake.Rename, props map[string]string) error {
+	return t.evolveTx(ctx, "rename columns of", func(tx *table.Transaction, sc *iceberggo.Schema, us *table.UpdateSchema) (bool, error) {
+		// names: the current name of each field id, as the renames go.
+		names := map[string]int{}
+		for _, f := range sc.Fields() {
+			names[f.Name] = f.ID
+		}
+		changed := false
+		for _, r := range renames {
+			id, ok := names[r.From]
+			_, taken := names[r.To]
+			switch {
+			case !ok && taken:
+				continue
+			case !ok:
+				return false, fmt.Errorf("no column %s to rename to %s", r.From, r.To)
+			case taken:
+				return false, fmt.Errorf("cannot rename column %s to %s: the table has a column %s", r.From, r.To, r.To)
+			}
+			delete(names, r.From)
+			names[r.To] = id
+			changed = true
+		}
+		if !changed {
+			return false, nil
+		}
+		// UpdateSchema renames by the column's original path: each field
+		// renamed once, to its final name (onto no name the table has).
+		final := map[int]string{}
+		for name, id := range names {
+			final[id] = name
+		}
+		for _, f := range sc.Fields() {
+			if n := final[f.ID]; n != f.Name {
+				us.RenameColumn([]string{f.Name}, n)
+			}
+		}
+		if len(props) > 0 {
+			if err := tx.SetProperties(props); err != nil {
+				return false, err
+			}
+		}
 		return true, nil
 	})
 }

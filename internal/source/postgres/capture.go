@@ -97,6 +97,10 @@ type table struct {
 	filenode  uint32
 	truncXids []uint32
 	gen       atomic.Int64
+	// replacedBefore: the stream's changes of the table committed below
+	// this LSN are not written (pipeline.PropReplacedBefore: the table was
+	// rebuilt by `tidemark resnapshot --replace`; its re-snapshot holds them).
+	replacedBefore uint64
 }
 
 // Run runs one capture session: it verifies or creates the publication, the
@@ -330,6 +334,11 @@ func (c *Capture) openDescribed(ctx context.Context, meta *pgx.Conn, id change.T
 	}
 	t.snapshot.Estimate = info.Estimate
 	t.filenode, t.truncXids = parseFilenodeProps(st.Props)
+	if v := st.Props[pipeline.PropReplacedBefore]; v != "" {
+		if t.replacedBefore, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: %s = %q in the lake is not a position", id, pipeline.PropReplacedBefore, v), err)
+		}
+	}
 	return t, nil
 }
 
@@ -337,7 +346,7 @@ func (c *Capture) openDescribed(ctx context.Context, meta *pgx.Conn, id change.T
 func schemaOf(r *Relation) *change.Schema {
 	s := &change.Schema{Key: r.KeyNames}
 	for _, col := range r.Columns {
-		s.Fields = append(s.Fields, change.Field{Name: col.Name, Type: col.Map.IcebergType(), SourceType: col.Map.SourceType()})
+		s.Fields = append(s.Fields, change.Field{Name: col.Name, ID: int(col.AttNum), Type: col.Map.IcebergType(), SourceType: col.Map.SourceType()})
 	}
 	return s
 }

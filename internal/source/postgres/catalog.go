@@ -294,7 +294,7 @@ func describeKeyed(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 		}
 		return nil, classify(fmt.Errorf("table %s: read catalog: %w", t, err))
 	}
-	rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod), a.attnotnull, `+orderableSQL+`
+	rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod), a.attnotnull, `+orderableSQL+`, a.attnum
 		FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
 		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, oid)
 	if err != nil {
@@ -303,7 +303,7 @@ func describeKeyed(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 	rel := &Relation{Table: t}
 	for rows.Next() {
 		var c Column
-		if err := rows.Scan(&c.Name, &c.TypeOID, &c.TypeMod, &c.TypeName, &c.NotNull, &c.Orderable); err != nil {
+		if err := rows.Scan(&c.Name, &c.TypeOID, &c.TypeMod, &c.TypeName, &c.NotNull, &c.Orderable, &c.AttNum); err != nil {
 			rows.Close()
 			return nil, classify(fmt.Errorf("table %s: read columns: %w", t, err))
 		}

@@ -13,6 +13,9 @@ type Column struct {
 	Name    string
 	TypeOID uint32
 	TypeMod int32
+	// AttNum is the column's pg_attribute.attnum (0 if not known): it
+	// survives a RENAME COLUMN and is never reused.
+	AttNum int16
 	// TypeName is format_type() of the column (catalog-described relations only).
 	TypeName string
 	// NotNull and Orderable (a default btree ordering) are known for
@@ -35,6 +38,11 @@ type Relation struct {
 	KeyIdx []int
 	// schema is the lake schema changes of this relation are written with.
 	schema *change.Schema
+	// unopened: the relation arrived in a transaction the table's
+	// replacedBefore skips, so the lake has not been told of its schema
+	// (which may be the old, incompatible one); the first change written
+	// with it opens it (stream.openRelation).
+	unopened *table
 }
 
 // Index returns the position of the named column, or -1.

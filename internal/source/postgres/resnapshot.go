@@ -155,3 +155,14 @@ func (a *Admin) ReplaceSlot(ctx context.Context) (lsn, dropped uint64, err error
 	a.c.log.Info("created replication slot", "slot", slot, "consistent_point", res.ConsistentPoint)
 	return lsn, dropped, nil
 }
+
+// CurrentLSN is the source's WAL insert position now: every transaction
+// committed before the call is below it (resnapshot --replace: the stream's
+// changes of a replaced table below it are superseded by its re-snapshot).
+func (a *Admin) CurrentLSN(ctx context.Context) (uint64, error) {
+	var s string
+	if err := a.meta.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&s); err != nil {
+		return 0, classify(fmt.Errorf("read the current WAL position: %w", err))
+	}
+	return ParseLSN(s)
+}

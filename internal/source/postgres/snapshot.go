@@ -569,7 +569,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	}
 	rel := &Relation{Table: t.id}
 	for _, fd := range fds {
-		rel.Columns = append(rel.Columns, Column{Name: fd.Name, TypeOID: fd.DataTypeOID, TypeMod: fd.TypeModifier})
+		rel.Columns = append(rel.Columns, Column{Name: fd.Name, TypeOID: fd.DataTypeOID, TypeMod: fd.TypeModifier, AttNum: int16(fd.TableAttributeNumber)})
 	}
 	if err := mapColumns(t.id, rel.Columns, sn.c.types.Lookup); err != nil {
 		rows.Close()

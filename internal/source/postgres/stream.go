@@ -402,6 +402,12 @@ func (s *stream) relation(ctx context.Context, m *pglogrepl.RelationMessage) err
 	if err := mapColumns(id, rel.Columns, s.c.types.Lookup); err != nil {
 		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", id), err)
 	}
+	if s.tx.commitLSN >= t.replacedBefore {
+		// (Changes from before a replace are skipped, whatever their key.)
+		if err := keyChanged(id, m, t.info.Relation.KeyNames); err != nil {
+			return err
+		}
+	}
 	rel.setKeys(t.info.Relation.KeyNames)
 	for i, k := range rel.KeyIdx {
 		if k < 0 {
@@ -409,7 +415,25 @@ func (s *stream) relation(ctx context.Context, m *pglogrepl.RelationMessage) err
 		}
 	}
 	schema := schemaOf(rel)
+	if s.tx.commitLSN < t.replacedBefore {
+		// Before the table was replaced: its changes are skipped, and the
+		// lake is not evolved to a schema it may have been replaced for.
+		rel.schema, rel.unopened = schema, t
+		s.rels[m.RelationID] = rel
+		return nil
+	}
+	return s.openRelation(ctx, t, rel, schema)
+}
+
+// openRelation brings the lake to the relation's schema and makes it the
+// one the relation's changes are written with.
+func (s *stream) openRelation(ctx context.Context, t *table, rel *Relation, schema *change.Schema) error {
+	id := t.id
+	rel.unopened = nil
 	if !sameSchema(schema, t.schema) {
+		if err := s.c.columnIDs(ctx, id, schema, t.schema); err != nil {
+			return err
+		}
 		if err := s.c.noteMissing(ctx, id, schema, t.schema, rel); err != nil {
 			return err
 		}
@@ -420,8 +444,51 @@ func (s *stream) relation(ctx context.Context, m *pglogrepl.RelationMessage) err
 		s.c.log.Info("schema change", "table", id.String(), "columns", len(schema.Fields))
 	}
 	rel.schema = t.schema
-	s.rels[m.RelationID] = rel
+	s.rels[rel.ID] = rel
 	return nil
+}
+
+// skip reports whether a change of rel in the current transaction is not
+// written: the table was replaced after it (table.replacedBefore). The
+// first change of rel that is written opens its relation.
+func (s *stream) skip(ctx context.Context, rel *Relation) (bool, error) {
+	t := rel.unopened
+	if t == nil {
+		return false, nil
+	}
+	if s.tx.commitLSN < t.replacedBefore {
+		return true, nil
+	}
+	return false, s.openRelation(ctx, t, rel, rel.schema)
+}
+
+// keyChanged stops the stream at a Relation message whose replica identity
+// columns (the columns pgoutput flags as part of the key) are not the key
+// the table was opened with: a primary key added, dropped or changed while
+// tidemark runs. Changes by the new key cannot be merged with the old ones;
+// the table is rebuilt on its new key by `tidemark resnapshot --replace`.
+// A message that flags every column (REPLICA IDENTITY FULL) says nothing
+// about the key.
+func keyChanged(id change.TableID, m *pglogrepl.RelationMessage, key []string) error {
+	var flagged []string
+	for _, col := range m.Columns {
+		if col.Flags&1 != 0 {
+			flagged = append(flagged, col.Name)
+		}
+	}
+	if len(flagged) == len(m.Columns) || len(flagged) == 0 {
+		return nil
+	}
+	a, b := slices.Clone(flagged), slices.Clone(key)
+	slices.Sort(a)
+	slices.Sort(b)
+	if slices.Equal(a, b) {
+		return nil
+	}
+	return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
+		"table %s: its key changed from %v to %v while tidemark was capturing it; changes by the new key cannot be merged with the old ones. "+
+			"Restore the old key, or rebuild the table on its new key with `tidemark resnapshot --replace %s` (docs/operations.md, Schema changes)",
+		id, key, flagged, id), nil)
 }
 
 func sameSchema(a, b *change.Schema) bool {
@@ -540,6 +607,9 @@ func (s *stream) emit(ctx context.Context, rel *Relation, op change.Op, d decode
 }
 
 func (s *stream) emitWithBefore(ctx context.Context, rel *Relation, op change.Op, d decoded, before []any) error {
+	if skip, err := s.skip(ctx, rel); skip || err != nil {
+		return err
+	}
 	pos := s.nextPos()
 	var err error
 	if d.err != nil {
@@ -634,6 +704,11 @@ func (s *stream) truncate(ctx context.Context, ids []uint32) error {
 			return err
 		}
 		if rel == nil {
+			continue
+		}
+		if skip, err := s.skip(ctx, rel); err != nil {
+			return err
+		} else if skip {
 			continue
 		}
 		s.windows.truncate(rel.Table)
@@ -786,8 +861,27 @@ func mergeSchema(base, extra *change.Schema) *change.Schema {
 	for i, f := range base.Fields {
 		have[f.Name] = i
 	}
+	byID := map[int]int{}
+	for i, f := range base.Fields {
+		if f.ID != 0 {
+			byID[f.ID] = i
+		}
+	}
 	for _, f := range extra.Fields {
 		i, ok := have[f.Name]
+		if j, same := byID[f.ID]; !ok && f.ID != 0 && same {
+			// Renamed since base (the chunk was read after a RENAME COLUMN
+			// the stream has not reached): the column under its new name.
+			delete(have, out.Fields[j].Name)
+			g := f
+			g.Type = out.Fields[j].Type
+			if coltype.CanWiden(g.Type, f.Type) {
+				g.Type = f.Type
+			}
+			out.Fields[j] = g
+			have[f.Name] = j
+			continue
+		}
 		switch {
 		case !ok:
 			out.Fields = append(out.Fields, f)
