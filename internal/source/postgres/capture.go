@@ -76,6 +76,12 @@ type table struct {
 	info     *TableInfo
 	schema   *change.Schema
 	snapshot snapState
+	// leaves are a partitioned table's leaf partitions as last recorded
+	// (PropPartitions; "" for other tables). Stream goroutine only.
+	leaves string
+	// rereadAfter: the leaves changed while the table's snapshot ran; it
+	// is read again once that snapshot is done.
+	rereadAfter bool
 }
 
 // Run runs one capture session: it verifies or creates the publication, the
@@ -111,6 +117,9 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 		}
 	}
 	if err := c.ensurePublication(ctx, meta, haveCP); err != nil {
+		return err
+	}
+	if err := checkPartitionRoot(ctx, meta, c.opts.Publication); err != nil {
 		return err
 	}
 	ids, err := publicationTables(ctx, meta, c.opts.Publication)
@@ -283,6 +292,9 @@ func (c *Capture) openDescribed(ctx context.Context, meta *pgx.Conn, id change.T
 		return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: snapshot state in the lake cannot be read", id), err)
 	}
 	t.snapshot.Estimate = info.Estimate
+	if err := c.openLeaves(ctx, meta, t, st.Props[PropPartitions]); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
@@ -507,6 +519,7 @@ func (c *Capture) pollPublication(ctx context.Context, s *stream) error {
 			conn.Close(context.Background())
 		}
 	}()
+	sent := map[change.TableID]string{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -526,11 +539,17 @@ func (c *Capture) pollPublication(ctx context.Context, s *stream) error {
 		if !ok {
 			return fault.With(fault.ErrPublicationMissing, fmt.Sprintf("publication %q was dropped while tidemark was using it. %s", c.opts.Publication, resnapshotAll), nil)
 		}
+		if err := checkPartitionRoot(ctx, conn, c.opts.Publication); err != nil {
+			return err
+		}
 		ids, err := publicationTables(ctx, conn, c.opts.Publication)
 		if err != nil {
 			return err
 		}
 		if err := c.checkReadable(ctx, conn); err != nil {
+			return err
+		}
+		if err := c.notePartitions(ctx, conn, ids, sent); err != nil {
 			return err
 		}
 		s.offerTables(ids)

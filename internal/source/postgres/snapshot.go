@@ -181,6 +181,14 @@ func newSnapshotter(c *Capture, ws *windows) *snapshotter {
 	return &snapshotter{c: c, windows: ws, queue: make(chan *table, 4096), queued: map[change.TableID]bool{}}
 }
 
+// requeue queues t again, for a re-read of a table whose snapshot is done.
+func (sn *snapshotter) requeue(t *table) {
+	sn.mu.Lock()
+	delete(sn.queued, t.id)
+	sn.mu.Unlock()
+	sn.enqueue(t)
+}
+
 func (sn *snapshotter) enqueue(t *table) {
 	sn.mu.Lock()
 	defer sn.mu.Unlock()

@@ -33,13 +33,16 @@ type txState struct {
 // stream decodes the replication stream and feeds the Sink. Everything in
 // it is owned by the run goroutine.
 type stream struct {
-	c       *Capture
-	repl    *pgconn.PgConn
-	tables  map[change.TableID]*table
-	rels    map[uint32]*Relation
-	windows *windows
-	snap    *snapshotter
-	offered chan []change.TableID
+	c      *Capture
+	repl   *pgconn.PgConn
+	tables map[change.TableID]*table
+	rels   map[uint32]*Relation
+	// unknownRels are Relation messages of tables not captured (yet): set
+	// up when a change refers to one.
+	unknownRels map[uint32]*pglogrepl.RelationMessage
+	windows     *windows
+	snap        *snapshotter
+	offered     chan []change.TableID
 
 	inStream  bool
 	streamXid uint32
@@ -61,7 +64,7 @@ type stream struct {
 // from is the checkpoint the lake holds (zero if none).
 func newStream(c *Capture, repl *pgconn.PgConn, tables map[change.TableID]*table, start uint64, from pipeline.Checkpoint) *stream {
 	s := &stream{
-		c: c, repl: repl, tables: tables, rels: map[uint32]*Relation{},
+		c: c, repl: repl, tables: tables, rels: map[uint32]*Relation{}, unknownRels: map[uint32]*pglogrepl.RelationMessage{},
 		windows: newWindows(), offered: make(chan []change.TableID, 1),
 		spools:       map[uint32]*spool{},
 		completedEnd: start, acked: start,
@@ -349,6 +352,21 @@ func (s *stream) nextPos() change.Position {
 // changes of that table.
 func (s *stream) relation(ctx context.Context, m *pglogrepl.RelationMessage) error {
 	id := change.TableID{Schema: m.Namespace, Name: m.RelationName}
+	if _, ok := s.tables[id]; !ok {
+		// Set up only once a change refers to it: with
+		// publish_via_partition_root, pgoutput sends the Relation message of
+		// the leaf partition a change came from after the root's, while the
+		// change itself refers to the root (partition.go).
+		delete(s.rels, m.RelationID)
+		s.unknownRels[m.RelationID] = m
+		return nil
+	}
+	return s.applyRelation(ctx, m)
+}
+
+// applyRelation is relation for a table a change refers to.
+func (s *stream) applyRelation(ctx context.Context, m *pglogrepl.RelationMessage) error {
+	id := change.TableID{Schema: m.Namespace, Name: m.RelationName}
 	t, ok := s.tables[id]
 	if !ok {
 		if err := s.addTables(ctx, []change.TableID{id}); err != nil {
@@ -402,8 +420,16 @@ func sameSchema(a, b *change.Schema) bool {
 	return true
 }
 
-func (s *stream) rel(id uint32) (*Relation, error) {
+func (s *stream) rel(ctx context.Context, id uint32) (*Relation, error) {
 	r, ok := s.rels[id]
+	if m, unknown := s.unknownRels[id]; !ok && unknown {
+		// A table new to the stream (added to the publication).
+		delete(s.unknownRels, id)
+		if err := s.applyRelation(ctx, m); err != nil {
+			return nil, err
+		}
+		r, ok = s.rels[id]
+	}
 	if !ok {
 		return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("change for relation id %d before its Relation message (transaction %d, commit %s)", id, s.tx.xid, FormatLSN(s.tx.commitLSN)), nil)
 	}
@@ -529,7 +555,7 @@ func (s *stream) backPressure(ctx context.Context) error {
 }
 
 func (s *stream) insert(ctx context.Context, relID uint32, tup *pglogrepl.TupleData) error {
-	rel, err := s.rel(relID)
+	rel, err := s.rel(ctx, relID)
 	if err != nil {
 		return err
 	}
@@ -537,7 +563,7 @@ func (s *stream) insert(ctx context.Context, relID uint32, tup *pglogrepl.TupleD
 }
 
 func (s *stream) update(ctx context.Context, m *pglogrepl.UpdateMessage) error {
-	rel, err := s.rel(m.RelationID)
+	rel, err := s.rel(ctx, m.RelationID)
 	if err != nil {
 		return err
 	}
@@ -568,7 +594,7 @@ func (s *stream) update(ctx context.Context, m *pglogrepl.UpdateMessage) error {
 }
 
 func (s *stream) delete(ctx context.Context, m *pglogrepl.DeleteMessage) error {
-	rel, err := s.rel(m.RelationID)
+	rel, err := s.rel(ctx, m.RelationID)
 	if err != nil {
 		return err
 	}
@@ -579,7 +605,7 @@ func (s *stream) delete(ctx context.Context, m *pglogrepl.DeleteMessage) error {
 
 func (s *stream) truncate(ctx context.Context, ids []uint32) error {
 	for _, id := range ids {
-		rel, err := s.rel(id)
+		rel, err := s.rel(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -599,6 +625,9 @@ func (s *stream) message(ctx context.Context, m *pglogrepl.LogicalDecodingMessag
 		}
 		if m.Prefix == s.c.prefix+"wm" {
 			return s.watermark(ctx, string(m.Content))
+		}
+		if m.Prefix == s.c.prefix+"parts" {
+			return s.partitions(ctx, m.Content)
 		}
 		return nil // heartbeat: its commit moves the watermark
 	}
@@ -708,6 +737,12 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	t.snapshot = st
 	w.finish(nil)
 	if w.last {
+		if t.rereadAfter {
+			// Its partitions changed while it was read (partition.go).
+			if err := s.reread(ctx, t, nil, "partitions changed during the snapshot"); err != nil {
+				return err
+			}
+		}
 		// The table's snapshot is complete: commit it now, not at the next
 		// commit_interval.
 		s.engine.FlushSoon()
