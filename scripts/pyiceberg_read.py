@@ -83,15 +83,15 @@ def all_namespaces(cat):
     return sorted(".".join(ns) for ns in out)
 
 
-INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
-INT64_MAX, INT64_MIN = 2**63 - 1, -(2**63)
+INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
+# -infinity is -MAX (DuckDB's); MIN is how tidemark stored it before.
+NEG_INF = {-INT32_MAX, -(2**31), -INT64_MAX, -(2**63)}
 
 
 def to_rows(arrow_table):
     """Like to_pylist, but renders tidemark's documented infinity sentinels
-    (date: int32 max/min days; timestamp: int64 max/min µs, as PostgreSQL and
-    DuckDB store them) as "infinity"/"-infinity", which Python's datetime
-    cannot hold."""
+    (date: ±(2^31-1) days; timestamp: ±(2^63-1) µs, as DuckDB stores them)
+    as "infinity"/"-infinity", which Python's datetime cannot hold."""
     import pyarrow as pa
 
     cols = {}
@@ -100,14 +100,14 @@ def to_rows(arrow_table):
         t = col.type
         if pa.types.is_date32(t) or pa.types.is_timestamp(t):
             raw = col.cast(pa.int32() if pa.types.is_date32(t) else pa.int64()).to_pylist()
-            hi, lo = (INT32_MAX, INT32_MIN) if pa.types.is_date32(t) else (INT64_MAX, INT64_MIN)
+            hi = INT32_MAX if pa.types.is_date32(t) else INT64_MAX
             out = []
             for v in raw:
                 if v is None:
                     out.append(None)
                 elif v == hi:
                     out.append("infinity")
-                elif v == lo:
+                elif v in NEG_INF:
                     out.append("-infinity")
                 elif pa.types.is_date32(t):
                     try:

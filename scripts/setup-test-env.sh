@@ -6,8 +6,10 @@
 #      servers (internal/testenv); no system cluster is created or started.
 #   2. The OS user "postgres" (the tests run the server as that user when
 #      they run as root).
-#   3. A Python venv at .venv with PyIceberg, which the tests use to read the
-#      Iceberg tables tidemark writes (found through TIDEMARK_PYTHON).
+#   3. A Python venv at .venv with PyIceberg, and DuckDB with its avro and
+#      iceberg extensions from PyPI wheels (duckdb-ext-avro,
+#      duckdb-ext-iceberg: no download at run time), which the tests use to
+#      read the Iceberg tables tidemark writes (found through TIDEMARK_PYTHON).
 #   4. MariaDB server binaries (mariadb-install-db, mariadbd): installed with
 #      apt-get (mariadb-server) when mariadbd is neither on PATH nor in
 #      /usr/sbin. The tests start their own throwaway servers; the system
@@ -17,6 +19,7 @@
 #   TIDEMARK_PG_BIN      use the PostgreSQL binaries in this directory
 #   PYTHON               the python3 to create the venv with (default: python3)
 #   PYICEBERG_SPEC       the pip requirement for PyIceberg (default below)
+#   DUCKDB_SPECS         the pip requirements for DuckDB (default below)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -24,6 +27,9 @@ ROOT=$(pwd)
 VENV="$ROOT/.venv"
 # Pinned so every machine reads the lake with the same PyIceberg.
 PYICEBERG_SPEC=${PYICEBERG_SPEC:-"pyiceberg[sql-sqlite,pyarrow]==0.12.0"}
+# DuckDB and the extension wheels built for exactly that version (pytz:
+# DuckDB's Python client needs it to fetch a timestamptz).
+DUCKDB_SPECS=${DUCKDB_SPECS:-"duckdb==1.4.4 duckdb-ext-avro==1.4.4.20260205 duckdb-ext-iceberg==1.4.4.20260205 pytz"}
 
 say() { printf 'setup-test-env: %s\n' "$*"; }
 die() { printf 'setup-test-env: error: %s\n' "$*" >&2; exit 1; }
@@ -102,6 +108,20 @@ venv_ok() {
 		"$VENV/bin/python" -c 'import pyiceberg, pyarrow, sqlalchemy; from pyiceberg.catalog.sql import SqlCatalog' >/dev/null 2>&1
 }
 
+# duckdb_ok reports whether the venv's DuckDB loads avro and iceberg from
+# the extension wheels' directory.
+duckdb_ok() {
+	"$VENV/bin/python" - >/dev/null 2>&1 <<'PY'
+import os, duckdb, duckdb_ext, pytz
+d = next(os.path.join(p, "extensions") for p in duckdb_ext.__path__ if os.path.isdir(os.path.join(p, "extensions")))
+con = duckdb.connect()
+con.execute("SET autoinstall_known_extensions = false")
+con.execute("SET extension_directory = ?", [d])
+con.execute("LOAD avro")
+con.execute("LOAD iceberg")
+PY
+}
+
 if venv_ok; then
 	say "Python venv: $VENV — pyiceberg $("$VENV/bin/python" -c 'import pyiceberg; print(pyiceberg.__version__)') already installed"
 else
@@ -127,6 +147,16 @@ else
 	"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$PYICEBERG_SPEC"
 	venv_ok || die "pyiceberg installed into $VENV but cannot be imported"
 	say "Python venv: pyiceberg $("$VENV/bin/python" -c 'import pyiceberg; print(pyiceberg.__version__)') installed"
+fi
+
+if duckdb_ok; then
+	say "Python venv: duckdb $("$VENV/bin/python" -c 'import duckdb; print(duckdb.__version__)') with avro and iceberg — already installed"
+else
+	say "Python venv: pip install $DUCKDB_SPECS"
+	# shellcheck disable=SC2086 # a list of requirements
+	"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check $DUCKDB_SPECS
+	duckdb_ok || die "duckdb installed into $VENV but cannot load its avro and iceberg extensions"
+	say "Python venv: duckdb $("$VENV/bin/python" -c 'import duckdb; print(duckdb.__version__)') with avro and iceberg installed"
 fi
 
 # --- 4. MariaDB server binaries -----------------------------------------------

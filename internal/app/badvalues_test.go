@@ -327,7 +327,7 @@ func canonLake(kind string, v any) string {
 		switch us {
 		case math.MaxInt64:
 			return "infinity"
-		case math.MinInt64:
+		case -math.MaxInt64: // DuckDB's -infinity (docs/type-mapping.md)
 			return "-infinity"
 		}
 		return fmt.Sprintf("us:%d", us)
@@ -336,7 +336,7 @@ func canonLake(kind string, v any) string {
 		switch {
 		case days == math.MaxInt32:
 			return "infinity"
-		case days == math.MinInt32:
+		case days == -math.MaxInt32: // DuckDB's -infinity (docs/type-mapping.md)
 			return "-infinity"
 		}
 		return fmt.Sprintf("days:%d", days)

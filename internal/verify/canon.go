@@ -31,9 +31,9 @@ import (
 //	string                 the string itself (PostgreSQL's exact text)
 //	binary                 lower-case hex                       00ff10
 //	decimal(p,s)           digits with exactly s decimals       -12.50, 0.00012
-//	date                   days since 1970-01-01                19724 (±infinity: ±2^31 sentinels)
+//	date                   days since 1970-01-01                19724 (±infinity: ±(2^31-1))
 //	time                   µs since midnight
-//	timestamp[tz]          µs since 1970-01-01 00:00 (UTC)      (±infinity: int64 sentinels)
+//	timestamp[tz]          µs since 1970-01-01 00:00 (UTC)      (±infinity: ±(2^63-1))
 //	list                   "[" elements "," -joined "]", each element as a field below
 //
 // A row (or a key) is its columns in order, each as a field: "N" for NULL,
@@ -105,11 +105,11 @@ func appendCanon(buf []byte, v any, t arrow.DataType) []byte {
 	case decimal128.Num:
 		return append(buf, decimalText(x, decimalScale(t))...)
 	case arrow.Date32:
-		return strconv.AppendInt(buf, int64(x), 10)
+		return strconv.AppendInt(buf, int64(negInfDate(x)), 10)
 	case arrow.Time64:
 		return strconv.AppendInt(buf, int64(x), 10)
 	case arrow.Timestamp:
-		return strconv.AppendInt(buf, int64(x), 10)
+		return strconv.AppendInt(buf, int64(negInfTS(x)), 10)
 	case []any:
 		elem := listElem(t)
 		buf = append(buf, '[')
@@ -188,11 +188,11 @@ func appendArrowField(buf []byte, a arrow.Array, i int) []byte {
 	case *array.Int64:
 		c = strconv.AppendInt(tmp[:0], x.Value(i), 10)
 	case *array.Date32:
-		c = strconv.AppendInt(tmp[:0], int64(x.Value(i)), 10)
+		c = strconv.AppendInt(tmp[:0], int64(negInfDate(x.Value(i))), 10)
 	case *array.Time64:
 		c = strconv.AppendInt(tmp[:0], int64(x.Value(i)), 10)
 	case *array.Timestamp:
-		c = strconv.AppendInt(tmp[:0], int64(x.Value(i)), 10)
+		c = strconv.AppendInt(tmp[:0], int64(negInfTS(x.Value(i))), 10)
 	case *array.Boolean:
 		if x.Value(i) {
 			c = append(tmp[:0], 't')
@@ -311,7 +311,7 @@ func displayFull(v any, t arrow.DataType, max int) string {
 		switch x {
 		case math.MaxInt32:
 			return "infinity"
-		case math.MinInt32:
+		case -math.MaxInt32, math.MinInt32:
 			return "-infinity"
 		}
 		return time.Unix(int64(x)*86400, 0).UTC().Format("2006-01-02")
@@ -321,7 +321,7 @@ func displayFull(v any, t arrow.DataType, max int) string {
 		switch x {
 		case math.MaxInt64:
 			return "infinity"
-		case math.MinInt64:
+		case -math.MaxInt64, math.MinInt64:
 			return "-infinity"
 		}
 		s := time.UnixMicro(int64(x)).UTC().Format("2006-01-02 15:04:05.999999")
@@ -364,4 +364,21 @@ func quoteText(s string, max int) string {
 		q = q[:len(q)-1] + `…"`
 	}
 	return q
+}
+
+// negInfDate and negInfTS read the -infinity a lake written before
+// tidemark stored DuckDB's sentinels (MinInt32 days, MinInt64 µs: no real
+// value) as today's (-MaxInt32, -MaxInt64), so it still compares equal.
+func negInfDate(d arrow.Date32) arrow.Date32 {
+	if d == math.MinInt32 {
+		return -math.MaxInt32
+	}
+	return d
+}
+
+func negInfTS(t arrow.Timestamp) arrow.Timestamp {
+	if t == math.MinInt64 {
+		return -math.MaxInt64
+	}
+	return t
 }

@@ -457,7 +457,7 @@ func keyLiteral(v any, t arrow.DataType) (string, bool) {
 		switch x {
 		case math.MaxInt32:
 			return "infinity", true
-		case math.MinInt32:
+		case -math.MaxInt32, math.MinInt32:
 			return "-infinity", true
 		}
 		tm := time.Unix(int64(x)*86400, 0).UTC()
@@ -471,7 +471,7 @@ func keyLiteral(v any, t arrow.DataType) (string, bool) {
 		switch x {
 		case math.MaxInt64:
 			return "infinity", true
-		case math.MinInt64:
+		case -math.MaxInt64, math.MinInt64:
 			return "-infinity", true
 		}
 		tm := time.UnixMicro(int64(x)).UTC()

@@ -47,7 +47,7 @@ func sqlCanon(expr string, t arrow.DataType, oid uint32) (string, bool) {
 	case arrow.BINARY, arrow.LARGE_BINARY:
 		return "encode(" + expr + ", 'hex')", true
 	case arrow.DATE32:
-		return fmt.Sprintf("CASE WHEN (%[1]s) = 'infinity'::date THEN '2147483647' WHEN (%[1]s) = '-infinity'::date THEN '-2147483648' "+
+		return fmt.Sprintf("CASE WHEN (%[1]s) = 'infinity'::date THEN '2147483647' WHEN (%[1]s) = '-infinity'::date THEN '-2147483647' "+
 			"ELSE ((%[1]s) - DATE '1970-01-01')::text END", expr), true
 	case arrow.TIME64:
 		return fmt.Sprintf("round(date_part('epoch', %s) * 1000000)::bigint::text", expr), true
@@ -56,7 +56,7 @@ func sqlCanon(expr string, t arrow.DataType, oid uint32) (string, bool) {
 		// the microsecond while |t| < 2^51 µs (about 1898 to 2041): the
 		// conversion errs by less than half a microsecond there. Further
 		// out, extract (numeric, exact on PostgreSQL 14 and later).
-		return fmt.Sprintf("CASE WHEN (%[1]s) = 'infinity' THEN '9223372036854775807' WHEN (%[1]s) = '-infinity' THEN '-9223372036854775808' "+
+		return fmt.Sprintf("CASE WHEN (%[1]s) = 'infinity' THEN '9223372036854775807' WHEN (%[1]s) = '-infinity' THEN '-9223372036854775807' "+
 			"WHEN abs(date_part('epoch', %[1]s)) < 2.2e9 THEN round(date_part('epoch', %[1]s) * 1000000)::bigint::text "+
 			"ELSE (extract(epoch FROM (%[1]s)) * 1000000)::bigint::text END", expr), true
 	case arrow.LIST, arrow.LARGE_LIST:

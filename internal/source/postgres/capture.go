@@ -101,6 +101,9 @@ type table struct {
 	// this LSN are not written (pipeline.PropReplacedBefore: the table was
 	// rebuilt by `tidemark resnapshot --replace`; its re-snapshot holds them).
 	replacedBefore uint64
+	// leaves are a partitioned table's leaf partitions as last recorded
+	// (PropPartitions; "" for other tables). Stream goroutine only.
+	leaves string
 }
 
 // Run runs one capture session: it verifies or creates the publication, the
@@ -142,6 +145,9 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 	// publication, again and again until its retries run out.
 	if err := failpoint.Err("capture-after-publication"); err != nil {
 		return fault.MarkTransient(fmt.Errorf("after ensuring publication %q: %w", c.opts.Publication, err))
+	}
+	if err := checkPartitionRoot(ctx, meta, c.opts.Publication); err != nil {
+		return err
 	}
 	ids, err := publicationTables(ctx, meta, c.opts.Publication)
 	if err != nil {
@@ -338,6 +344,9 @@ func (c *Capture) openDescribed(ctx context.Context, meta *pgx.Conn, id change.T
 		if t.replacedBefore, err = strconv.ParseUint(v, 10, 64); err != nil {
 			return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: %s = %q in the lake is not a position", id, pipeline.PropReplacedBefore, v), err)
 		}
+	}
+	if err := c.openLeaves(ctx, meta, t, st.Props[PropPartitions]); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -564,6 +573,7 @@ func (c *Capture) pollPublication(ctx context.Context, s *stream) error {
 			conn.Close(context.Background())
 		}
 	}()
+	sent := map[change.TableID]string{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -583,11 +593,17 @@ func (c *Capture) pollPublication(ctx context.Context, s *stream) error {
 		if !ok {
 			return fault.With(fault.ErrPublicationMissing, fmt.Sprintf("publication %q was dropped while tidemark was using it. %s", c.opts.Publication, resnapshotAll), nil)
 		}
+		if err := checkPartitionRoot(ctx, conn, c.opts.Publication); err != nil {
+			return err
+		}
 		ids, err := publicationTables(ctx, conn, c.opts.Publication)
 		if err != nil {
 			return err
 		}
 		if err := c.checkReadable(ctx, conn); err != nil {
+			return err
+		}
+		if err := c.notePartitions(ctx, conn, ids, sent); err != nil {
 			return err
 		}
 		s.offerTables(ids)

@@ -438,6 +438,9 @@ func createPublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 		}
 		sql += " FOR TABLE " + strings.Join(parts, ", ")
 	}
+	// A partitioned table is published (and captured) as its root: one
+	// lake table, not one per leaf partition (partition.go).
+	sql += " WITH (publish_via_partition_root = true)"
 	// Created in a transaction that is rolled back if a table it would
 	// publish is refused: a pipeline refused at its first start leaves no
 	// FOR ALL TABLES publication behind, so rerunning it with a tables

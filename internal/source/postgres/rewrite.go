@@ -213,7 +213,7 @@ func (s *stream) checkRewrites(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := s.reread(ctx, t, o); err != nil {
+		if err := s.rewritten(ctx, t, o); err != nil {
 			return err
 		}
 	}
@@ -221,45 +221,54 @@ func (s *stream) checkRewrites(ctx context.Context) error {
 	return nil
 }
 
-// reread starts reading t again after a rewrite the stream has no change
-// events for (see the file comment).
-func (s *stream) reread(ctx context.Context, t *table, o filenodeObs) error {
+// rewritten starts reading t again after a rewrite the stream has no
+// change events for (see the file comment).
+func (s *stream) rewritten(ctx context.Context, t *table, o filenodeObs) error {
 	id := rewriteRequestID(time.Now())
 	reason := fmt.Sprintf("the table was rewritten at the source without change events (relfilenode %d → %d, seen at %s: "+
 		"ALTER TABLE … TYPE … USING, ADD COLUMN with a volatile default, VACUUM FULL or CLUSTER)",
 		t.filenode, o.filenode, FormatLSN(o.lsn))
 	s.c.log.Warn("table rewritten without change events: re-reading it", "table", t.id.String(),
 		"relfilenode_was", t.filenode, "relfilenode", o.filenode, "seen_at", FormatLSN(o.lsn), "request", id)
-	// Everything decoded before the rewrite was seen is committed first,
-	// so the marker is a commit of its own: silver folds what bronze
-	// appends after it (the re-read's rows and the changes streamed
-	// meanwhile), and nothing after the marker may share its commit.
+	t.filenode = o.filenode
+	return s.reread(ctx, t, id, reason, map[string]string{PropFilenode: strconv.FormatUint(uint64(o.filenode), 10)})
+}
+
+// reread requests an online re-read of t under request id, for reason
+// (shown by status): a rewrite (above), or partitions attached or detached
+// (partition.go). Stream goroutine.
+//
+// Everything decoded before it is committed first, so the marker (t's
+// snapshot back to pending under the request, reason and props) is a
+// commit of its own: silver folds what bronze appends after it (the
+// re-read's rows and the changes streamed meanwhile), and nothing after
+// the marker may share its commit. A snapshot of t still running (its
+// first, or an earlier re-read) drops the chunks it has not written and
+// starts again from t's first key (the generation moved:
+// snapshotter.table); one that has finished is queued again.
+func (s *stream) reread(ctx context.Context, t *table, id, reason string, props map[string]string) error {
 	if err := s.engine.Sync(ctx); err != nil {
 		return err
 	}
-	// Everything before the rewrite is committed and acknowledged, the
-	// marker not yet: the next start must find the rewrite again.
+	// Everything before the marker is committed and acknowledged, the
+	// marker not yet: the next start must find the cause again (armed by
+	// the rewrite tests).
 	failpoint.Inject("rewrite-before-marker")
 	st := pipeline.SnapshotState{Status: pipeline.SnapshotPending, Request: id, Estimate: t.snapshot.Estimate}
-	// Any snapshot chunk of t not yet written is dropped and the table read
-	// from its first key (snapshotter.table).
 	t.gen.Add(1)
 	t.snapshot = st
-	t.filenode = o.filenode
-	props := map[string]string{
-		pipeline.PropSnapshot:         st.Encode(),
-		pipeline.PropResnapshot:       id,
-		pipeline.PropResnapshotReason: reason,
-		PropFilenode:                  strconv.FormatUint(uint64(o.filenode), 10),
+	if props == nil {
+		props = map[string]string{}
 	}
+	props[pipeline.PropSnapshot] = st.Encode()
+	props[pipeline.PropResnapshot] = id
+	props[pipeline.PropResnapshotReason] = reason
 	if err := s.c.w.WriteBatch(ctx, t.id, nil, props); err != nil {
 		return err
 	}
 	if err := s.engine.Sync(ctx); err != nil {
 		return err
 	}
-	// Pending with a request: queued again, or, while its snapshot still
-	// runs, restarted by it (the generation moved; snapshotter.finished).
 	_, err := s.snap.sched.Admit(ctx, t.id, &t.snapshot, t)
 	return err
 }

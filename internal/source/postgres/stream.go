@@ -34,13 +34,16 @@ type txState struct {
 // stream decodes the replication stream and feeds the Sink. Everything in
 // it is owned by the run goroutine.
 type stream struct {
-	c       *Capture
-	repl    *pgconn.PgConn
-	tables  map[change.TableID]*table
-	rels    map[uint32]*Relation
-	windows *windows
-	snap    *snapshotter
-	offered chan []change.TableID
+	c      *Capture
+	repl   *pgconn.PgConn
+	tables map[change.TableID]*table
+	rels   map[uint32]*Relation
+	// unknownRels are Relation messages of tables not captured (yet): set
+	// up when a change refers to one.
+	unknownRels map[uint32]*pglogrepl.RelationMessage
+	windows     *windows
+	snap        *snapshotter
+	offered     chan []change.TableID
 	// Rewrite detection (rewrite.go): readings from the publication poll,
 	// and those waiting for the stream to pass their position.
 	filenodes   chan []filenodeObs
@@ -67,7 +70,7 @@ type stream struct {
 // from is the checkpoint the lake holds (zero if none).
 func newStream(c *Capture, repl *pgconn.PgConn, tables map[change.TableID]*table, start uint64, from pipeline.Checkpoint) *stream {
 	s := &stream{
-		c: c, repl: repl, tables: tables, rels: map[uint32]*Relation{},
+		c: c, repl: repl, tables: tables, rels: map[uint32]*Relation{}, unknownRels: map[uint32]*pglogrepl.RelationMessage{},
 		windows: newWindows(), offered: make(chan []change.TableID, 1), filenodes: make(chan []filenodeObs, 1),
 		spools:       map[uint32]*spool{},
 		completedEnd: start, acked: start,
@@ -376,6 +379,21 @@ func (s *stream) nextPos() change.Position {
 // changes of that table.
 func (s *stream) relation(ctx context.Context, m *pglogrepl.RelationMessage) error {
 	id := change.TableID{Schema: m.Namespace, Name: m.RelationName}
+	if _, ok := s.tables[id]; !ok {
+		// Set up only once a change refers to it: with
+		// publish_via_partition_root, pgoutput sends the Relation message of
+		// the leaf partition a change came from after the root's, while the
+		// change itself refers to the root (partition.go).
+		delete(s.rels, m.RelationID)
+		s.unknownRels[m.RelationID] = m
+		return nil
+	}
+	return s.applyRelation(ctx, m)
+}
+
+// applyRelation is relation for a table a change refers to.
+func (s *stream) applyRelation(ctx context.Context, m *pglogrepl.RelationMessage) error {
+	id := change.TableID{Schema: m.Namespace, Name: m.RelationName}
 	t, ok := s.tables[id]
 	if !ok {
 		// A refused table is described again: a Relation message follows
@@ -503,8 +521,16 @@ func sameSchema(a, b *change.Schema) bool {
 	return true
 }
 
-func (s *stream) rel(id uint32) (*Relation, error) {
+func (s *stream) rel(ctx context.Context, id uint32) (*Relation, error) {
 	r, ok := s.rels[id]
+	if m, unknown := s.unknownRels[id]; !ok && unknown {
+		// A table new to the stream (added to the publication).
+		delete(s.unknownRels, id)
+		if err := s.applyRelation(ctx, m); err != nil {
+			return nil, err
+		}
+		r, ok = s.rels[id]
+	}
 	if ok && r == nil {
 		return nil, nil // a refused table's: the caller leaves the change out
 	}
@@ -647,7 +673,7 @@ func (s *stream) backPressure(ctx context.Context) error {
 }
 
 func (s *stream) insert(ctx context.Context, relID uint32, tup *pglogrepl.TupleData) error {
-	rel, err := s.rel(relID)
+	rel, err := s.rel(ctx, relID)
 	if err != nil || rel == nil {
 		return err
 	}
@@ -655,7 +681,7 @@ func (s *stream) insert(ctx context.Context, relID uint32, tup *pglogrepl.TupleD
 }
 
 func (s *stream) update(ctx context.Context, m *pglogrepl.UpdateMessage) error {
-	rel, err := s.rel(m.RelationID)
+	rel, err := s.rel(ctx, m.RelationID)
 	if err != nil || rel == nil {
 		return err
 	}
@@ -688,7 +714,7 @@ func (s *stream) update(ctx context.Context, m *pglogrepl.UpdateMessage) error {
 }
 
 func (s *stream) delete(ctx context.Context, m *pglogrepl.DeleteMessage) error {
-	rel, err := s.rel(m.RelationID)
+	rel, err := s.rel(ctx, m.RelationID)
 	if err != nil || rel == nil {
 		return err
 	}
@@ -699,7 +725,7 @@ func (s *stream) delete(ctx context.Context, m *pglogrepl.DeleteMessage) error {
 
 func (s *stream) truncate(ctx context.Context, ids []uint32) error {
 	for _, id := range ids {
-		rel, err := s.rel(id)
+		rel, err := s.rel(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -732,6 +758,9 @@ func (s *stream) message(ctx context.Context, m *pglogrepl.LogicalDecodingMessag
 		}
 		if m.Prefix == s.c.prefix+"wm" {
 			return s.watermark(ctx, string(m.Content))
+		}
+		if m.Prefix == s.c.prefix+"parts" {
+			return s.partitions(ctx, m.Content)
 		}
 		return nil // heartbeat: its commit moves the watermark
 	}

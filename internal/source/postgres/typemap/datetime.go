@@ -44,7 +44,7 @@ func parseDate(text []byte) (arrow.Date32, error) {
 	}
 	// PostgreSQL's dates (4713 BC to 5874897 AD) all fit; the check keeps
 	// the infinity sentinels unambiguous whatever the input.
-	if days <= math.MinInt32 || days >= math.MaxInt32 {
+	if days <= dateNegInfinity || days >= dateInfinity {
 		return 0, errors.New("date out of range for Iceberg date")
 	}
 	return arrow.Date32(days), nil

@@ -158,11 +158,15 @@ func decimalParser(p, s int32) func([]byte) (decimal128.Num, error) {
 	}
 }
 
-// Sentinels for PostgreSQL's infinite dates and timestamps: the same
-// extremes PostgreSQL itself uses internally for them.
+// Sentinels for PostgreSQL's infinite dates and timestamps: DuckDB's
+// (date_t / timestamp_t infinity and ninfinity: ±MaxInt32 days, ±MaxInt64
+// µs), so DuckDB reads them as its own ±infinity. PostgreSQL keeps
+// -infinity at MinInt32 / MinInt64, one below: stored that way (as
+// tidemark did before), DuckDB reads a year 5877642 BC it cannot fetch.
+// No real PostgreSQL date or timestamp comes near either.
 const (
 	dateInfinity    = math.MaxInt32
-	dateNegInfinity = math.MinInt32
+	dateNegInfinity = -math.MaxInt32
 	tsInfinity      = math.MaxInt64
-	tsNegInfinity   = math.MinInt64
+	tsNegInfinity   = -math.MaxInt64
 )

@@ -83,7 +83,7 @@ func pgText(v any, t arrow.DataType) (string, bool) {
 		switch int32(x) {
 		case math.MaxInt32:
 			return "infinity", true
-		case math.MinInt32:
+		case -math.MaxInt32:
 			return "-infinity", true
 		}
 		y, m, d := time.Unix(int64(x)*86400, 0).UTC().Date()
@@ -94,7 +94,7 @@ func pgText(v any, t arrow.DataType) (string, bool) {
 		switch int64(x) {
 		case math.MaxInt64:
 			return "infinity", true
-		case math.MinInt64:
+		case -math.MaxInt64:
 			return "-infinity", true
 		}
 		us := int64(x)
