@@ -134,9 +134,13 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	// operator stops the capture too, and is what Run returns.
 	ctx, stopSilver := context.WithCancelCause(ctx)
 	silverDone := make(chan error, 1)
+	reg := prometheus.NewRegistry()
+	met := newMetrics(reg, cfg.Name, int64(cfg.MemoryBudget))
 	var merger *silver.Merger
 	if cfg.Silver.IsEnabled() {
-		merger = silver.NewMerger(cat, SilverOptions(cfg), log)
+		sopts := SilverOptions(cfg)
+		sopts.Observer = met
+		merger = silver.NewMerger(cat, sopts, log)
 	}
 	go func() {
 		if merger == nil {
@@ -187,8 +191,6 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	met := newMetrics(reg, cfg.Name)
 	if cfg.MetricsAddr != "" {
 		if err := serveMetrics(ctx, cfg.MetricsAddr, reg, log); err != nil {
 			return err
@@ -207,14 +209,12 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			}
 			return err
 		}
-		var committedAtMetric int64
+		w.Observe(met)
 		opts.OnProgress = func(cp postgres.Checkpoint) {
 			if merger != nil {
 				merger.Wake() // a gated silver table is checked now
 			}
-			n := w.Committed()
-			met.progress(cp, n-committedAtMetric)
-			committedAtMetric = n
+			met.progress(cp)
 			failingSince = time.Time{}
 			backoff = time.Duration(cfg.Retry.InitialBackoff)
 			if time.Since(lastLog) >= 10*time.Second {
@@ -233,11 +233,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			}
 		}
 		capt := postgres.New(dialer, w, opts, log)
-		met.restarts.Inc()
+		met.sessions.Inc()
 		err = capt.Run(ctx)
-		if err != nil && ctx.Err() == nil {
-			met.sessionError(err)
-		}
 		capt.Close()
 		w.Close()
 		committedAtLog -= w.Committed()
@@ -254,14 +251,18 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			return err
 		}
 		if fault.ClassOf(err) != fault.Transient && !diskFull(err) {
+			met.sessionError(err, false)
 			return err
 		}
 		if failingSince.IsZero() {
 			failingSince = time.Now()
 		}
 		if time.Since(failingSince) > time.Duration(cfg.Retry.MaxElapsed) {
+			met.sessionError(err, false)
 			return &fault.GaveUpError{After: time.Duration(cfg.Retry.MaxElapsed), Err: err}
 		}
+		met.sessionError(err, true)
+		met.restarts.Inc()
 		log.Warn("transient error, retrying", "error", err.Error(), "retry_in", backoff.String())
 		select {
 		case <-ctx.Done():
