@@ -71,6 +71,7 @@ type metrics struct {
 	snapRows    *prometheus.GaugeVec
 	snapEst     *prometheus.GaugeVec
 	snapDone    *prometheus.GaugeVec
+	snapChunks  *prometheus.CounterVec
 
 	// Silver, per table.
 	merges      *prometheus.CounterVec
@@ -111,6 +112,7 @@ type tableMetrics struct {
 	snapRows    prometheus.Gauge
 	snapEst     prometheus.Gauge
 	snapDone    prometheus.Gauge
+	snapChunks  prometheus.Counter
 
 	merges    prometheus.Counter
 	mergeTook prometheus.Observer
@@ -164,9 +166,10 @@ func newMetrics(reg prometheus.Registerer, source string, memoryBudget int64) *m
 		deadLetters: counter("tidemark_bronze_dead_letters_total", "Rows of the table the capture could not decode, committed to bronze's _dead_letter table.", tl...),
 		bronzeLat: histogram("tidemark_bronze_latency_seconds",
 			"End-to-end latency: source commit of a transaction to its changes of the table durable in bronze (checkpoint recorded); one observation per transaction and table.", latencyBuckets),
-		snapRows: gauge("tidemark_snapshot_read_rows", "Rows the table's current (or last) snapshot has read and committed.", tl...),
-		snapEst:  gauge("tidemark_snapshot_estimated_rows", "Rows the source estimated the table to hold when its snapshot started.", tl...),
-		snapDone: gauge("tidemark_snapshot_done", "1 when the table's snapshot is complete, else 0.", tl...),
+		snapRows:   gauge("tidemark_snapshot_read_rows", "Rows the table's current (or last) snapshot has read and committed.", tl...),
+		snapEst:    gauge("tidemark_snapshot_estimated_rows", "Rows the source estimated the table to hold when its snapshot started.", tl...),
+		snapDone:   gauge("tidemark_snapshot_done", "1 when the table's snapshot is complete, else 0.", tl...),
+		snapChunks: counter("tidemark_snapshot_chunks_committed_total", "Snapshot chunks of the table committed to bronze.", tl...),
 
 		merges:    counter("tidemark_silver_merges_total", "Silver commits of the table (merge steps) since the process started.", tl...),
 		mergeTook: histogram("tidemark_silver_merge_duration_seconds", "Duration of a silver merge step, from reading bronze to its commit.", durationBuckets),
@@ -204,7 +207,7 @@ func newMetrics(reg prometheus.Registerer, source string, memoryBudget int64) *m
 		Help: "memory_budget: the resident memory the process keeps within.", ConstLabels: cl})
 	budget.Set(float64(memoryBudget))
 	m.collectors = []prometheus.Collector{m.rows, m.flushes, m.confirmed, m.lagBytes, lagSec, m.classes, m.sessions, m.restarts,
-		m.changes, m.fileBytes, m.commits, m.lastCommit, m.deadLetters, m.bronzeLat, m.snapRows, m.snapEst, m.snapDone,
+		m.changes, m.fileBytes, m.commits, m.lastCommit, m.deadLetters, m.bronzeLat, m.snapRows, m.snapEst, m.snapDone, m.snapChunks,
 		m.merges, m.mergeTook, m.merged, m.upserted, m.deleted, m.silverDead, m.published, m.silverLat, m.behindCount, m.behindRows, m.behind,
 		m.errs, m.retries, heap, budget}
 	reg.MustRegister(m.collectors...)
@@ -234,7 +237,8 @@ func (m *metrics) table(id change.TableID) *tableMetrics {
 		commits: m.commits.WithLabelValues(name), lastCommit: m.lastCommit.WithLabelValues(name),
 		deadLetters: m.deadLetters.WithLabelValues(name), bronzeLat: m.bronzeLat.WithLabelValues(name),
 		snapRows: m.snapRows.WithLabelValues(name), snapEst: m.snapEst.WithLabelValues(name), snapDone: m.snapDone.WithLabelValues(name),
-		merges: m.merges.WithLabelValues(name), mergeTook: m.mergeTook.WithLabelValues(name), merged: m.merged.WithLabelValues(name),
+		snapChunks: m.snapChunks.WithLabelValues(name),
+		merges:     m.merges.WithLabelValues(name), mergeTook: m.mergeTook.WithLabelValues(name), merged: m.merged.WithLabelValues(name),
 		upserted: m.upserted.WithLabelValues(name), deleted: m.deleted.WithLabelValues(name), sDead: m.silverDead.WithLabelValues(name),
 		published: m.published.WithLabelValues(name), silverLat: m.silverLat.WithLabelValues(name),
 		behindN: m.behindCount.WithLabelValues(name), behindCh: m.behindRows.WithLabelValues(name),
@@ -260,6 +264,7 @@ func (t *tableMetrics) Committed(c bronze.Commit) {
 		}
 	}
 	t.fileBytes.Add(float64(c.FileBytes))
+	t.snapChunks.Add(float64(c.Chunks))
 	for _, at := range c.TxCommits {
 		t.bronzeLat.Observe(max(0, c.At.Sub(at).Seconds()))
 	}

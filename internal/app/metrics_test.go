@@ -139,6 +139,9 @@ func TestMetricsAsAUserChecksThem(t *testing.T) {
 	if got := val(s, "tidemark_snapshot_read_rows", "source", src, "table", table); got != 50 {
 		t.Errorf("snapshot read rows = %v, want 50", got)
 	}
+	if got := val(s, "tidemark_snapshot_chunks_committed_total", "source", src, "table", table); got < 1 {
+		t.Errorf("snapshot chunks committed = %v, want >= 1", got)
+	}
 	if got, ok := s.get("tidemark_snapshot_estimated_rows", "source", src, "table", table); !ok || got < 0 {
 		t.Errorf("snapshot estimated rows = %v (present %v)", got, ok)
 	}

@@ -35,6 +35,8 @@ type Commit struct {
 	Rows int64
 	// Ops counts Rows by operation, indexed by OpIndex.
 	Ops [NumOps]int64
+	// Chunks is how many snapshot chunks (with rows) the commit holds.
+	Chunks int64
 	// FileBytes is the size of the data files the commit added (its
 	// snapshot summary's added-files-size; 0 if the catalog did not say).
 	FileBytes int64
@@ -104,6 +106,7 @@ func (tb *tableBuf) noteTx(c *change.Change) {
 // forced by schema evolution) completes none.
 func (tb *tableBuf) detachTxs(pc *pendingCommit, commitLSN uint64, ok bool) {
 	pc.ops, tb.ops = tb.ops, [NumOps]int64{}
+	pc.chunks, tb.chunks = tb.chunks, 0
 	if !ok || len(tb.txs) == 0 {
 		return
 	}
@@ -129,7 +132,7 @@ func (w *Writer) report(pcs []*pendingCommit) {
 	now := w.now()
 	for _, pc := range pcs {
 		if pc.tb.obs != nil {
-			pc.tb.obs.Committed(Commit{Rows: int64(pc.rows), Ops: pc.ops, FileBytes: pc.fileBytes, Props: pc.props, TxCommits: pc.txs, At: now})
+			pc.tb.obs.Committed(Commit{Rows: int64(pc.rows), Ops: pc.ops, Chunks: pc.chunks, FileBytes: pc.fileBytes, Props: pc.props, TxCommits: pc.txs, At: now})
 		}
 		for id, n := range pc.dead {
 			w.tableObserver(id).DeadLettered(n)

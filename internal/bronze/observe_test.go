@@ -80,6 +80,9 @@ func TestObserverCountsWhatIsDurable(t *testing.T) {
 	if c.Rows != 6 || c.Ops != [bronze.NumOps]int64{bronze.OpIndexRead: 3, bronze.OpIndexInsert: 1, bronze.OpIndexUpdate: 1, bronze.OpIndexDelete: 1} {
 		t.Errorf("first commit: rows %d, ops %v; want 6: 3 reads, an insert, an update, a delete", c.Rows, c.Ops)
 	}
+	if c.Chunks != 1 {
+		t.Errorf("first commit: %d snapshot chunks, want 1", c.Chunks)
+	}
 	if !slices.Equal(c.TxCommits, []time.Time{t1}) {
 		t.Errorf("first commit completed transactions at %v, want only %v (200 is not complete)", c.TxCommits, t1)
 	}

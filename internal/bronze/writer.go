@@ -182,11 +182,12 @@ type tableBuf struct {
 	// With an observer (observe.go): its observer, the buffered rows by
 	// operation, the transactions they belong to, and (dead-letter table)
 	// the dead letters buffered per source table.
-	obs   TableObserver
-	ops   [NumOps]int64
-	txs   []txAt
-	txLSN uint64
-	dead  map[change.TableID]int64
+	obs    TableObserver
+	ops    [NumOps]int64
+	chunks int64 // snapshot chunks with rows
+	txs    []txAt
+	txLSN  uint64
+	dead   map[change.TableID]int64
 }
 
 // cdcIdx are the builder indexes of the metadata columns (-1: the table has
@@ -555,6 +556,9 @@ func (w *Writer) WriteBatch(ctx context.Context, id change.TableID, cs []*change
 			return err
 		}
 	}
+	if len(cs) > 0 {
+		tb.chunks++
+	}
 	tb.noteProgress(props)
 	return nil
 }
@@ -642,6 +646,7 @@ type pendingCommit struct {
 	// the commit completes, dead letters by source table, and the bytes of
 	// the files it added (set once committed).
 	ops       [NumOps]int64
+	chunks    int64
 	txs       []time.Time
 	dead      map[change.TableID]int64
 	fileBytes int64
