@@ -1,7 +1,9 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -223,6 +225,30 @@ func TestMetricsAsAUserChecksThem(t *testing.T) {
 	}
 	if got := val(s, "tidemark_memory_budget_bytes", "source", src); got != float64(cfg.MemoryBudget) {
 		t.Errorf("memory budget = %v, want %d", got, cfg.MemoryBudget)
+	}
+
+	// tidemark status --format json has the figures the lake holds.
+	var out bytes.Buffer
+	if err := app.Status(context.Background(), wh, cfg.Catalog, config.Secret{}, "json", &out); err != nil {
+		t.Fatal(err)
+	}
+	var sts []app.TableStatus
+	if err := json.Unmarshal(out.Bytes(), &sts); err != nil {
+		t.Fatalf("status json: %v\n%s", err, out.String())
+	}
+	found := false
+	for _, st := range sts {
+		if st.Table != "bronze."+src+"."+table {
+			continue
+		}
+		found = true
+		if st.BronzeRows != 50+3*txs || !st.SilverPublished || st.BronzeSnapshotAt == "" || st.SilverChangesBehind != 0 {
+			t.Errorf("status of %s: bronze_rows %d (want %d), silver_published %v, bronze_snapshot_at %q, silver_changes_behind %d",
+				st.Table, st.BronzeRows, 50+3*txs, st.SilverPublished, st.BronzeSnapshotAt, st.SilverChangesBehind)
+		}
+	}
+	if !found {
+		t.Errorf("status lacks bronze.%s.%s:\n%s", src, table, out.String())
 	}
 
 	// Labels come from bounded sets only: no secret, key or position.
