@@ -31,8 +31,9 @@ import (
 
 // Label values of layer: where an error happened or a retry was made.
 const (
-	layerCapture = "capture"
-	layerSilver  = "silver"
+	layerCapture  = "capture"
+	layerSilver   = "silver"
+	layerMaintain = "maintain"
 )
 
 // latencyBuckets are the end-to-end latency buckets, in seconds: from a
@@ -85,6 +86,10 @@ type metrics struct {
 	behindCount *prometheus.GaugeVec // commits
 	behindRows  *prometheus.GaugeVec // changes
 	behind      *behindCollector     // seconds, at scrape time
+
+	// Maintenance, per source.
+	maintRuns *prometheus.CounterVec // by result
+	maintLast prometheus.Gauge
 
 	// Errors and retries, by layer (and code).
 	errs    *prometheus.CounterVec
@@ -184,9 +189,12 @@ func newMetrics(reg prometheus.Registerer, source string, memoryBudget int64) *m
 		behindCount: gauge("tidemark_silver_behind_commits", "Bronze commits of the table silver has not merged, as of its last merge.", tl...),
 		behindRows:  gauge("tidemark_silver_behind_changes", "Changes (bronze rows) in those commits.", tl...),
 
+		maintRuns: counter("tidemark_maintain_runs_total", "Runs of the maintenance beside the capture (compaction, snapshot expiry, orphan files), by result: ok or failed.", "result"),
+		maintLast: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_maintain_last_success_timestamp_seconds",
+			Help: "When a maintenance run last succeeded (Unix time; 0: not yet).", ConstLabels: cl}),
 		errs: counter("tidemark_errors_total",
 			"Errors by layer and named code (internal/fault; 'transient' for a retryable error without one, 'unclassified' for an error tidemark did not classify).", "layer", "code"),
-		retries: counter("tidemark_retries_total", "Retryable failures that are retried: a capture session restarted, a silver merge tried again at the next run.", "layer"),
+		retries: counter("tidemark_retries_total", "Failures that are retried: a capture session restarted, a silver merge or a maintenance run tried again at the next run.", "layer"),
 		tables:  map[change.TableID]*tableMetrics{},
 	}
 	m.behind = &behindCollector{desc: prometheus.NewDesc("tidemark_silver_behind_seconds",
@@ -209,7 +217,7 @@ func newMetrics(reg prometheus.Registerer, source string, memoryBudget int64) *m
 	m.collectors = []prometheus.Collector{m.rows, m.flushes, m.confirmed, m.lagBytes, lagSec, m.classes, m.sessions, m.restarts,
 		m.changes, m.fileBytes, m.commits, m.lastCommit, m.deadLetters, m.bronzeLat, m.snapRows, m.snapEst, m.snapDone, m.snapChunks,
 		m.merges, m.mergeTook, m.merged, m.upserted, m.deleted, m.silverDead, m.published, m.silverLat, m.behindCount, m.behindRows, m.behind,
-		m.errs, m.retries, heap, budget}
+		m.maintRuns, m.maintLast, m.errs, m.retries, heap, budget}
 	reg.MustRegister(m.collectors...)
 	return m
 }
@@ -318,6 +326,18 @@ func (m *metrics) Done(id change.TableID, r silver.Result, err error) {
 	t.behindN.Set(float64(r.Backlog.Commits))
 	t.behindCh.Set(float64(r.Backlog.Changes))
 	m.behind.set(id, r.Backlog)
+}
+
+// maintained records the outcome of a maintenance run (maintain.Options.OnRun).
+func (m *metrics) maintained(err error) {
+	if err != nil {
+		m.maintRuns.WithLabelValues("failed").Inc()
+		m.noteError(layerMaintain, err)
+		m.retries.WithLabelValues(layerMaintain).Inc()
+		return
+	}
+	m.maintRuns.WithLabelValues("ok").Inc()
+	m.maintLast.Set(float64(time.Now().UnixNano()) / 1e9)
 }
 
 // progress records a durable flush of the capture.

@@ -169,7 +169,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 		// Maintenance errors are logged and retried by Loop; a panic is a
 		// bug and stops the pipeline like a silver error.
 		if perr := fault.Guard("maintenance", func() error {
-			maintain.New(cat, maintain.Options{WithoutSilver: !cfg.Silver.IsEnabled()}, log).Loop(ctx, cfg.Name, maintain.DefaultEvery)
+			maintain.New(cat, maintain.Options{WithoutSilver: !cfg.Silver.IsEnabled(), OnRun: met.maintained}, log).Loop(ctx, cfg.Name, maintain.DefaultEvery)
 			return nil
 		})(); perr != nil {
 			maintPanic = perr
