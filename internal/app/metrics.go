@@ -273,8 +273,9 @@ func (t *tableMetrics) Committed(c bronze.Commit) {
 	}
 	t.fileBytes.Add(float64(c.FileBytes))
 	t.snapChunks.Add(float64(c.Chunks))
-	for _, at := range c.TxCommits {
-		t.bronzeLat.Observe(max(0, c.At.Sub(at).Seconds()))
+	now := c.At.UnixMicro()
+	for _, at := range c.TxCommitMicros {
+		t.bronzeLat.Observe(max(0, float64(now-at)/1e6))
 	}
 	if s, ok := c.Props[postgres.PropSnapshot]; ok {
 		if sp, err := postgres.ParseSnapshotProgress(s); err == nil {
@@ -302,8 +303,9 @@ func (m *metrics) Merged(id change.TableID, s silver.Step) {
 	t.upserted.Add(float64(s.Upserts))
 	t.deleted.Add(float64(s.Deletes))
 	t.sDead.Add(float64(s.DeadLetters))
-	for _, at := range s.TxCommits {
-		t.silverLat.Observe(max(0, s.At.Sub(at).Seconds()))
+	now := s.At.UnixMicro()
+	for _, at := range s.TxCommitMicros {
+		t.silverLat.Observe(max(0, float64(now-at)/1e6))
 	}
 }
 

@@ -43,10 +43,11 @@ type Commit struct {
 	// Props are the commit's tidemark.* summary properties (the snapshot
 	// progress, PropSnapshot of internal/source/postgres).
 	Props map[string]string
-	// TxCommits are the source commit times of the transactions this
-	// commit completed (their last rows in this table are durable),
-	// snapshot rows excluded: one entry per transaction and table.
-	TxCommits []time.Time
+	// TxCommitMicros are the source commit times (Unix microseconds: 8
+	// bytes a transaction) of the transactions this commit completed
+	// (their last rows in this table are durable), snapshot rows excluded:
+	// one entry per transaction and table.
+	TxCommitMicros []int64
 	// At is when the commit was known durable.
 	At time.Time
 }
@@ -82,10 +83,10 @@ func OpIndex(op change.Op) int {
 func (w *Writer) Observe(o Observer) { w.obs = o }
 
 // txAt is a transaction whose rows a table buffered: its commit position
-// and source commit time.
+// and source commit time (Unix microseconds).
 type txAt struct {
-	lsn uint64
-	at  time.Time
+	lsn    uint64
+	micros int64
 }
 
 // noteTx counts c in tb's per-operation counts and records its
@@ -97,7 +98,7 @@ func (tb *tableBuf) noteTx(c *change.Change) {
 		return
 	}
 	tb.txLSN = c.Pos.LSN
-	tb.txs = append(tb.txs, txAt{c.Pos.LSN, c.CommitTime})
+	tb.txs = append(tb.txs, txAt{c.Pos.LSN, c.CommitTime.UnixMicro()})
 }
 
 // detachTxs takes tb's transactions that cp completes (commit position at
@@ -117,9 +118,9 @@ func (tb *tableBuf) detachTxs(pc *pendingCommit, commitLSN uint64, ok bool) {
 	if n == 0 {
 		return
 	}
-	pc.txs = make([]time.Time, n)
+	pc.txs = make([]int64, n)
 	for i := range n {
-		pc.txs[i] = tb.txs[i].at
+		pc.txs[i] = tb.txs[i].micros
 	}
 	tb.txs = append(tb.txs[:0], tb.txs[n:]...)
 }
@@ -132,7 +133,7 @@ func (w *Writer) report(pcs []*pendingCommit) {
 	now := w.now()
 	for _, pc := range pcs {
 		if pc.tb.obs != nil {
-			pc.tb.obs.Committed(Commit{Rows: int64(pc.rows), Ops: pc.ops, Chunks: pc.chunks, FileBytes: pc.fileBytes, Props: pc.props, TxCommits: pc.txs, At: now})
+			pc.tb.obs.Committed(Commit{Rows: int64(pc.rows), Ops: pc.ops, Chunks: pc.chunks, FileBytes: pc.fileBytes, Props: pc.props, TxCommitMicros: pc.txs, At: now})
 		}
 		for id, n := range pc.dead {
 			w.tableObserver(id).DeadLettered(n)

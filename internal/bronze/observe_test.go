@@ -83,8 +83,8 @@ func TestObserverCountsWhatIsDurable(t *testing.T) {
 	if c.Chunks != 1 {
 		t.Errorf("first commit: %d snapshot chunks, want 1", c.Chunks)
 	}
-	if !slices.Equal(c.TxCommits, []time.Time{t1}) {
-		t.Errorf("first commit completed transactions at %v, want only %v (200 is not complete)", c.TxCommits, t1)
+	if !slices.Equal(c.TxCommitMicros, []int64{t1.UnixMicro()}) {
+		t.Errorf("first commit completed transactions at %v, want only %v (200 is not complete)", c.TxCommitMicros, t1.UnixMicro())
 	}
 	if c.FileBytes <= 0 {
 		t.Errorf("first commit: file bytes %d", c.FileBytes)
@@ -103,7 +103,7 @@ func TestObserverCountsWhatIsDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = rec.commits[id]
-	if len(got) != 2 || got[1].Rows != 1 || !slices.Equal(got[1].TxCommits, []time.Time{t2}) {
+	if len(got) != 2 || got[1].Rows != 1 || !slices.Equal(got[1].TxCommitMicros, []int64{t2.UnixMicro()}) {
 		t.Fatalf("second flush: commits %+v, want one row and transaction 200", got)
 	}
 	w.Close()

@@ -647,7 +647,7 @@ type pendingCommit struct {
 	// the files it added (set once committed).
 	ops       [NumOps]int64
 	chunks    int64
-	txs       []time.Time
+	txs       []int64 // source commit times, Unix µs
 	dead      map[change.TableID]int64
 	fileBytes int64
 }

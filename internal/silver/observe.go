@@ -1,9 +1,10 @@
 package silver
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	cdc "github.com/tidemark/tidemark/internal/change"
@@ -29,10 +30,11 @@ type Step struct {
 	Changes, Upserts, Deletes, DeadLetters int64
 	// Took is how long the step took, from reading bronze to its commit.
 	Took time.Duration
-	// TxCommits are the source commit times of the transactions whose
-	// changes this commit made visible (one per transaction; snapshot rows
-	// excluded).
-	TxCommits []time.Time
+	// TxCommitMicros are the source commit times (Unix microseconds, as
+	// bronze's cdc_ts holds them: 8 bytes a transaction, for a step may
+	// merge hundreds of thousands) of the transactions whose changes this
+	// commit made visible, one per transaction; snapshot rows excluded.
+	TxCommitMicros []int64
 	// At is when the commit was known durable.
 	At time.Time
 }
@@ -42,29 +44,38 @@ type Step struct {
 func (r Result) Visible() bool { return r.visible }
 
 // txTimes collects the distinct transactions of the bronze rows a merge
-// reads, and their source commit times.
+// reads, and their source commit times. Within a bronze data file rows
+// keep their order, and a transaction's rows are consecutive, so a run of
+// rows of one commit position is recorded once (16 bytes, no set of
+// positions per row); files come in no particular order and a transaction
+// may span two files, so the runs are sorted and made distinct at the end.
 type txTimes struct {
 	last int64
-	seen map[int64]bool
-	at   []time.Time
+	runs []txRun
 }
 
+type txRun struct{ lsn, micros int64 }
+
 // note records the transaction at commit position lsn of row i, whose
-// cdc_ts is in ts (nil: unknown, not recorded). Rows of one transaction
-// come together, so the map is consulted once per transaction.
+// cdc_ts is in ts (nil: unknown, not recorded).
 func (t *txTimes) note(lsn int64, ts *array.Timestamp, i int) {
 	if lsn == t.last || ts == nil || ts.IsNull(i) {
 		return
 	}
 	t.last = lsn
-	if t.seen == nil {
-		t.seen = map[int64]bool{}
+	t.runs = append(t.runs, txRun{lsn, int64(ts.Value(i))})
+}
+
+// distinct returns the commit time of each transaction once.
+func (t *txTimes) distinct() []int64 {
+	slices.SortFunc(t.runs, func(a, b txRun) int { return cmp.Compare(a.lsn, b.lsn) })
+	out := make([]int64, 0, len(t.runs))
+	for i, r := range t.runs {
+		if i == 0 || r.lsn != t.runs[i-1].lsn {
+			out = append(out, r.micros)
+		}
 	}
-	if t.seen[lsn] {
-		return
-	}
-	t.seen[lsn] = true
-	t.at = append(t.at, ts.Value(i).ToTime(arrow.Microsecond))
+	return out
 }
 
 // observeStep reports the merge step that took j.res from before to its
@@ -78,6 +89,6 @@ func (j *job) observeStep(before Result, start time.Time) {
 	now := j.m.now()
 	o.Merged(j.id, Step{Changes: r.Changes - before.Changes, Upserts: r.Upserts - before.Upserts,
 		Deletes: r.Deletes - before.Deletes, DeadLetters: r.DeadLetters - before.DeadLetters,
-		Took: now.Sub(start), TxCommits: j.txs.at, At: now})
+		Took: now.Sub(start), TxCommitMicros: j.txs.distinct(), At: now})
 	j.txs = nil
 }
