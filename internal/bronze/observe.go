@@ -101,14 +101,16 @@ func (tb *tableBuf) noteTx(c *change.Change) {
 	tb.txs = append(tb.txs, txAt{c.Pos.LSN, c.CommitTime.UnixMicro()})
 }
 
-// detachTxs takes tb's transactions that cp completes (commit position at
-// or below cp's) for the commit being detached; a transaction still being
-// decoded waits for the commit that holds its end. cp == nil (a commit
-// forced by schema evolution) completes none.
-func (tb *tableBuf) detachTxs(pc *pendingCommit, commitLSN uint64, ok bool) {
+// detachTxs takes tb's transactions that the commit pc completes for it:
+// those at or below the position it records (PropPosition, the commit
+// position of the last transaction fully captured; a commit forced by
+// schema evolution records the previous one). A transaction still being
+// decoded waits for the commit that holds its end.
+func (tb *tableBuf) detachTxs(pc *pendingCommit) {
 	pc.ops, tb.ops = tb.ops, [NumOps]int64{}
 	pc.chunks, tb.chunks = tb.chunks, 0
-	if !ok || len(tb.txs) == 0 {
+	commitLSN, err := strconv.ParseUint(pc.props[PropPosition], 10, 64)
+	if err != nil || len(tb.txs) == 0 {
 		return
 	}
 	n := 0

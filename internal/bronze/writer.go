@@ -675,11 +675,7 @@ func (w *Writer) detach(tb *tableBuf, cp *postgres.Checkpoint) *pendingCommit {
 	}
 	pc := &pendingCommit{tb: tb, recs: tb.recs, props: props, cursor: tb.pending, rows: tb.rows, dead: tb.dead}
 	if w.obs != nil {
-		var lsn uint64
-		if cp != nil {
-			lsn = cp.CommitLSN
-		}
-		tb.detachTxs(pc, lsn, cp != nil)
+		tb.detachTxs(pc)
 		tb.dead = nil
 	}
 	w.buffered -= tb.bytes
