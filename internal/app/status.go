@@ -38,6 +38,12 @@ type TableStatus struct {
 	// SilverBehindSeconds the age of the oldest of them (0: none).
 	SilverChangesBehind int64   `json:"silver_changes_behind"`
 	SilverBehindSeconds float64 `json:"silver_behind_seconds"`
+	// The figures of the metrics (docs/metrics.md) the lake holds, for
+	// scripts (JSON only): the bronze table's rows (-1: unknown) and the
+	// time of its latest snapshot, and whether silver is published.
+	BronzeRows       int64  `json:"bronze_rows"`
+	BronzeSnapshotAt string `json:"bronze_snapshot_at,omitempty"`
+	SilverPublished  bool   `json:"silver_published"`
 }
 
 // Status reports every bronze table in the warehouse. With a source URL the
@@ -96,7 +102,13 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 				return err
 			}
 			sum := tbl.Summary()
-			st := TableStatus{Table: strings.Join(ident, "."), Snapshots: tbl.SnapshotCount(), LagBytes: -1, LagSeconds: -1, Silver: "-"}
+			st := TableStatus{Table: strings.Join(ident, "."), Snapshots: tbl.SnapshotCount(), LagBytes: -1, LagSeconds: -1, Silver: "-", BronzeRows: -1}
+			if n, err := strconv.ParseInt(sum["total-records"], 10, 64); err == nil {
+				st.BronzeRows = n
+			}
+			if cur, ok := tbl.CurrentSnapshot(); ok {
+				st.BronzeSnapshotAt = time.UnixMilli(cur.TimestampMs).UTC().Format(time.RFC3339)
+			}
 			if ss, ok := silverOf[st.Table]; ok {
 				switch {
 				case ss.Failing != nil:
@@ -112,6 +124,7 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 				case ss.Published:
 					st.Silver = "published"
 				}
+				st.SilverPublished = ss.Published
 				st.SilverBehind = ss.Behind
 				st.SilverChangesBehind = ss.Backlog.Changes
 				st.SilverBehindSeconds = float64(int64(ss.Backlog.Seconds(time.Now())*10)) / 10

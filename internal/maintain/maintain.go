@@ -73,6 +73,9 @@ type Options struct {
 	WithoutSilver bool
 	// DryRun reports what would be done and changes nothing.
 	DryRun bool
+	// OnRun, if set, is told the outcome of each run of Loop (nil: it
+	// succeeded), for metrics. Called on Loop's goroutine; must not block.
+	OnRun func(err error)
 }
 
 // MinOrphanAge is the least OrphanAge accepted.
@@ -319,8 +322,12 @@ func (m *Maintainer) Loop(ctx context.Context, source string, every time.Duratio
 			return
 		case <-timer.C:
 		}
-		if _, err := m.Run(ctx, source, nil); err != nil && ctx.Err() == nil {
+		_, err := m.Run(ctx, source, nil)
+		if err != nil && ctx.Err() == nil {
 			m.log.Warn("maintenance failed, retrying at the next run", "error", err.Error(), "retry_in", every.String())
+		}
+		if m.opts.OnRun != nil && ctx.Err() == nil {
+			m.opts.OnRun(err)
 		}
 		timer.Reset(every)
 	}

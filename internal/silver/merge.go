@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tidemark/tidemark/internal/bronze"
+	cdc "github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
@@ -68,6 +69,8 @@ type Options struct {
 	MaxFailures int
 	// Report, if set, is called with every table's result.
 	Report func(Result)
+	// Observer, if set, is told of every merge step and merge (metrics).
+	Observer Observer
 }
 
 func (o Options) withDefaults() Options {
@@ -122,6 +125,8 @@ type Result struct {
 	Backlog       Backlog `json:"backlog"`
 	// steps is how many merge steps (silver commits after the build) ran.
 	steps int
+	// visible: the silver table is published (Visible).
+	visible bool
 }
 
 // Merger merges bronze tables into silver tables. Its methods may be
@@ -213,6 +218,9 @@ func (m *Merger) mergeLogged(ctx context.Context, source, schema, table string, 
 	if m.opts.Report != nil && report {
 		m.opts.Report(res)
 	}
+	if m.opts.Observer != nil && (err == nil || ctx.Err() == nil) {
+		m.opts.Observer.Done(cdc.TableID{Schema: schema, Name: table}, res, err)
+	}
 	return res, err
 }
 
@@ -251,7 +259,8 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 		building = true
 		m.log.Info("silver table build started", "table", res.Table, "bronze_snapshot", head.ID)
 	}
-	j := &job{m: m, b: b, s: s, key: key, source: source, table: schema + "." + table, res: &res}
+	j := &job{m: m, b: b, s: s, key: key, source: source, table: schema + "." + table, res: &res,
+		id: cdc.TableID{Schema: schema, Name: table}}
 	if _, ok := s.Schema().FindFieldByName(ColDeleted); ok {
 		j.soft = true
 	}
@@ -279,6 +288,7 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 			}
 			res.Published = !building
 		}
+		res.visible = !building
 		if id := resnapshotPending(head, j.s.Summary()); id != "" && !building {
 			if wait, err := j.resnapshot(ctx, head, id); err != nil || wait {
 				return res, err
@@ -306,25 +316,33 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 				res.Table, cur, schema, table), err)
 		}
 		to, rows, ok, err := j.step(ctx, cur, hist)
-		if err != nil || !ok {
+		if err != nil {
 			return res, err
+		}
+		if !ok {
+			res.Backlog = backlogOf(hist) // waits: all of it is behind
+			return res, nil
 		}
 		if rows == 0 && m.opts.IdleCommit > 0 {
 			if last, ok := j.s.CurrentSnapshot(); ok && m.now().Sub(time.UnixMilli(last.TimestampMs)) < m.opts.IdleCommit {
+				res.Backlog = backlogOf(hist)
 				return res, nil
 			}
 		}
 		j.rows = rows
 		j.fillFirst = true
 		start := m.now()
+		before := res
+		j.observe = m.opts.Observer != nil && !building
 		err = j.merge(ctx, cur, to, part{}, true, cursorProps(to))
-		j.fillFirst = false
+		j.fillFirst, j.observe = false, false
 		if errors.Is(err, errFillFirst) {
 			continue
 		}
 		if err != nil {
 			return res, err
 		}
+		j.observeStep(before, start)
 		if j.stepDone(hist, to, start) >= steps && steps > 0 {
 			return res, nil // a turn's share (turns.go); res.More says what is left
 		}
@@ -352,6 +370,11 @@ type job struct {
 	// rows is about how many bronze rows the next merge reads (0: unknown),
 	// to size its key index once.
 	rows int64
+	// id is the source table; observe: the next merge collects the
+	// transactions it reads into txs, for Options.Observer (observe.go).
+	id      cdc.TableID
+	observe bool
+	txs     *txTimes
 }
 
 // maxRows is how many bronze rows one commit (or build pass) may read:
@@ -812,6 +835,9 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 	}
 	in := newInput(j.key, srcCols)
 	in.filterVals = priors
+	if j.observe {
+		in.txs = &txTimes{}
+	}
 	in.reserve(int(j.rows))
 	defer in.release()
 	t0 := m.now()
@@ -943,6 +969,9 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 		"changes", st.Changes, "upserts", st.Upserts, "deletes", st.Deletes, "rewritten", len(rows)-int(st.Upserts),
 		"read_bronze", t1.Sub(t0).Round(time.Millisecond).String(), "read_silver", t2.Sub(t1).Round(time.Millisecond).String(),
 		"fold", t3.Sub(t2).Round(time.Millisecond).String(), "write", m.now().Sub(t3).Round(time.Millisecond).String())
+	if in.txs != nil {
+		j.txs = in.txs
+	}
 	r := j.res
 	r.Commits++
 	r.Changes += st.Changes
