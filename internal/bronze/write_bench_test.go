@@ -43,7 +43,7 @@ func BenchmarkWrite(b *testing.B) {
 				}
 				if (i+1)%50_000 == 0 {
 					b.StopTimer()
-					if err := w.Flush(ctx, postgres.NewCheckpoint(lsn, lsn - 1, at, 0, "slot")); err != nil {
+					if err := w.Flush(ctx, postgres.NewCheckpoint(lsn, lsn-1, at, 0, "slot")); err != nil {
 						b.Fatal(err)
 					}
 					b.StartTimer()
