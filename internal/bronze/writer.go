@@ -47,7 +47,9 @@ func Ident(source string, t change.TableID) []string {
 
 // Tables returns the source tables that have a bronze table in pipeline
 // source, sorted by schema then name.
-func Tables(ctx context.Context, cat *lake.Catalog, source string) ([]change.TableID, error) {
+func Tables(ctx context.Context, cat interface {
+	TablesUnder(ctx context.Context, prefix []string) ([][]string, error)
+}, source string) ([]change.TableID, error) {
 	ids, err := cat.TablesUnder(ctx, SourceNamespace(source))
 	if err != nil {
 		return nil, err

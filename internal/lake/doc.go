@@ -1,23 +1,35 @@
 // Package lake is where tidemark meets the table format.
 //
-// The table-format contract lives in the subpackages, one per format:
-// iceberg/ (Apache Iceberg through iceberg-go) today, delta/ later. A
-// subpackage owns everything format-specific: the catalog, table layout,
-// snapshot summaries, schema evolution and the Arrow schema that records
-// must carry to be appended.
+// The table-format contract is this package's small interfaces, defined
+// from what bronze, silver, maintain and verify call:
 //
-// This package deliberately defines no big interface. The packages that
-// write and read tables (bronze, silver, verify) each declare the small
-// interface they need next to the code that calls it, for example
+//   - Table: a table's columns (as an Arrow schema), its snapshots and
+//     their properties (the cursor), Append with properties committed
+//     atomically with the rows, Evolve (add and widen columns), scans of
+//     the whole table, of a filter and of a range of appended snapshots.
+//   - KeyedTable: a Table that rows are upserted into and deleted from
+//     by key in one commit (ScanLiveKeys, ReadLiveRows, MergeRows, Merge).
+//   - Catalog: tables by identifier (open, create from a TableSpec,
+//     rename, drop), namespaces and their properties, listings.
 //
-//	type appender interface {
-//		Append(ctx context.Context, recs []arrow.RecordBatch, props map[string]string) error
-//		Summary() map[string]string
-//	}
+// Everything in the signatures is format-neutral: Arrow record batches and
+// schemas, Snapshot (int64 ids, NoSnapshot before the first), Filter (a
+// small expression tree each format translates for its planning), RowID
+// and Positions, and the sentinel errors (ErrNoSuchTable,
+// ErrCommitConflict, …) that every format's errors wrap, so errors.Is
+// works whatever the format.
 //
-// and *iceberg.Table satisfies it. When a second format arrives, the
-// interfaces that both implement get a conformance suite (laketest) that
-// both run.
+// Formats live in the subpackages, one per format: iceberg/ (Apache
+// Iceberg through iceberg-go) today, delta/ later. A subpackage owns
+// everything format-specific: the catalog, table layout, snapshot
+// summaries, schema evolution and the mapping of Arrow types. Its concrete
+// types may offer more (iceberg's maintenance: Compact, ExpireSnapshots,
+// RemoveOrphanFiles), used by the code that needs the format itself. Only
+// the composition root (internal/app, cmd) chooses a format; silver depends
+// on the interfaces alone.
+//
+// Every format passes the conformance suite in laketest/ (laketest.Run),
+// which checks through the interfaces what bronze and silver rely on.
 //
 // # Naming
 //

@@ -38,7 +38,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/change"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 	"github.com/tidemark/tidemark/internal/silver"
 )
 
@@ -127,13 +127,13 @@ type Result struct {
 // Maintainer runs maintenance over a catalog. Safe for concurrent use,
 // though two runs on one table at once only waste work.
 type Maintainer struct {
-	cat  *lake.Catalog
+	cat  lake.Catalog
 	opts Options
 	log  *slog.Logger
 }
 
 // New returns a Maintainer.
-func New(cat *lake.Catalog, opts Options, log *slog.Logger) *Maintainer {
+func New(cat lake.Catalog, opts Options, log *slog.Logger) *Maintainer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -203,9 +203,13 @@ func (m *Maintainer) Run(ctx context.Context, source string, only []change.Table
 // orphan-file removal.
 func (m *Maintainer) Table(ctx context.Context, source string, ident []string) (Result, error) {
 	res := Result{Table: strings.Join(ident, ".")}
-	tbl, err := m.cat.LoadTable(ctx, ident)
+	t, err := m.cat.Open(ctx, ident)
 	if err != nil {
 		return res, fmt.Errorf("maintain %s: %w", res.Table, err)
+	}
+	tbl, ok := t.(lake.Maintained)
+	if !ok {
+		return res, fmt.Errorf("maintain %s: tables of type %T have no maintenance", res.Table, t)
 	}
 	if res.Before, err = tbl.Footprint(ctx); err != nil {
 		return res, fmt.Errorf("maintain %s: %w", res.Table, err)
@@ -277,18 +281,18 @@ func (m *Maintainer) Table(ctx context.Context, source string, ident []string) (
 // keepFrom returns the oldest snapshot of a bronze table that silver may
 // still read (lake.NoSnapshot: no limit). A non-empty note with
 // lake.NoSnapshot means: expire nothing.
-func (m *Maintainer) keepFrom(ctx context.Context, source string, ident []string, tbl *lake.Table) (int64, string, error) {
+func (m *Maintainer) keepFrom(ctx context.Context, source string, ident []string, tbl lake.Table) (int64, string, error) {
 	if m.opts.WithoutSilver || len(ident) != 4 || ident[0] != "bronze" || ident[1] != source {
 		return lake.NoSnapshot, "", nil
 	}
 	schema, name := ident[2], ident[3]
 	// A build reads bronze from its first snapshot.
-	if _, err := m.cat.LoadTable(ctx, []string{"silver", source, "_building", schema, name}); err == nil {
+	if _, err := m.cat.Open(ctx, []string{"silver", source, "_building", schema, name}); err == nil {
 		return lake.NoSnapshot, "silver table is being built: bronze keeps every snapshot", nil
 	} else if !errors.Is(err, lake.ErrNoSuchTable) && !errors.Is(err, lake.ErrNoSuchNamespace) {
 		return 0, "", err
 	}
-	s, err := m.cat.LoadTable(ctx, silver.Ident(source, schema, name))
+	s, err := m.cat.Open(ctx, silver.Ident(source, schema, name))
 	if errors.Is(err, lake.ErrNoSuchTable) || errors.Is(err, lake.ErrNoSuchNamespace) {
 		return lake.NoSnapshot, "no silver table yet (its first build reads all of bronze): bronze keeps every snapshot", nil
 	}

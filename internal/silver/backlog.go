@@ -3,7 +3,7 @@ package silver
 import (
 	"time"
 
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // Backlog is what silver has left to merge of a bronze table: the bronze
@@ -19,7 +19,7 @@ type Backlog struct {
 
 // backlogOf sums hist, the bronze snapshots after silver's cursor.
 // Snapshots that are not appends (compaction, expiry) hold no new changes.
-func backlogOf(hist []lake.SnapshotInfo) Backlog {
+func backlogOf(hist []lake.Snapshot) Backlog {
 	var b Backlog
 	b.Commits = len(hist)
 	for _, h := range hist {

@@ -17,7 +17,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // This file gives rows that predate a column the value the source reads
@@ -46,7 +46,7 @@ var errFillFirst = errors.New("silver: a default fill is pending on a copy-on-wr
 const PropFillPending = "tidemark.fill-pending"
 
 // fillPending parses PropFillPending.
-func fillPending(s *lake.Table) []string {
+func fillPending(s lake.Table) []string {
 	var cols []string
 	if raw := s.Properties()[PropFillPending]; raw != "" {
 		_ = json.Unmarshal([]byte(raw), &cols)
@@ -56,7 +56,7 @@ func fillPending(s *lake.Table) []string {
 
 // FillPending reports the columns of silver table s whose older rows are
 // still being given their default (for status and maintenance).
-func FillPending(s *lake.Table) []string { return fillPending(s) }
+func FillPending(s lake.Table) []string { return fillPending(s) }
 
 // segment is a sub-range (after, to] of bronze snapshots whose rows take
 // the defaults of fills for NULL.
@@ -69,7 +69,7 @@ type segment struct {
 // columns with a default were added. Bronze's history is one line, so a
 // snapshot's sequence number says whether it is before, inside or after
 // the range; a snapshot no longer in the metadata (expired) is before it.
-func segments(b *lake.Table, after, to int64, defs map[string]bronze.Default) ([]segment, error) {
+func segments(b lake.Table, after, to int64, defs map[string]bronze.Default) ([]segment, error) {
 	seqOf := func(id int64) (int64, bool) {
 		if id == lake.NoSnapshot {
 			return 0, true
@@ -125,7 +125,7 @@ func segments(b *lake.Table, after, to int64, defs map[string]bronze.Default) ([
 
 // scanBronze is b.ScanAppended(after, to) with the defaults of bronze's
 // tidemark.defaults applied to the rows that predate their columns.
-func scanBronze(ctx context.Context, mem memory.Allocator, b *lake.Table, after, to int64, fn func(arrow.RecordBatch) error) error {
+func scanBronze(ctx context.Context, mem memory.Allocator, b lake.Table, after, to int64, fn func(arrow.RecordBatch) error) error {
 	defs, err := bronze.Defaults(b.Properties())
 	if err != nil {
 		return fmt.Errorf("bronze table %s: %w", strings.Join(b.Ident(), "."), err)

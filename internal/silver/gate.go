@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/bronze"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
@@ -78,7 +78,7 @@ type TableState struct {
 
 // States reports the silver state of every bronze table of source, sorted
 // by table. It only reads.
-func States(ctx context.Context, cat *lake.Catalog, source string) ([]TableState, error) {
+func States(ctx context.Context, cat lake.Catalog, source string) ([]TableState, error) {
 	tables, err := bronze.Tables(ctx, cat, source)
 	if err != nil {
 		return nil, err
@@ -95,7 +95,7 @@ func States(ctx context.Context, cat *lake.Catalog, source string) ([]TableState
 }
 
 // State reports the silver state of one source table.
-func State(ctx context.Context, cat *lake.Catalog, source, schema, table string) (TableState, error) {
+func State(ctx context.Context, cat lake.Catalog, source, schema, table string) (TableState, error) {
 	bid := append(bronze.Namespace(source, schema), table)
 	st := TableState{Bronze: strings.Join(bid, "."), Silver: strings.Join(Ident(source, schema, table), ".")}
 	if f, err := readFailing(cat.Warehouse(), st.Silver); err != nil {
@@ -103,13 +103,13 @@ func State(ctx context.Context, cat *lake.Catalog, source, schema, table string)
 	} else {
 		st.Failing = f
 	}
-	b, err := cat.LoadTable(ctx, bid)
+	b, err := cat.Open(ctx, bid)
 	if err != nil {
 		return st, err
 	}
-	s, err := cat.LoadTable(ctx, Ident(source, schema, table))
+	s, err := cat.Open(ctx, Ident(source, schema, table))
 	if errors.Is(err, lake.ErrNoSuchTable) {
-		s, err = cat.LoadTable(ctx, buildingIdent(source, schema, table))
+		s, err = cat.Open(ctx, buildingIdent(source, schema, table))
 		st.Building = err == nil
 	} else {
 		st.Published = err == nil

@@ -18,7 +18,7 @@ import (
 	cdc "github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // Defaults of Options.
@@ -134,7 +134,7 @@ type Result struct {
 // same table at once are safe (one of them fails its commit and changes
 // nothing) but wasteful.
 type Merger struct {
-	cat  *lake.Catalog
+	cat  lake.Catalog
 	opts Options
 	log  *slog.Logger
 	mem  memory.Allocator
@@ -149,7 +149,7 @@ type Merger struct {
 }
 
 // NewMerger returns a Merger over the catalog's bronze and silver tables.
-func NewMerger(cat *lake.Catalog, opts Options, log *slog.Logger) *Merger {
+func NewMerger(cat lake.Catalog, opts Options, log *slog.Logger) *Merger {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -227,7 +227,7 @@ func (m *Merger) mergeLogged(ctx context.Context, source, schema, table string, 
 func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, steps int) (Result, error) {
 	res := Result{Table: strings.Join(Ident(source, schema, table), "."), Cursor: lake.NoSnapshot}
 	bid := append(bronze.Namespace(source, schema), table)
-	b, err := m.cat.LoadTable(ctx, bid)
+	b, err := m.cat.Open(ctx, bid)
 	if errors.Is(err, lake.ErrNoSuchTable) {
 		return res, fault.With(fault.ErrBadConfig, fmt.Sprintf("there is no bronze table %s: is %s.%s captured by pipeline %s?",
 			strings.Join(bid, "."), schema, table, source), err)
@@ -261,7 +261,7 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 	}
 	j := &job{m: m, b: b, s: s, key: key, source: source, table: schema + "." + table, res: &res,
 		id: cdc.TableID{Schema: schema, Name: table}}
-	if _, ok := s.Schema().FindFieldByName(ColDeleted); ok {
+	if _, ok := s.ArrowSchema().FieldsByName(ColDeleted); ok {
 		j.soft = true
 	}
 	for {
@@ -352,7 +352,8 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 // job is the merge of one table.
 type job struct {
 	m      *Merger
-	b, s   *lake.Table
+	b      lake.Table
+	s      lake.KeyedTable
 	key    []string
 	soft   bool
 	source string
@@ -412,7 +413,7 @@ func (j *job) sampleRowBytes(ctx context.Context, after, to int64) error {
 }
 
 // cursorProps are the summary keys of a commit that merged through to.
-func cursorProps(to lake.SnapshotInfo) map[string]string {
+func cursorProps(to lake.Snapshot) map[string]string {
 	props := map[string]string{PropBronzeSnapshot: strconv.FormatInt(to.ID, 10)}
 	for _, k := range []string{PropPosition, PropWatermark, PropResnapshot} {
 		if v := to.Props[k]; v != "" {
@@ -428,7 +429,7 @@ func cursorProps(to lake.SnapshotInfo) map[string]string {
 // range is complete when no row in it is above to's tidemark.position (the
 // commit LSN of the last transaction bronze holds entirely). It reads only
 // file statistics. rows is the range's row count.
-func (j *job) complete(ctx context.Context, after int64, to lake.SnapshotInfo) (rows int64, ok bool, err error) {
+func (j *job) complete(ctx context.Context, after int64, to lake.Snapshot) (rows int64, ok bool, err error) {
 	n, maxLSN, known, err := j.b.AppendedBounds(ctx, after, to.ID, ColLSN)
 	if err != nil {
 		return 0, false, err
@@ -455,7 +456,7 @@ func (j *job) complete(ctx context.Context, after int64, to lake.SnapshotInfo) (
 // MaxChanges rows (at least one), moved to the nearest snapshot that ends
 // on a transaction boundary, later ones first. ok is false when no
 // snapshot in hist does (a large transaction is still being written).
-func (j *job) step(ctx context.Context, cur int64, hist []lake.SnapshotInfo) (to lake.SnapshotInfo, rows int64, ok bool, err error) {
+func (j *job) step(ctx context.Context, cur int64, hist []lake.Snapshot) (to lake.Snapshot, rows int64, ok bool, err error) {
 	var total int64
 	for _, h := range hist {
 		if h.Operation == "append" {
@@ -526,9 +527,9 @@ const (
 // one reads). The range is read once, into a spill of the passes' rows.
 // The last pass records the cursor. Progress is in the summary, so a crash resumes with the next
 // pass. done is false when there is nothing to build from yet.
-func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err error) {
+func (j *job) build(ctx context.Context, head lake.Snapshot) (done bool, err error) {
 	sum := j.s.Summary()
-	var target lake.SnapshotInfo
+	var target lake.Snapshot
 	var from int64 // the build reads bronze after it (buildFrom)
 	passes, next := 0, 0
 	chained := false
@@ -593,7 +594,7 @@ func (j *job) build(ctx context.Context, head lake.SnapshotInfo) (done bool, err
 			// Passes of whole buckets: each pass writes one data file per
 			// bucket it covers, not one per bucket of the table.
 			if byBucket = newBucketRoute(j.s, j.key); byBucket != nil {
-				passes = bucketPasses(passes, byBucket.b.N)
+				passes = bucketPasses(passes, byBucket.b.Buckets())
 			}
 		}
 		j.rows = rows / int64(passes)
@@ -722,15 +723,15 @@ func (j *job) passRows(ctx context.Context, after, to int64, rows int64) (int64,
 
 // openSilver loads the published silver table, else the one being built;
 // nil if neither exists.
-func (m *Merger) openSilver(ctx context.Context, source, schema, table string) (*lake.Table, bool, error) {
-	s, err := m.cat.LoadTable(ctx, Ident(source, schema, table))
+func (m *Merger) openSilver(ctx context.Context, source, schema, table string) (lake.KeyedTable, bool, error) {
+	s, err := m.cat.Open(ctx, Ident(source, schema, table))
 	if err == nil {
 		return s, false, nil
 	}
 	if !errors.Is(err, lake.ErrNoSuchTable) {
 		return nil, false, err
 	}
-	s, err = m.cat.LoadTable(ctx, buildingIdent(source, schema, table))
+	s, err = m.cat.Open(ctx, buildingIdent(source, schema, table))
 	if err == nil {
 		return s, true, nil
 	}
@@ -741,24 +742,24 @@ func (m *Merger) openSilver(ctx context.Context, source, schema, table string) (
 }
 
 // create creates a silver table for bronze table b.
-func (m *Merger) create(ctx context.Context, ident []string, b *lake.Table, key []string) (*lake.Table, error) {
+func (m *Merger) create(ctx context.Context, ident []string, b lake.Table, key []string) (lake.KeyedTable, error) {
 	keyJSON := b.Properties()[bronze.PropKey]
-	s, err := m.cat.CreateKeyedTable(ctx, ident, lake.KeyedTableSpec{
-		Schema:     schemaFor(b.Schema(), key, m.opts.SoftDeletes),
+	s, err := m.cat.Create(ctx, ident, lake.TableSpec{
+		Schema:     schemaFor(b.ArrowSchema(), key, m.opts.SoftDeletes),
 		Key:        key,
 		Buckets:    m.opts.Buckets,
 		DeleteMode: m.opts.DeleteMode,
 		Properties: map[string]string{bronze.PropKey: keyJSON},
 	})
 	if errors.Is(err, lake.ErrTableExists) {
-		s, err = m.cat.LoadTable(ctx, ident)
+		s, err = m.cat.Open(ctx, ident)
 	}
 	return s, err
 }
 
 // publish renames a table being built to its silver name once it has
 // merged through a bronze snapshot whose initial snapshot is complete.
-func (m *Merger) publish(ctx context.Context, b, s *lake.Table, cur int64, source, schema, table string) (*lake.Table, bool, error) {
+func (m *Merger) publish(ctx context.Context, b lake.Table, s lake.KeyedTable, cur int64, source, schema, table string) (lake.KeyedTable, bool, error) {
 	if cur == lake.NoSnapshot {
 		return s, true, nil
 	}
@@ -771,7 +772,7 @@ func (m *Merger) publish(ctx context.Context, b, s *lake.Table, cur int64, sourc
 	}
 	failpoint.Inject("silver-before-publish")
 	to := Ident(source, schema, table)
-	p, err := m.cat.RenameTable(ctx, s.Ident(), to)
+	p, err := m.cat.Rename(ctx, s.Ident(), to)
 	if errors.Is(err, lake.ErrNoSuchTable) || errors.Is(err, lake.ErrTableExists) {
 		// Another writer (`tidemark merge` beside a running pipeline)
 		// published the table first: a lost race, redone on the published
@@ -789,7 +790,7 @@ func (m *Merger) publish(ctx context.Context, b, s *lake.Table, cur int64, sourc
 // cursorOf reads silver's cursor: the bronze snapshot its current snapshot
 // merged through (lake.NoSnapshot for a table with no commit yet, or a
 // build's pass that was not its last).
-func cursorOf(s *lake.Table) (int64, error) {
+func cursorOf(s lake.KeyedTable) (int64, error) {
 	sum := s.Summary()
 	if sum == nil {
 		return lake.NoSnapshot, nil
@@ -816,7 +817,7 @@ func cursorOf(s *lake.Table) (int64, error) {
 // merge merges the bronze rows appended after snapshot `after` up to
 // snapshot to (only part p's keys) into the silver table, in one commit
 // carrying props. priors: read back the silver rows of the touched keys.
-func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p part, priors bool, props map[string]string) error {
+func (j *job) merge(ctx context.Context, after int64, to lake.Snapshot, p part, priors bool, props map[string]string) error {
 	m, s := j.m, j.s
 	if err := evolve(ctx, s, j.b, j.key); err != nil {
 		return err
@@ -828,7 +829,7 @@ func (j *job) merge(ctx context.Context, after int64, to lake.SnapshotInfo, p pa
 	}
 	var st Result
 	var srcCols []string
-	for _, f := range s.Schema().Fields() {
+	for _, f := range s.ArrowSchema().Fields() {
 		if !strings.HasPrefix(f.Name, "cdc_") {
 			srcCols = append(srcCols, f.Name)
 		}

@@ -14,11 +14,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	iceberg "github.com/apache/iceberg-go"
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/failpoint"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // This file reads a merge's input: the bronze rows appended in the range,
@@ -65,7 +64,7 @@ type input struct {
 	// silver deletes rows by position (merge-on-read): the merge deletes
 	// exactly the rows it replaces. nil when silver is copy-on-write (the
 	// merge deletes by key, see filter).
-	live *lake.LiveRows
+	live lake.LiveRows
 
 	// txs, when set, collects the transactions read (observe.go).
 	txs *txTimes
@@ -167,19 +166,19 @@ type chainRoute struct {
 // file per bucket in all); with n > N (a multiple of N), each bucket is
 // split in n/N passes by the key's hash.
 type bucketRoute struct {
-	b   *lake.Bucketer
+	b   lake.Bucketer
 	col int // the bucket column's index in the key
 }
 
 // newBucketRoute returns the bucket route of silver table s with key
 // columns key; nil if s is not partitioned by a bucket of a key column of
 // a type lake.Bucketer maps.
-func newBucketRoute(s *lake.Table, key []string) *bucketRoute {
+func newBucketRoute(s lake.KeyedTable, key []string) *bucketRoute {
 	b, ok := s.Bucketer()
 	if !ok {
 		return nil
 	}
-	col := slices.Index(key, b.Col)
+	col := slices.Index(key, b.Column())
 	if col < 0 {
 		return nil
 	}
@@ -223,7 +222,7 @@ func (p part) of(h uint64, b int) int {
 	if p.buckets == nil || b < 0 {
 		return int(h % uint64(p.n))
 	}
-	nb := p.buckets.b.N
+	nb := p.buckets.b.Buckets()
 	if p.n <= nb {
 		return b * p.n / nb
 	}
@@ -250,7 +249,7 @@ func keyHash(enc []byte) uint64 {
 // (transitively: 1 -> 2 -> 3), the smallest key hash of its chain, so that a
 // build routes the whole chain to one pass. The result depends only on the
 // range, not on the order files are read in: a resumed build routes alike.
-func scanChains(ctx context.Context, b *lake.Table, key []string, br *bucketRoute, after, to int64) (map[uint64]chainRoute, error) {
+func scanChains(ctx context.Context, b lake.Table, key []string, br *bucketRoute, after, to int64) (map[uint64]chainRoute, error) {
 	dels := map[pos]uint64{}
 	// bucketOf: the bucket of each key hash seen (the smallest, should two
 	// keys of different buckets share a hash: independent of read order).
@@ -349,7 +348,7 @@ func scanChains(ctx context.Context, b *lake.Table, key []string, br *bucketRout
 // `to` and groups them by key. With a part, only the rows of its keys are
 // kept (and truncates, which concern every key; rows that cannot be keyed
 // are kept by part 0, so they are dead-lettered once).
-func (in *input) readBronze(ctx context.Context, mem memory.Allocator, b *lake.Table, after, to int64, p part) error {
+func (in *input) readBronze(ctx context.Context, mem memory.Allocator, b lake.Table, after, to int64, p part) error {
 	scan := func(fn func(arrow.RecordBatch) error) error {
 		// A persistent read failure, for the fault tests.
 		if err := failpoint.Err("silver-read-bronze"); err != nil {
@@ -568,7 +567,7 @@ func (in *input) offerPrior(k *keyed, p *prior) {
 // boundPrior), and the values of the rows the fold takes values from (see
 // markWhole): a merge then costs what it changes, not what silver holds. A
 // copy-on-write table has its rows read whole (readSilverRows).
-func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error {
+func (in *input) readSilver(ctx context.Context, s lake.KeyedTable, soft bool) error {
 	if in.keys.len() == 0 {
 		return nil
 	}
@@ -706,7 +705,7 @@ func (in *input) readSilver(ctx context.Context, s *lake.Table, soft bool) error
 // position would give, so it need not be read. ok is false when it must be:
 // the file records no bound, or a change may be older than the row, or the
 // key has several rows (the newest wins) or is read whole (by position).
-func boundPrior(live *lake.LiveRows, k *keyed, id lake.RowID, first int64) (*prior, bool) {
+func boundPrior(live lake.LiveRows, k *keyed, id lake.RowID, first int64) (*prior, bool) {
 	if len(k.rows) != 1 || k.whole {
 		return nil, false
 	}
@@ -817,20 +816,20 @@ func (in *input) byInt() map[int64]*keyed {
 }
 
 // intColumn reports whether column c of s is an int or long column.
-func intColumn(s *lake.Table, c string) bool {
-	f, ok := s.Schema().FindFieldByName(c)
+func intColumn(s lake.KeyedTable, c string) bool {
+	fs, ok := s.ArrowSchema().FieldsByName(c)
 	if !ok {
 		return false
 	}
-	switch f.Type.(type) {
-	case iceberg.Int32Type, iceberg.Int64Type:
+	switch fs[0].Type.ID() {
+	case arrow.INT32, arrow.INT64:
 		return true
 	}
 	return false
 }
 
 // readSilverRows reads the silver rows of the touched keys whole.
-func (in *input) readSilverRows(ctx context.Context, s *lake.Table, soft bool) error {
+func (in *input) readSilverRows(ctx context.Context, s lake.KeyedTable, soft bool) error {
 	var buf []byte
 	err := s.ScanWhere(ctx, in.filter(), func(rec arrow.RecordBatch) error {
 		first := in.add(rec)

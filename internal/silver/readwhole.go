@@ -7,7 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // readPriorsAt reads whole the silver rows at ids (rows of keys marked
@@ -19,9 +19,9 @@ import (
 // size (issue 22: a read of silver by key filter decoded every data file's
 // every column, seconds per merge step once silver had grown). A chosen row
 // not found means silver changed between the reads: a commit conflict.
-func (in *input) readPriorsAt(ctx context.Context, s *lake.Table, live *lake.LiveRows, ids []lake.RowID, byID map[lake.RowID]*keyed) error {
+func (in *input) readPriorsAt(ctx context.Context, s lake.KeyedTable, live lake.LiveRows, ids []lake.RowID, byID map[lake.RowID]*keyed) error {
 	var cols []string
-	for _, f := range s.Schema().Fields() {
+	for _, f := range s.ArrowSchema().Fields() {
 		cols = append(cols, f.Name)
 	}
 	err := s.ReadLiveRows(ctx, live, ids, cols, func(rec arrow.RecordBatch, rids []lake.RowID) error {

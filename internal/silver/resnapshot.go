@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
@@ -45,7 +45,7 @@ const PropResnapshot = pipeline.PropResnapshot
 
 // resnapshotPending returns the id of a re-snapshot request bronze's head
 // carries that the silver table (summary sum) has not applied, or "".
-func resnapshotPending(head lake.SnapshotInfo, sum map[string]string) string {
+func resnapshotPending(head lake.Snapshot, sum map[string]string) string {
 	id := head.Props[PropResnapshot]
 	if id == "" || sum[PropResnapshot] == id {
 		return ""
@@ -54,7 +54,7 @@ func resnapshotPending(head lake.SnapshotInfo, sum map[string]string) string {
 }
 
 // resnapshotGate is gate for a published table with a pending re-snapshot.
-func resnapshotGate(head lake.SnapshotInfo, id string) (open bool, reason string) {
+func resnapshotGate(head lake.Snapshot, id string) (open bool, reason string) {
 	open, why := gate(head.Props)
 	if open {
 		return true, ""
@@ -65,7 +65,7 @@ func resnapshotGate(head lake.SnapshotInfo, id string) (open bool, reason string
 // marker returns the bronze snapshot that recorded request id: the oldest
 // snapshot of head's history that carries it. Rows of the re-snapshot are
 // appended after it.
-func marker(b *lake.Table, head lake.SnapshotInfo, id string) (int64, error) {
+func marker(b lake.Table, head lake.Snapshot, id string) (int64, error) {
 	m := head
 	for m.ParentID != lake.NoSnapshot {
 		p, err := b.Snapshot(m.ParentID)
@@ -86,7 +86,7 @@ func marker(b *lake.Table, head lake.SnapshotInfo, id string) (int64, error) {
 // buildFrom is the bronze snapshot a first build of the silver table reads
 // after: the marker of the latest re-snapshot request when bronze carries
 // one (what came before it is superseded), else the start of bronze.
-func buildFrom(b *lake.Table, target lake.SnapshotInfo) (int64, error) {
+func buildFrom(b lake.Table, target lake.Snapshot) (int64, error) {
 	if id := target.Props[PropResnapshot]; id != "" {
 		return marker(b, target, id)
 	}
@@ -97,7 +97,7 @@ func buildFrom(b *lake.Table, target lake.SnapshotInfo) (int64, error) {
 // while bronze's re-snapshot runs, then one commit that replaces silver's
 // rows (see the file comment). wait reports that there is nothing to do
 // yet (res says why when gated).
-func (j *job) resnapshot(ctx context.Context, head lake.SnapshotInfo, id string) (wait bool, err error) {
+func (j *job) resnapshot(ctx context.Context, head lake.Snapshot, id string) (wait bool, err error) {
 	if open, why := resnapshotGate(head, id); !open {
 		j.res.Gated, j.res.Reason = true, why
 		return true, nil

@@ -16,7 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // A build in passes folds one hash class of the keys per pass, so that
@@ -61,7 +61,7 @@ func (w *spillWriter) close() error {
 // rows of passes p.i .. p.n-1 (routed like select_: routeRows) to a new
 // spill under dir ("" : the system's temporary directory). The caller
 // removes it (spill.remove).
-func spillPasses(ctx context.Context, mem memory.Allocator, dir string, b *lake.Table, key []string, after, to int64, p part) (_ *spill, err error) {
+func spillPasses(ctx context.Context, mem memory.Allocator, dir string, b lake.Table, key []string, after, to int64, p part) (_ *spill, err error) {
 	s, err := newSpill(dir, mem, p.n)
 	if err != nil {
 		return nil, err

@@ -8,11 +8,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/apache/iceberg-go"
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/fault"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // Column names of a silver table besides the source columns.
@@ -60,7 +60,7 @@ func buildingIdent(source, schema, table string) []string {
 
 // KeyOf returns the key columns a bronze table records in its tidemark.key
 // property (a JSON list, written when bronze creates the table).
-func KeyOf(b *lake.Table) ([]string, error) {
+func KeyOf(b lake.Table) ([]string, error) {
 	name := strings.Join(b.Ident(), ".")
 	raw, ok := b.Properties()[bronze.PropKey]
 	if !ok || raw == "" || raw == "null" {
@@ -73,9 +73,9 @@ func KeyOf(b *lake.Table) ([]string, error) {
 		return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf(
 			"bronze table %s: table property %s = %q is not a JSON list of column names", name, bronze.PropKey, raw), err)
 	}
-	sch := b.Schema()
+	sch := b.ArrowSchema()
 	for _, k := range key {
-		if _, ok := sch.FindFieldByName(k); !ok {
+		if _, ok := sch.FieldsByName(k); !ok {
 			return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf(
 				"bronze table %s: key column %q (property %s) is not a column of the table", name, k, bronze.PropKey), nil)
 		}
@@ -85,8 +85,8 @@ func KeyOf(b *lake.Table) ([]string, error) {
 
 // sourceFields returns the source columns of a bronze schema (every
 // column but bronze's cdc_* ones), in order.
-func sourceFields(s *iceberg.Schema) []iceberg.NestedField {
-	var out []iceberg.NestedField
+func sourceFields(s *arrow.Schema) []arrow.Field {
+	var out []arrow.Field
 	for _, f := range s.Fields() {
 		if !strings.HasPrefix(f.Name, "cdc_") {
 			out = append(out, f)
@@ -95,78 +95,85 @@ func sourceFields(s *iceberg.Schema) []iceberg.NestedField {
 	return out
 }
 
+// docKey is the Arrow field metadata key of a column's comment
+// (lake.TableSpec).
+const docKey = "doc"
+
+// newColumn returns a column for a new schema: no metadata but its comment.
+func newColumn(name string, t arrow.DataType, nullable bool, doc string) arrow.Field {
+	f := arrow.Field{Name: name, Type: t, Nullable: nullable}
+	if doc != "" {
+		f.Metadata = arrow.NewMetadata([]string{docKey}, []string{doc})
+	}
+	return f
+}
+
+// docOf returns a field's comment.
+func docOf(f arrow.Field) string {
+	doc, _ := f.Metadata.GetValue(docKey)
+	return doc
+}
+
 // schemaFor derives a new silver table's schema from its bronze table's:
 // the source columns (key columns required), then the position columns and,
-// with soft deletes, cdc_deleted.
-func schemaFor(b *iceberg.Schema, key []string, soft bool) *iceberg.Schema {
+// with soft deletes, cdc_deleted. The format assigns the field ids.
+func schemaFor(b *arrow.Schema, key []string, soft bool) *arrow.Schema {
 	isKey := map[string]bool{}
 	for _, k := range key {
 		isKey[k] = true
 	}
-	next := 1
-	id := func() int { next++; return next - 1 }
-	var retype func(t iceberg.Type) iceberg.Type
-	retype = func(t iceberg.Type) iceberg.Type {
-		if l, ok := t.(*iceberg.ListType); ok {
-			return &iceberg.ListType{ElementID: id(), Element: retype(l.Element), ElementRequired: l.ElementRequired}
-		}
-		return t
-	}
-	var fields []iceberg.NestedField
+	var fields []arrow.Field
 	for _, f := range sourceFields(b) {
-		fid := id()
-		fields = append(fields, iceberg.NestedField{ID: fid, Name: f.Name, Type: retype(f.Type), Required: isKey[f.Name], Doc: f.Doc})
+		fields = append(fields, newColumn(f.Name, f.Type, !isKey[f.Name], docOf(f)))
 	}
 	fields = append(fields,
-		iceberg.NestedField{ID: id(), Name: ColLSN, Type: iceberg.PrimitiveTypes.Int64, Required: true,
-			Doc: "source position (commit LSN) of the row's last change"},
-		iceberg.NestedField{ID: id(), Name: ColSeq, Type: iceberg.PrimitiveTypes.Int64, Required: true,
-			Doc: "order of the row's last change inside its transaction"},
-		iceberg.NestedField{ID: id(), Name: ColTS, Type: iceberg.PrimitiveTypes.TimestampTz,
-			Doc: "source commit time of the row's last change"},
+		newColumn(ColLSN, arrow.PrimitiveTypes.Int64, false, "source position (commit LSN) of the row's last change"),
+		newColumn(ColSeq, arrow.PrimitiveTypes.Int64, false, "order of the row's last change inside its transaction"),
+		newColumn(ColTS, arrow.FixedWidthTypes.Timestamp_us, true, "source commit time of the row's last change"),
 	)
 	if soft {
-		fields = append(fields, iceberg.NestedField{ID: id(), Name: ColDeleted, Type: iceberg.PrimitiveTypes.Bool, Required: true,
-			Doc: "true: the row was deleted at the source (soft delete); its last contents are kept"})
+		fields = append(fields, newColumn(ColDeleted, arrow.FixedWidthTypes.Boolean, false,
+			"true: the row was deleted at the source (soft delete); its last contents are kept"))
 	}
-	return iceberg.NewSchema(0, fields...)
+	return arrow.NewSchema(fields, nil)
 }
 
 // evolve brings the silver table's columns up to its bronze table's: a
 // column added in bronze is added (optional, null in older rows), a widened
 // type is widened. A column bronze no longer fills stays. Anything else is
 // fault.ErrIncompatibleSchema naming the table and column.
-func evolve(ctx context.Context, s *lake.Table, b *lake.Table, key []string) error {
+func evolve(ctx context.Context, s lake.KeyedTable, b lake.Table, key []string) error {
 	defs, err := bronze.Defaults(b.Properties())
 	if err != nil {
 		return fmt.Errorf("bronze table %s: %w", strings.Join(b.Ident(), "."), err)
 	}
-	return evolveSchema(ctx, s, b.Schema(), key, defs)
+	return evolveSchema(ctx, s, b.ArrowSchema(), key, defs)
 }
 
 // evolveSchema is evolve with bronze's schema and defaults. Columns added
 // with a default (defs) to a table that has rows are listed in
 // PropFillPending in the same commit (defaults.go).
-func evolveSchema(ctx context.Context, s *lake.Table, b *iceberg.Schema, key []string, defs map[string]bronze.Default) error {
+func evolveSchema(ctx context.Context, s lake.KeyedTable, b *arrow.Schema, key []string, defs map[string]bronze.Default) error {
 	name := strings.Join(s.Ident(), ".")
-	cur := s.Schema()
+	cur := s.ArrowSchema()
 	if err := checkKey(s, key); err != nil {
 		return err
 	}
-	var add []iceberg.NestedField
+	var add []arrow.Field
 	for _, f := range sourceFields(b) {
-		have, ok := cur.FindFieldByName(f.Name)
+		haves, ok := cur.FieldsByName(f.Name)
 		if !ok {
-			add = append(add, iceberg.NestedField{Name: f.Name, Type: f.Type, Doc: f.Doc})
+			add = append(add, newColumn(f.Name, f.Type, true, docOf(f)))
 			continue
 		}
+		have := haves[0]
 		if lake.SameType(have.Type, f.Type) {
 			continue
 		}
-		if err := s.WidenColumn(ctx, f.Name, f.Type); err != nil {
+		if err := s.Evolve(ctx, lake.Evolution{Widen: []arrow.Field{newColumn(f.Name, f.Type, have.Nullable, "")}}); err != nil {
 			if errors.Is(err, lake.ErrIncompatibleType) {
 				return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
-					"silver table %s: column %q is %s in silver and %s in bronze, which Iceberg cannot evolve; "+
+					"silver table %s: column %q is %s in silver and %s in bronze, which the table format cannot evolve; "+
 						"rebuild the silver table (drop it: the next merge rebuilds it from bronze)", name, f.Name, have.Type, f.Type), err)
 			}
 			return fmt.Errorf("silver table %s: widen column %q to %s: %w", name, f.Name, f.Type, err)
@@ -189,7 +196,7 @@ func evolveSchema(ctx context.Context, s *lake.Table, b *iceberg.Schema, key []s
 			js, _ := json.Marshal(pending)
 			return map[string]string{PropFillPending: string(js)}
 		}
-		if err := s.AddColumnsNoting(ctx, add, note); err != nil {
+		if err := s.Evolve(ctx, lake.Evolution{Add: add, Note: note}); err != nil {
 			if errors.Is(err, lake.ErrIncompatibleType) {
 				return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("silver table %s: add columns", name), err)
 			}
@@ -201,7 +208,7 @@ func evolveSchema(ctx context.Context, s *lake.Table, b *iceberg.Schema, key []s
 
 // checkKey verifies that the silver table is keyed by key (recorded in its
 // tidemark.key property when it was created, as bronze records its own).
-func checkKey(s *lake.Table, key []string) error {
+func checkKey(s lake.KeyedTable, key []string) error {
 	var have []string
 	if p := s.Properties()[bronze.PropKey]; p == "" || json.Unmarshal([]byte(p), &have) != nil {
 		return fault.With(fault.ErrCorruptState, fmt.Sprintf(

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	cdc "github.com/tidemark/tidemark/internal/change"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // Catching up in turns (issue 22). After an outage or a crash loop, each
@@ -105,8 +105,8 @@ func addResult(a, r Result) Result {
 // after the cursor, oldest first) through to, started at start: the
 // bronze commits it merged and the backlog left. It returns the steps
 // done so far.
-func (j *job) stepDone(hist []lake.SnapshotInfo, to lake.SnapshotInfo, start time.Time) int {
-	i := slices.IndexFunc(hist, func(h lake.SnapshotInfo) bool { return h.ID == to.ID })
+func (j *job) stepDone(hist []lake.Snapshot, to lake.Snapshot, start time.Time) int {
+	i := slices.IndexFunc(hist, func(h lake.Snapshot) bool { return h.ID == to.ID })
 	j.res.BronzeCommits += i + 1
 	j.res.Backlog = backlogOf(hist[i+1:])
 	j.res.steps++

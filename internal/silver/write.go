@@ -13,10 +13,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/iceberg-go"
 
 	"github.com/tidemark/tidemark/internal/bronze"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // This file writes a merge's output: the rows silver holds afterwards for
@@ -197,32 +196,31 @@ const (
 	dlMergedAt = "merged_at"
 )
 
-func deadLetterSchema() *iceberg.Schema {
-	f := func(id int, name string, t iceberg.Type, doc string) iceberg.NestedField {
-		return iceberg.NestedField{ID: id, Name: name, Type: t, Doc: doc}
-	}
-	return iceberg.NewSchema(0,
-		f(1, dlTable, iceberg.PrimitiveTypes.String, "source table, schema.table"),
-		f(2, dlKey, iceberg.PrimitiveTypes.String, "the change's key, as a JSON object"),
-		f(3, dlOp, iceberg.PrimitiveTypes.String, "the change's cdc_op"),
-		f(4, dlError, iceberg.PrimitiveTypes.String, "why the change was not merged"),
-		f(5, dlRow, iceberg.PrimitiveTypes.String, "the bronze row, as a JSON object"),
-		f(6, ColLSN, iceberg.PrimitiveTypes.Int64, "the change's position"),
-		f(7, ColSeq, iceberg.PrimitiveTypes.Int64, ""),
-		f(8, ColTS, iceberg.PrimitiveTypes.TimestampTz, "the change's commit time"),
-		f(9, dlSnapshot, iceberg.PrimitiveTypes.Int64, "the bronze snapshot merged through when the change was set aside"),
-		f(10, dlMergedAt, iceberg.PrimitiveTypes.TimestampTz, "when the merge set it aside"),
-	)
+func deadLetterSchema() *arrow.Schema {
+	f := func(name string, t arrow.DataType, doc string) arrow.Field { return newColumn(name, t, true, doc) }
+	str, long, ts := arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int64, arrow.FixedWidthTypes.Timestamp_us
+	return arrow.NewSchema([]arrow.Field{
+		f(dlTable, str, "source table, schema.table"),
+		f(dlKey, str, "the change's key, as a JSON object"),
+		f(dlOp, str, "the change's cdc_op"),
+		f(dlError, str, "why the change was not merged"),
+		f(dlRow, str, "the bronze row, as a JSON object"),
+		f(ColLSN, long, "the change's position"),
+		f(ColSeq, long, ""),
+		f(ColTS, ts, "the change's commit time"),
+		f(dlSnapshot, long, "the bronze snapshot merged through when the change was set aside"),
+		f(dlMergedAt, ts, "when the merge set it aside"),
+	}, nil)
 }
 
 // openDeadLetter loads (or creates) silver.<source>._dead_letter.
-func openDeadLetter(ctx context.Context, cat *lake.Catalog, source string) (*lake.Table, error) {
+func openDeadLetter(ctx context.Context, cat lake.Catalog, source string) (lake.KeyedTable, error) {
 	id := DeadLetterIdent(source)
-	t, err := cat.LoadTable(ctx, id)
+	t, err := cat.Open(ctx, id)
 	if errors.Is(err, lake.ErrNoSuchTable) {
-		t, err = cat.CreateTable(ctx, id, lake.TableSpec{Schema: deadLetterSchema()})
+		t, err = cat.Create(ctx, id, lake.TableSpec{Schema: deadLetterSchema()})
 		if errors.Is(err, lake.ErrTableExists) {
-			t, err = cat.LoadTable(ctx, id)
+			t, err = cat.Open(ctx, id)
 		}
 	}
 	if err != nil {
@@ -234,7 +232,7 @@ func openDeadLetter(ctx context.Context, cat *lake.Catalog, source string) (*lak
 // writeDeadLetters appends the input's dead rows to the dead-letter table,
 // skipping those a crashed earlier attempt of the same merge already wrote
 // (same table and position), so a retried merge adds nothing twice.
-func (in *input) writeDeadLetters(ctx context.Context, mem memory.Allocator, dl *lake.Table, table string, snapshot int64, now time.Time) (int, error) {
+func (in *input) writeDeadLetters(ctx context.Context, mem memory.Allocator, dl lake.KeyedTable, table string, snapshot int64, now time.Time) (int, error) {
 	if len(in.dead) == 0 {
 		return 0, nil
 	}

@@ -21,12 +21,12 @@ func (t *Table) ScanAppendedWhere(ctx context.Context, after, to int64, f *Filte
 	opts := []table.ScanOption{scanBatch}
 	planOpts := opts
 	if f != nil {
-		expr, err := f.expr(tbl.Schema())
+		expr, err := filterExpr(f, tbl.Schema())
 		if err != nil {
 			return fmt.Errorf("iceberg: scan table %s: %w", t.name, err)
 		}
 		opts = append(opts, table.WithRowFilter(expr))
-		pexpr, _, err := f.planExpr(tbl)
+		pexpr, _, err := filterPlanExpr(f, tbl)
 		if err != nil {
 			return fmt.Errorf("iceberg: scan table %s: %w", t.name, err)
 		}

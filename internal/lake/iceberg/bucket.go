@@ -5,6 +5,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // Bucketer computes the partition of a row of a table partitioned by
@@ -25,7 +27,19 @@ type Bucketer struct {
 // Bucketer returns the table's Bucketer; ok is false when the table is
 // not partitioned by one bucket transform of a column whose type Of maps
 // (integers, strings, binary, dates, timestamps).
-func (t *Table) Bucketer() (b *Bucketer, ok bool) { return bucketerOf(t.current()) }
+func (t *Table) Bucketer() (lake.Bucketer, bool) {
+	b, ok := bucketerOf(t.current())
+	if !ok {
+		return nil, false
+	}
+	return b, true
+}
+
+// Column returns Col (lake.Bucketer).
+func (b *Bucketer) Column() string { return b.Col }
+
+// Buckets returns N (lake.Bucketer).
+func (b *Bucketer) Buckets() int { return b.N }
 
 func bucketerOf(tbl *table.Table) (b *Bucketer, ok bool) {
 	spec := tbl.Spec()

@@ -18,7 +18,7 @@ func TestBucketerMatchesTheWriter(t *testing.T) {
 	cat := openCatalog(t, t.TempDir())
 	tbl := keyedTable(t, cat, []string{"silver", "shop", "public", "b"}, iceberg.MergeOnRead, 300)
 	b, ok := tbl.Bucketer()
-	if !ok || b.Col != "id" || b.N != 4 {
+	if !ok || b.Column() != "id" || b.Buckets() != 4 {
 		t.Fatalf("Bucketer() = %+v, %v; want bucket(4, id)", b, ok)
 	}
 	fileBucket := map[int]int{}

@@ -61,25 +61,59 @@ import (
 	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // CatalogName is the name every tidemark catalog has. It is stored in every
 // row of the SQL catalog, so other engines must use the same name.
 const CatalogName = "tidemark"
 
-// Sentinel errors, to be checked with errors.Is. They alias iceberg-go's, so
-// errors from either layer match.
+// Sentinel errors, to be checked with errors.Is. They are package lake's:
+// errors of iceberg-go that mean the same (catalog.ErrNoSuchTable, …) are
+// wrapped by neutral so that both match.
 var (
-	ErrNoSuchTable     = catalog.ErrNoSuchTable
-	ErrTableExists     = catalog.ErrTableAlreadyExists
-	ErrNoSuchNamespace = catalog.ErrNoSuchNamespace
+	ErrNoSuchTable     = lake.ErrNoSuchTable
+	ErrTableExists     = lake.ErrTableExists
+	ErrNoSuchNamespace = lake.ErrNoSuchNamespace
 	// ErrInvalidIdentifier: an empty identifier, an empty level, or a level
 	// containing '.'.
-	ErrInvalidIdentifier = catalog.ErrInvalidIdentifier
+	ErrInvalidIdentifier = lake.ErrInvalidIdentifier
 	// ErrIncompatibleType: a type change or a written column that readers
 	// could not reconcile with the table's schema.
-	ErrIncompatibleType = errors.New("incompatible type")
+	ErrIncompatibleType = lake.ErrIncompatibleType
 )
+
+// neutralErrs maps iceberg-go's sentinel errors to package lake's.
+var neutralErrs = []struct{ ice, lake error }{
+	{catalog.ErrNoSuchTable, lake.ErrNoSuchTable},
+	{catalog.ErrTableAlreadyExists, lake.ErrTableExists},
+	{catalog.ErrNoSuchNamespace, lake.ErrNoSuchNamespace},
+	{catalog.ErrInvalidIdentifier, lake.ErrInvalidIdentifier},
+}
+
+// neutral makes an error that wraps one of iceberg-go's sentinel errors
+// also match package lake's (errors.Is), without changing its text.
+func neutral(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, m := range neutralErrs {
+		if errors.Is(err, m.ice) && !errors.Is(err, m.lake) {
+			return &lakeError{err: err, is: m.lake}
+		}
+	}
+	return err
+}
+
+// lakeError is err, matching is as well.
+type lakeError struct {
+	err error
+	is  error
+}
+
+func (e *lakeError) Error() string        { return e.err.Error() }
+func (e *lakeError) Unwrap() error        { return e.err }
+func (e *lakeError) Is(target error) bool { return target == e.is }
 
 // Config says where the catalog and the warehouse are.
 type Config struct {

@@ -69,6 +69,7 @@ func isDiskFull(err error) bool {
 // catalog file), and as transient when the disk is full. Other errors are
 // returned as they are.
 func classify(err error, what string) error {
+	err = neutral(err)
 	switch {
 	case err == nil:
 		return nil

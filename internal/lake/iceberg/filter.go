@@ -7,51 +7,33 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // Filter selects rows of a table by column values, for ScanWhere and
-// Merge. Build it with In, Less, Equal, And and Or. Values are the Go
-// values of the column's Arrow type, as a record batch holds them:
-//
-//	int32, int64, float32, float64, bool, string, []byte,
-//	arrow.Date32, arrow.Time64 (µs), arrow.Timestamp (µs), decimal128.Num
-//
-// They are converted to the column's Iceberg type when the filter is used,
-// so that a table's partitioning and file statistics can rule files out.
-type Filter struct {
-	op   filterOp
-	col  string
-	vals []any
-	kids []*Filter
-}
-
-type filterOp int
-
-const (
-	opIn filterOp = iota
-	opLess
-	opEqual
-	opAnd
-	opOr
-)
+// Merge: lake.Filter, built with In, Less, Equal, And and Or. Its values
+// are converted to the column's Iceberg type when the filter is used, so
+// that a table's partitioning and file statistics can rule files out.
+type Filter = lake.Filter
 
 // In matches rows whose column col holds one of vals.
-func In(col string, vals []any) *Filter { return &Filter{op: opIn, col: col, vals: vals} }
+func In(col string, vals []any) *Filter { return lake.In(col, vals) }
 
 // Less matches rows whose column col is below v.
-func Less(col string, v any) *Filter { return &Filter{op: opLess, col: col, vals: []any{v}} }
+func Less(col string, v any) *Filter { return lake.Less(col, v) }
 
 // Equal matches rows whose column col equals v.
-func Equal(col string, v any) *Filter { return &Filter{op: opEqual, col: col, vals: []any{v}} }
+func Equal(col string, v any) *Filter { return lake.Equal(col, v) }
 
 // And matches rows every filter matches.
-func And(fs ...*Filter) *Filter { return &Filter{op: opAnd, kids: fs} }
+func And(fs ...*Filter) *Filter { return lake.And(fs...) }
 
 // Or matches rows any filter matches.
-func Or(fs ...*Filter) *Filter { return &Filter{op: opOr, kids: fs} }
+func Or(fs ...*Filter) *Filter { return lake.Or(fs...) }
 
-func (f *Filter) expr(sch *iceberggo.Schema) (iceberggo.BooleanExpression, error) {
-	e, _, err := f.exprSkipping(sch, nil)
+func filterExpr(f *Filter, sch *iceberggo.Schema) (iceberggo.BooleanExpression, error) {
+	e, _, err := filterExprSkipping(f, sch, nil)
 	return e, err
 }
 
@@ -64,8 +46,8 @@ func (f *Filter) expr(sch *iceberggo.Schema) (iceberggo.BooleanExpression, error
 // stopped every silver merge). The plan then keeps every file such a test
 // might have ruled out; rows are filtered with f where the scan filters
 // rows. f's operations are monotone (no negation), so true only widens.
-func (f *Filter) planExpr(tbl *table.Table) (e iceberggo.BooleanExpression, exact bool, err error) {
-	e, skipped, err := f.exprSkipping(tbl.Schema(), widened(tbl.Metadata()))
+func filterPlanExpr(f *Filter, tbl *table.Table) (e iceberggo.BooleanExpression, exact bool, err error) {
+	e, skipped, err := filterExprSkipping(f, tbl.Schema(), widened(tbl.Metadata()))
 	return e, !skipped, err
 }
 
@@ -99,26 +81,26 @@ func widened(meta table.Metadata) map[string]bool {
 
 // exprSkipping is expr with the tests of the columns in skip replaced by
 // true; skipped reports whether any was.
-func (f *Filter) exprSkipping(sch *iceberggo.Schema, skip map[string]bool) (e iceberggo.BooleanExpression, skipped bool, err error) {
-	switch f.op {
-	case opAnd, opOr:
-		if len(f.kids) == 0 {
-			if f.op == opAnd {
+func filterExprSkipping(f *Filter, sch *iceberggo.Schema, skip map[string]bool) (e iceberggo.BooleanExpression, skipped bool, err error) {
+	switch f.Op {
+	case lake.OpAnd, lake.OpOr:
+		if len(f.Kids) == 0 {
+			if f.Op == lake.OpAnd {
 				return iceberggo.AlwaysTrue{}, false, nil
 			}
 			return iceberggo.AlwaysFalse{}, false, nil
 		}
-		out, skipped, err := f.kids[0].exprSkipping(sch, skip)
+		out, skipped, err := filterExprSkipping(f.Kids[0], sch, skip)
 		if err != nil {
 			return nil, false, err
 		}
-		for _, k := range f.kids[1:] {
-			e, s, err := k.exprSkipping(sch, skip)
+		for _, k := range f.Kids[1:] {
+			e, s, err := filterExprSkipping(k, sch, skip)
 			if err != nil {
 				return nil, false, err
 			}
 			skipped = skipped || s
-			if f.op == opAnd {
+			if f.Op == lake.OpAnd {
 				out = iceberggo.NewAnd(out, e)
 			} else {
 				out = iceberggo.NewOr(out, e)
@@ -126,40 +108,40 @@ func (f *Filter) exprSkipping(sch *iceberggo.Schema, skip map[string]bool) (e ic
 		}
 		return out, skipped, nil
 	}
-	if skip[f.col] {
+	if skip[f.Col] {
 		return iceberggo.AlwaysTrue{}, true, nil
 	}
-	e, err = f.leaf(sch)
+	e, err = filterLeaf(f, sch)
 	return e, false, err
 }
 
 // leaf is the expression of a test of one column.
-func (f *Filter) leaf(sch *iceberggo.Schema) (iceberggo.BooleanExpression, error) {
-	fld, ok := sch.FindFieldByName(f.col)
+func filterLeaf(f *Filter, sch *iceberggo.Schema) (iceberggo.BooleanExpression, error) {
+	fld, ok := sch.FindFieldByName(f.Col)
 	if !ok {
-		return nil, fmt.Errorf("filter: no column %s", f.col)
+		return nil, fmt.Errorf("filter: no column %s", f.Col)
 	}
-	lits := make([]iceberggo.Literal, 0, len(f.vals))
-	for _, v := range f.vals {
+	lits := make([]iceberggo.Literal, 0, len(f.Vals))
+	for _, v := range f.Vals {
 		l, err := literal(fld.Type, v)
 		if err != nil {
-			return nil, fmt.Errorf("filter on column %s: %w", f.col, err)
+			return nil, fmt.Errorf("filter on column %s: %w", f.Col, err)
 		}
 		lits = append(lits, l)
 	}
-	ref := iceberggo.Reference(f.col)
-	switch f.op {
-	case opIn:
+	ref := iceberggo.Reference(f.Col)
+	switch f.Op {
+	case lake.OpIn:
 		if len(lits) == 0 {
 			return iceberggo.AlwaysFalse{}, nil
 		}
 		return iceberggo.SetPredicate(iceberggo.OpIn, ref, lits), nil
-	case opLess:
+	case lake.OpLess:
 		return iceberggo.LiteralPredicate(iceberggo.OpLT, ref, lits[0]), nil
-	case opEqual:
+	case lake.OpEqual:
 		return iceberggo.LiteralPredicate(iceberggo.OpEQ, ref, lits[0]), nil
 	}
-	return nil, fmt.Errorf("filter: unknown operation %d", f.op)
+	return nil, fmt.Errorf("filter: unknown operation %d", f.Op)
 }
 
 // literal converts an Arrow-level Go value into a literal of type t.

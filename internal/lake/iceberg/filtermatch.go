@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // This file evaluates a Filter on the rows of a record batch, for the
@@ -18,12 +20,12 @@ import (
 
 // selectRows returns the rows of rec that f matches, as a new batch the
 // caller releases (rec itself, retained, when all match; nil when none do).
-func (f *Filter) selectRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+func filterSelectRows(f *Filter, ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	ib := array.NewInt64Builder(mem)
 	defer ib.Release()
 	n := int(rec.NumRows())
 	for i := 0; i < n; i++ {
-		ok, err := f.matchRow(rec, i)
+		ok, err := filterMatchRow(f, rec, i)
 		if err != nil {
 			return nil, err
 		}
@@ -43,26 +45,26 @@ func (f *Filter) selectRows(ctx context.Context, mem memory.Allocator, rec arrow
 	return Take(ctx, mem, rec, idx)
 }
 
-func (f *Filter) matchRow(rec arrow.RecordBatch, i int) (bool, error) {
-	switch f.op {
-	case opAnd:
-		for _, k := range f.kids {
-			if ok, err := k.matchRow(rec, i); err != nil || !ok {
+func filterMatchRow(f *Filter, rec arrow.RecordBatch, i int) (bool, error) {
+	switch f.Op {
+	case lake.OpAnd:
+		for _, k := range f.Kids {
+			if ok, err := filterMatchRow(k, rec, i); err != nil || !ok {
 				return false, err
 			}
 		}
 		return true, nil
-	case opOr:
-		for _, k := range f.kids {
-			if ok, err := k.matchRow(rec, i); err != nil || ok {
+	case lake.OpOr:
+		for _, k := range f.Kids {
+			if ok, err := filterMatchRow(k, rec, i); err != nil || ok {
 				return ok, err
 			}
 		}
 		return false, nil
 	}
-	idx := rec.Schema().FieldIndices(f.col)
+	idx := rec.Schema().FieldIndices(f.Col)
 	if len(idx) != 1 {
-		return false, fmt.Errorf("filter: no column %s in the rows read", f.col)
+		return false, fmt.Errorf("filter: no column %s in the rows read", f.Col)
 	}
 	col := rec.Column(idx[0])
 	if col.IsNull(i) {
@@ -70,19 +72,19 @@ func (f *Filter) matchRow(rec arrow.RecordBatch, i int) (bool, error) {
 	}
 	v := cellValue(col, i)
 	if v == nil {
-		return false, fmt.Errorf("filter: cannot compare values of column %s (%s)", f.col, col.DataType())
+		return false, fmt.Errorf("filter: cannot compare values of column %s (%s)", f.Col, col.DataType())
 	}
-	for _, want := range f.vals {
+	for _, want := range f.Vals {
 		c, ok := compareValues(v, want)
 		if !ok {
-			return false, fmt.Errorf("filter on column %s: a %T value for a column of %s", f.col, want, col.DataType())
+			return false, fmt.Errorf("filter on column %s: a %T value for a column of %s", f.Col, want, col.DataType())
 		}
-		switch f.op {
-		case opIn, opEqual:
+		switch f.Op {
+		case lake.OpIn, lake.OpEqual:
 			if c == 0 {
 				return true, nil
 			}
-		case opLess:
+		case lake.OpLess:
 			return c < 0, nil
 		}
 	}

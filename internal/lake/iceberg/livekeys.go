@@ -245,7 +245,7 @@ func (p *keyProbe) filter(ctx context.Context, mem memory.Allocator, rec arrow.R
 		return err
 	}
 	defer sel.Release()
-	return fn(sel, Positions{pos: at})
+	return fn(sel, Positions{Pos: at})
 }
 
 // scanned counts the data files readLiveKeys opened and the row groups
@@ -418,7 +418,7 @@ func (p *keyProbe) readGroup(rg *file.RowGroupReader, leaves []int, at int64, sc
 			pos[k] = at + off + int64(i)
 		}
 		rec := p.gather(mem, sc, readers)
-		err := fn(rec, Positions{pos: pos})
+		err := fn(rec, Positions{Pos: pos})
 		rec.Release()
 		if err != nil {
 			return err

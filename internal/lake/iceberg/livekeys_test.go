@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	iceberggo "github.com/apache/iceberg-go"
 
+	"github.com/tidemark/tidemark/internal/lake"
 	"github.com/tidemark/tidemark/internal/lake/iceberg"
 )
 
@@ -117,7 +118,9 @@ func testScanLiveKeys(t *testing.T, widen bool) {
 		if all {
 			live, err = tbl.ScanLive(ctx, nil, cols, fn)
 		} else {
-			live, err = tbl.ScanLiveKeys(ctx, nil, cols, keys, fn)
+			var l lake.LiveRows
+			l, err = tbl.ScanLiveKeys(ctx, nil, cols, keys, fn)
+			live, _ = l.(*iceberg.LiveRows)
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // This file holds table maintenance: compaction of small data files and
@@ -26,16 +28,8 @@ import (
 // position, snapshot progress, silver's bronze cursor).
 const StatePrefix = "tidemark."
 
-// Footprint is what a table's current state costs: snapshots in its
-// metadata, and the live data and delete files of its current snapshot.
-type Footprint struct {
-	Snapshots   int   `json:"snapshots"`
-	DataFiles   int   `json:"data_files"`
-	DeleteFiles int   `json:"delete_files"`
-	DataBytes   int64 `json:"data_bytes"`
-	DeleteBytes int64 `json:"delete_bytes"`
-	Records     int64 `json:"records"` // in data files, before deletes
-}
+// Footprint is what a table's current state costs (lake.Footprint).
+type Footprint = lake.Footprint
 
 // Footprint measures the table as last loaded (Refresh first for the
 // catalog's latest). It reads manifests, no data file.
@@ -67,27 +61,12 @@ func (t *Table) Footprint(ctx context.Context) (Footprint, error) {
 	return fp, nil
 }
 
-// CompactOptions tune Compact.
-type CompactOptions struct {
-	// TargetFileSize is the size of the files compaction writes, and a file
-	// below 3/4 of it is small. 0: the table's write.target-file-size-bytes
-	// (512 MiB by default).
-	TargetFileSize int64
-	// DryRun plans and reports, writing nothing.
-	DryRun bool
-}
+// CompactOptions tune Compact (lake.CompactOptions). TargetFileSize 0 is
+// the table's write.target-file-size-bytes (512 MiB by default).
+type CompactOptions = lake.CompactOptions
 
-// CompactResult says what Compact did (or, in a dry run, would do).
-type CompactResult struct {
-	Partitions         int   `json:"partitions"` // partitions rewritten
-	RemovedDataFiles   int   `json:"removed_data_files"`
-	AddedDataFiles     int   `json:"added_data_files"`
-	RemovedDeleteFiles int   `json:"removed_delete_files"`
-	BytesBefore        int64 `json:"bytes_before"`
-	BytesAfter         int64 `json:"bytes_after"`
-	// Snapshot is the compaction snapshot's id (0: nothing committed).
-	Snapshot int64 `json:"snapshot,omitempty"`
-}
+// CompactResult says what Compact did (lake.CompactResult).
+type CompactResult = lake.CompactResult
 
 // Compact rewrites, per partition, the small data files and every data
 // file that position or equality deletes apply to into fewer files with
@@ -352,26 +331,11 @@ func partitionKey(df iceberggo.DataFile) string {
 	return b.String()
 }
 
-// ExpireOptions say which snapshots ExpireSnapshots keeps.
-type ExpireOptions struct {
-	// OlderThan: only snapshots older than this are expired.
-	OlderThan time.Duration
-	// RetainLast: the newest RetainLast snapshots of the current history
-	// are kept whatever their age (at least 1).
-	RetainLast int
-	// KeepFrom, when not NoSnapshot, keeps every snapshot from this one
-	// (an ancestor of the current snapshot) to the current one, whatever
-	// their age: a reader's cursor. The error wraps ErrSnapshotNotFound if
-	// it is not in the current history.
-	KeepFrom int64
-	DryRun   bool
-}
+// ExpireOptions say which snapshots ExpireSnapshots keeps (lake.ExpireOptions).
+type ExpireOptions = lake.ExpireOptions
 
-// ExpireResult says which snapshots ExpireSnapshots removed (or would).
-type ExpireResult struct {
-	Expired   []int64 `json:"expired"`
-	Remaining int     `json:"remaining"`
-}
+// ExpireResult says which snapshots ExpireSnapshots removed (lake.ExpireResult).
+type ExpireResult = lake.ExpireResult
 
 // ExpireSnapshots removes old snapshots from the table's metadata, and
 // the manifests and data files only they referenced. The current
@@ -457,11 +421,8 @@ func (t *Table) expireOnce(ctx context.Context, opts ExpireOptions) (res ExpireR
 	return res, false, nil
 }
 
-// OrphanResult says which files RemoveOrphanFiles removed (or would).
-type OrphanResult struct {
-	Files []string `json:"files"`
-	Bytes int64    `json:"bytes"`
-}
+// OrphanResult says which files RemoveOrphanFiles removed (lake.OrphanResult).
+type OrphanResult = lake.OrphanResult
 
 // RemoveOrphanFiles deletes the files under the table's location that no
 // metadata of the table references (no snapshot, manifest, metadata file

@@ -16,7 +16,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/tidemark/tidemark/internal/failpoint"
-	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // This file holds what silver needs beyond bronze's append-only writes:
@@ -29,23 +29,23 @@ import (
 // caller must reload and recompute. Nothing was applied.
 // It is fault.ErrCommitConflict, so the error keeps its name
 // ([commit_conflict]) and its class (transient) up to the exit code.
-var ErrCommitConflict error = fault.ErrCommitConflict
+var ErrCommitConflict = lake.ErrCommitConflict
 
 // ErrSnapshotNotFound: a snapshot id is not in the table's history (it
 // never was, or it was expired).
-var ErrSnapshotNotFound = errors.New("snapshot not found in the table's history")
+var ErrSnapshotNotFound = lake.ErrSnapshotNotFound
 
 // NoSnapshot stands for "before the first snapshot" where a snapshot id is
 // expected. Iceberg snapshot ids are never negative.
-const NoSnapshot int64 = -1
+const NoSnapshot = lake.NoSnapshot
 
 // Delete modes of a keyed table (the Iceberg property write.delete.mode).
 const (
 	// MergeOnRead writes position delete files: a merge rewrites nothing,
 	// readers apply the deletes until compaction folds them in.
-	MergeOnRead = table.WriteModeMergeOnRead
+	MergeOnRead = lake.MergeOnRead
 	// CopyOnWrite rewrites every data file that holds a deleted row.
-	CopyOnWrite = table.WriteModeCopyOnWrite
+	CopyOnWrite = lake.CopyOnWrite
 )
 
 // KeyedTableSpec describes a table with a primary key.
@@ -138,7 +138,7 @@ func (c *Catalog) CreateKeyedTable(ctx context.Context, ident []string, spec Key
 
 	tbl, err := c.cat.CreateTable(ctx, table.Identifier(slices.Clone(ident)), sch, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("iceberg: create table %s: %w", name, err)
+		return nil, neutral(fmt.Errorf("iceberg: create table %s: %w", name, err))
 	}
 	return c.newTable(ident, tbl)
 }
@@ -169,7 +169,7 @@ func (c *Catalog) RenameTable(ctx context.Context, from, to []string) (*Table, e
 	}
 	tbl, err := c.cat.RenameTable(ctx, table.Identifier(slices.Clone(from)), table.Identifier(slices.Clone(to)))
 	if err != nil {
-		return nil, fmt.Errorf("iceberg: rename table %s to %s: %w", joinIdent(from), joinIdent(to), err)
+		return nil, neutral(fmt.Errorf("iceberg: rename table %s to %s: %w", joinIdent(from), joinIdent(to), err))
 	}
 	return c.newTable(to, tbl)
 }
@@ -179,21 +179,8 @@ func (t *Table) Properties() map[string]string {
 	return maps.Clone(map[string]string(t.current().Properties()))
 }
 
-// SnapshotInfo describes one snapshot of a table.
-type SnapshotInfo struct {
-	ID       int64
-	ParentID int64 // NoSnapshot for the first
-	// Operation is append, overwrite, delete or replace.
-	Operation string
-	// Props is the summary's properties, including the writer's own keys.
-	Props map[string]string
-	// AddedRecords is the summary's added-records (0 if absent).
-	AddedRecords int64
-	TimestampMs  int64
-	// SequenceNumber is the snapshot's data sequence number: it grows
-	// along a table's history.
-	SequenceNumber int64
-}
+// SnapshotInfo describes one snapshot of a table (lake.Snapshot).
+type SnapshotInfo = lake.Snapshot
 
 func snapshotInfo(s *table.Snapshot) SnapshotInfo {
 	si := SnapshotInfo{ID: s.SnapshotID, ParentID: NoSnapshot, TimestampMs: s.TimestampMs, SequenceNumber: s.SequenceNumber,
@@ -301,12 +288,12 @@ func (t *Table) ScanWhere(ctx context.Context, f *Filter, fn func(arrow.RecordBa
 	opts := []table.ScanOption{scanBatch}
 	var plan *table.Scan // nil: the scan plans with the row filter
 	if f != nil {
-		expr, err := f.expr(tbl.Schema())
+		expr, err := filterExpr(f, tbl.Schema())
 		if err != nil {
 			return fmt.Errorf("iceberg: scan table %s: %w", t.name, err)
 		}
 		opts = append(opts, table.WithRowFilter(expr))
-		pexpr, exact, err := f.planExpr(tbl)
+		pexpr, exact, err := filterPlanExpr(f, tbl)
 		if err != nil {
 			return fmt.Errorf("iceberg: scan table %s: %w", t.name, err)
 		}
@@ -374,7 +361,7 @@ func (t *Table) mergeOnce(ctx context.Context, byPos *rowDeletes, del *Filter, r
 		return err
 	}
 	if del != nil && t.tbl.CurrentSnapshot() != nil {
-		expr, err := del.expr(t.tbl.Schema())
+		expr, err := filterExpr(del, t.tbl.Schema())
 		if err != nil {
 			return err
 		}
@@ -550,28 +537,5 @@ func (t *Table) AppendedRowBytes(ctx context.Context, after, to int64) (float64,
 }
 
 // RecordBytes is the size of the buffers behind rec's columns (shared
-// buffers counted once per column that refers to them).
-func RecordBytes(rec arrow.RecordBatch) int64 {
-	var n int64
-	for _, c := range rec.Columns() {
-		n += arrayBytes(c.Data())
-	}
-	return n
-}
-
-func arrayBytes(d arrow.ArrayData) int64 {
-	var n int64
-	for _, b := range d.Buffers() {
-		if b != nil {
-			n += int64(b.Len())
-		}
-	}
-	for _, c := range d.Children() {
-		n += arrayBytes(c)
-	}
-	// Dictionary returns a typed nil when there is none.
-	if dict, ok := d.Dictionary().(*array.Data); ok && dict != nil {
-		n += arrayBytes(dict)
-	}
-	return n
-}
+// buffers counted once per column that refers to them): lake.RecordBytes.
+func RecordBytes(rec arrow.RecordBatch) int64 { return lake.RecordBytes(rec) }

@@ -14,6 +14,8 @@ import (
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // This file reads given rows of the data files a ScanLive read: a merge
@@ -44,9 +46,13 @@ func (l *LiveRows) UpperBound(file int, col string) (v int64, ok bool) {
 // opened, in parallel; int, long and boolean columns are read straight from
 // their pages, only the rows asked for decoded. fn is called by one
 // goroutine at a time; rec and ids are the caller's only until it returns.
-func (t *Table) ReadLiveRows(ctx context.Context, live *LiveRows, rows []RowID, cols []string,
+func (t *Table) ReadLiveRows(ctx context.Context, live lake.LiveRows, rows []RowID, cols []string,
 	fn func(rec arrow.RecordBatch, ids []RowID) error) error {
-	if err := live.read(ctx, rows, cols, fn); err != nil {
+	l, err := liveOf(live)
+	if err != nil {
+		return fmt.Errorf("iceberg: read live rows of table %s: %w", t.name, err)
+	}
+	if err := l.read(ctx, rows, cols, fn); err != nil {
 		return t.classify(fmt.Errorf("iceberg: read %d live rows of table %s: %w", len(rows), t.name, err))
 	}
 	return nil

@@ -14,7 +14,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -25,6 +24,8 @@ import (
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // This file is the merge path whose cost follows the rows it changes, not
@@ -35,7 +36,8 @@ import (
 // data files are read once, and no filter is evaluated row by row.
 
 // LiveRows is the state of a table a ScanLive read: its snapshot and the
-// data files it read, which RowIDs index. MergeRows deletes by it.
+// data files it read, which RowIDs index. MergeRows deletes by it. It
+// implements lake.LiveRows.
 type LiveRows struct {
 	tbl   *table.Table
 	files []iceberggo.DataFile
@@ -43,25 +45,11 @@ type LiveRows struct {
 
 // RowID locates a row ScanLive reported: a data file of its LiveRows and
 // the row's position in that file.
-type RowID struct {
-	File int
-	Pos  int64
-}
+type RowID = lake.RowID
 
 // Positions are the positions in their data file of the rows of a batch
 // ScanLive reports.
-type Positions struct {
-	first int64   // when pos is nil, row i is at first + i
-	pos   []int64 // else row i is at pos[i]
-}
-
-// At returns the position of row i.
-func (p Positions) At(i int) int64 {
-	if p.pos == nil {
-		return p.first + int64(i)
-	}
-	return p.pos[i]
-}
+type Positions = lake.Positions
 
 // scanLiveBatch is the number of rows per batch ScanLive reads: its
 // columns are few and narrow.
@@ -88,7 +76,7 @@ func mergeOnRead(tbl *table.Table) bool {
 // until fn returns. fn is called by one goroutine at a time; files are read
 // in parallel.
 func (t *Table) ScanLive(ctx context.Context, f *Filter, cols []string, fn func(rec arrow.RecordBatch, file int, pos Positions) error) (*LiveRows, error) {
-	return t.ScanLiveKeys(ctx, f, cols, nil, fn)
+	return t.scanLiveKeys(ctx, f, cols, nil, fn)
 }
 
 // ScanLiveKeys is ScanLive that reports only the rows whose first column
@@ -98,6 +86,15 @@ func (t *Table) ScanLive(ctx context.Context, f *Filter, cols []string, fn func(
 // that touches a few keys of each file costs little more than reading the
 // key column once.
 func (t *Table) ScanLiveKeys(ctx context.Context, f *Filter, cols []string, keys []int64,
+	fn func(rec arrow.RecordBatch, file int, pos Positions) error) (lake.LiveRows, error) {
+	live, err := t.scanLiveKeys(ctx, f, cols, keys, fn)
+	if err != nil {
+		return nil, err
+	}
+	return live, nil
+}
+
+func (t *Table) scanLiveKeys(ctx context.Context, f *Filter, cols []string, keys []int64,
 	fn func(rec arrow.RecordBatch, file int, pos Positions) error) (*LiveRows, error) {
 	tbl := t.current()
 	live := &LiveRows{tbl: tbl}
@@ -116,7 +113,7 @@ func (t *Table) ScanLiveKeys(ctx context.Context, f *Filter, cols []string, keys
 // count for it (a file written after holds the column, even if all null).
 // A file without any value counts is taken to hold it.
 func (t *Table) ScanLiveWithout(ctx context.Context, without string, cols []string,
-	fn func(rec arrow.RecordBatch, file int, pos Positions) error) (*LiveRows, error) {
+	fn func(rec arrow.RecordBatch, file int, pos Positions) error) (lake.LiveRows, error) {
 	tbl := t.current()
 	live := &LiveRows{tbl: tbl}
 	if tbl.CurrentSnapshot() == nil {
@@ -158,7 +155,7 @@ func (t *Table) scanLive(ctx context.Context, tbl *table.Table, f *Filter, cols 
 	var opts []table.ScanOption
 	if f != nil {
 		// Files only: the caller picks the rows.
-		expr, _, err := f.planExpr(tbl)
+		expr, _, err := filterPlanExpr(f, tbl)
 		if err != nil {
 			return err
 		}
@@ -557,21 +554,21 @@ func readLive(ctx context.Context, pf *file.Reader, mem memory.Allocator, tbl *t
 		// The positions deleted within [start, start+n).
 		lo, _ := slices.BinarySearch(deleted, start)
 		hi, _ := slices.BinarySearch(deleted, start+n)
-		pos := Positions{first: start}
+		pos := Positions{First: start}
 		if lo < hi {
-			pos.pos = make([]int64, 0, n-int64(hi-lo))
+			pos.Pos = make([]int64, 0, n-int64(hi-lo))
 			d := deleted[lo:hi]
 			for p := start; p < start+n; p++ {
 				if len(d) > 0 && d[0] == p {
 					d = d[1:]
 					continue
 				}
-				pos.pos = append(pos.pos, p)
+				pos.Pos = append(pos.Pos, p)
 			}
-			if len(pos.pos) == 0 {
+			if len(pos.Pos) == 0 {
 				return nil
 			}
-			sel, err := takeRows(ctx, mem, rec, pos.pos, start)
+			sel, err := takeRows(ctx, mem, rec, pos.Pos, start)
 			if err != nil {
 				return err
 			}
@@ -624,24 +621,9 @@ func takeRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, 
 }
 
 // Take returns the rows of rec at the indices idx (an integer array), in
-// that order, as a new batch the caller releases.
+// that order, as a new batch the caller releases (lake.Take).
 func Take(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, idx arrow.Array) (arrow.RecordBatch, error) {
-	cols := make([]arrow.Array, rec.NumCols())
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	for j := range cols {
-		c, err := compute.TakeArray(compute.WithAllocator(ctx, mem), rec.Column(j), idx)
-		if err != nil {
-			return nil, err
-		}
-		cols[j] = c
-	}
-	return array.NewRecordBatch(rec.Schema(), cols, int64(idx.Len())), nil
+	return lake.Take(ctx, mem, rec, idx)
 }
 
 // MergeRows is Merge that also deletes rows by position: rows are rows
@@ -651,10 +633,14 @@ func Take(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, idx 
 // must be merge-on-read (see MergeOnRead). If the table's current snapshot
 // is not the one live read, nothing is written and the error wraps
 // ErrCommitConflict: the rows may have moved.
-func (t *Table) MergeRows(ctx context.Context, live *LiveRows, rows []RowID, del *Filter, recs []arrow.RecordBatch, props map[string]string) error {
+func (t *Table) MergeRows(ctx context.Context, live lake.LiveRows, rows []RowID, del *Filter, recs []arrow.RecordBatch, props map[string]string) error {
+	l, err := liveOf(live)
+	if err != nil {
+		return fmt.Errorf("iceberg: merge into table %s: %w", t.name, err)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	err := t.mergeOnce(ctx, &rowDeletes{live, rows}, del, recs, props)
+	err = t.mergeOnce(ctx, &rowDeletes{l, rows}, del, recs, props)
 	if err != nil {
 		return t.classify(fmt.Errorf("iceberg: merge into table %s (%d rows deleted by position, %d appended): %w",
 			t.name, len(rows), countRows(recs), err))
