@@ -35,6 +35,7 @@ type usageError struct{ error }
 var stdout io.Writer = os.Stdout
 
 func run(ctx context.Context, args []string) int {
+	app.RegisterClassifiers()
 	root := &cobra.Command{
 		Use:           "tidemark",
 		Short:         "Change data capture from PostgreSQL into Apache Iceberg, in one binary",

@@ -344,15 +344,17 @@ func (m *metrics) maintained(err error) {
 }
 
 // progress records a durable flush of the capture.
-func (m *metrics) progress(cp pipeline.Checkpoint) {
+// lagBytes is the source's log past cp's position (-1: unknown, shown as 0).
+func (m *metrics) progress(cp pipeline.Checkpoint, lagBytes int64) {
 	m.flushes.Inc()
-	end, acked := postgres.WALEnd(cp), postgres.AckedLSN(cp)
-	m.confirmed.Set(float64(acked))
-	if end > acked {
-		m.lagBytes.Set(float64(end - acked))
-	} else {
-		m.lagBytes.Set(0)
+	// PostgreSQL confirms the end LSN to its slot; a source whose resume
+	// token is not an LSN (MySQL) confirms the commit position.
+	acked := postgres.AckedLSN(cp)
+	if acked == 0 {
+		acked = cp.Pos
 	}
+	m.confirmed.Set(float64(acked))
+	m.lagBytes.Set(float64(max(lagBytes, 0)))
 	if !cp.Watermark.IsZero() {
 		m.watermark.Store(cp.Watermark.UnixNano())
 	}

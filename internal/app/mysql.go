@@ -11,10 +11,8 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/mysql"
-	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
 // mysqlOptions are the capture options of a mysql:// source.
@@ -53,105 +51,65 @@ func mysqlOptions(cfg *config.Config) (mysql.Options, error) {
 	}, nil
 }
 
-// runMySQL runs capture sessions of a mysql:// source until ctx is done or
-// a non-transient error, retrying transient ones like Run does for
-// PostgreSQL. onProgress is called after each durable flush.
-func runMySQL(ctx context.Context, cfg *config.Config, cat *lake.Catalog, log *slog.Logger, onProgress func()) error {
+// openMySQL is the mysql source's open.
+func openMySQL(cfg *config.Config, log *slog.Logger) (func(*bronze.Writer, func(pipeline.Checkpoint)) capture, error) {
 	opts, err := mysqlOptions(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	backoff := time.Duration(cfg.Retry.InitialBackoff)
-	var failingSince time.Time
-	log.Info("tidemark starting", "source", cfg.Name, "warehouse", cfg.Warehouse, "source_type", "mysql", "server_id", opts.ServerID)
-	for {
-		w, err := bronze.NewWriter(ctx, cat, cfg.Name, "", log)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		opts.OnProgress = func(pipeline.Checkpoint) {
-			failingSince = time.Time{}
-			backoff = time.Duration(cfg.Retry.InitialBackoff)
-			if onProgress != nil {
-				onProgress()
-			}
-		}
-		capt := mysql.New(w, opts, log)
-		err = capt.Run(ctx)
-		w.Close()
-		if err == nil || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
-			return nil
-		}
-		err = config.RedactError(err, cfg.Secrets()...)
-		if ctx.Err() != nil {
-			return err
-		}
-		if fault.ClassOf(err) != fault.Transient && !diskFull(err) {
-			return err
-		}
-		if failingSince.IsZero() {
-			failingSince = time.Now()
-		}
-		if time.Since(failingSince) > time.Duration(cfg.Retry.MaxElapsed) {
-			return &fault.GaveUpError{After: time.Duration(cfg.Retry.MaxElapsed), Err: err}
-		}
-		log.Warn("transient error, retrying", "error", err.Error(), "retry_in", backoff.String())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, time.Duration(cfg.Retry.MaxBackoff))
-	}
+	log.Info("mysql source", "host", opts.Host, "port", opts.Port, "database", opts.Database, "server_id", opts.ServerID)
+	return func(w *bronze.Writer, onProgress func(pipeline.Checkpoint)) capture {
+		o := opts
+		o.OnProgress = onProgress
+		return mysql.New(w, o, log)
+	}, nil
 }
 
-// isMySQLCheckpoint reports whether cp was written by the MySQL source.
-func isMySQLCheckpoint(cp pipeline.Checkpoint) bool {
-	f := cp.Info[mysql.InfoFlavor]
-	return f == string(mysql.MariaDB) || f == string(mysql.MySQL)
+// mysqlClassifier classifies the MySQL/MariaDB server errors of both
+// client libraries (go-sql-driver, go-mysql) as mysql.Classify names them.
+func mysqlClassifier() fault.Classifier {
+	return fault.Classifier{Name: "mysql", Class: func(err error) (fault.Class, bool) {
+		if _, _, ok := mysql.ServerError(err); !ok {
+			return fault.Unknown, false
+		}
+		var fe *fault.Error
+		if errors.As(mysql.Classify(err), &fe) {
+			return fe.Class, true
+		}
+		return fault.Unknown, false
+	}}
 }
 
-// positionFormat is how status and show print a commit position of the
-// source that wrote cp, and the notation's name: mysql-bin.000007:1234
-// for MySQL/MariaDB, X/Y for PostgreSQL.
-func positionFormat(cp pipeline.Checkpoint, haveCP bool) (string, func(uint64) string) {
-	if haveCP && isMySQLCheckpoint(cp) {
-		base := cp.Info[mysql.InfoBinlogBase]
-		return "binlog", func(lsn uint64) string { return mysql.FormatPosition(base, lsn) }
+// mysqlFormatPos prints a MySQL commit position as the binlog file's number
+// and the offset in it (000007:1234); status names the file in full.
+func mysqlFormatPos(lsn uint64) string { return mysql.FormatPosition("", lsn) }
+
+// mysqlPosition is the mysql source's position: the checkpoint's binlog
+// file:pos, and the bytes between it and end (the binlog end measured now)
+// when both are in one binlog file (-1 otherwise, or without end).
+func mysqlPosition(cp pipeline.Checkpoint, end uint64) (string, int64) {
+	pos := mysql.FormatPosition(cp.Info[mysql.InfoBinlogBase], cp.Pos)
+	if end == 0 || end>>32 != cp.Pos>>32 || end < cp.Pos {
+		return pos, -1
 	}
-	return "pg_lsn", postgres.FormatLSN
+	return pos, int64(end - cp.Pos)
 }
 
-// mysqlLag is the lag in bytes of cp behind the live binlog end of the
-// mysql:// source, when both are in one binlog file (-1 otherwise).
-func mysqlLag(ctx context.Context, source config.Secret, cp pipeline.Checkpoint) (int64, error) {
-	opts, err := mysqlOptions(&config.Config{Source: source})
+// mysqlLogEnd is the mysql source's logEnd: SHOW MASTER STATUS.
+func mysqlLogEnd(ctx context.Context, conn string) (uint64, error) {
+	opts, err := mysqlOptions(&config.Config{Source: config.NewSecret(conn)})
 	if err != nil {
-		return -1, err
+		return 0, err
 	}
 	db, err := sql.Open("mysql", opts.DSN())
 	if err != nil {
-		return -1, config.RedactError(err, source)
+		return 0, err
 	}
 	defer db.Close()
 	var file, pos, a, b sql.NullString
 	if err := db.QueryRowContext(ctx, "SHOW MASTER STATUS").Scan(&file, &pos, &a, &b); err != nil {
-		return -1, config.RedactError(mysql.Classify(err), source)
+		return 0, mysql.Classify(err)
 	}
-	end, err := mysql.PositionLSN(file.String, uint32(atoiOr(pos.String, 0)))
-	if err != nil || end>>32 != cp.Pos>>32 || end < cp.Pos {
-		return -1, nil
-	}
-	return int64(end - cp.Pos), nil
-}
-
-func atoiOr(s string, def int) int {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return def
-	}
-	return n
+	n, _ := strconv.ParseUint(pos.String, 10, 32)
+	return mysql.PositionLSN(file.String, uint32(n))
 }

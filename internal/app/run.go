@@ -184,18 +184,11 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			err = maintPanic
 		}
 	}()
-	if cfg.SourceType() == config.SourceMySQL {
-		return runMySQL(ctx, cfg, cat, log, func() {
-			if merger != nil {
-				merger.Wake()
-			}
-		})
-	}
-	dialer, err := postgres.NewDialer(cfg.Source.Reveal(), config.RedactURL)
+	src, err := sourceFor(cfg.Source.Reveal())
 	if err != nil {
 		return err
 	}
-	opts, err := captureOptions(cfg)
+	newCapture, err := src.open(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -218,11 +211,12 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			return err
 		}
 		w.Observe(met)
-		opts.OnProgress = func(cp pipeline.Checkpoint) {
+		onProgress := func(cp pipeline.Checkpoint) {
 			if merger != nil {
 				merger.Wake() // a gated silver table is checked now
 			}
-			met.progress(cp)
+			_, lag := src.position(cp, 0)
+			met.progress(cp, lag)
 			failingSince = time.Time{}
 			backoff = time.Duration(cfg.Retry.InitialBackoff)
 			if time.Since(lastLog) >= 10*time.Second {
@@ -231,16 +225,14 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 				if lastLog.IsZero() {
 					rate = 0
 				}
-				lagBytes := int64(0)
-				if end, acked := postgres.WALEnd(cp), postgres.AckedLSN(cp); end > acked {
-					lagBytes = int64(end - acked)
-				}
-				log.Info("capture progress", "confirmed_lsn", postgres.FormatLSN(postgres.AckedLSN(cp)), "rows_committed", n,
+				confirmed, lagBytes := src.position(cp, 0)
+				lagBytes = max(lagBytes, 0)
+				log.Info("capture progress", "confirmed_lsn", confirmed, "rows_committed", n,
 					"rows_per_sec", int64(rate), "lag_bytes", lagBytes, "lag_seconds", lagSeconds(cp.Watermark))
 				lastLog, committedAtLog = time.Now(), n
 			}
 		}
-		capt := postgres.New(dialer, w, opts, log)
+		capt := newCapture(w, onProgress)
 		met.sessions.Inc()
 		err = capt.Run(ctx)
 		capt.Close()

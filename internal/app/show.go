@@ -19,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
 )
 
@@ -98,15 +99,6 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 		}
 		return err
 	}
-	var notation string
-	var formatPos func(uint64) string
-	{
-		cp, ok, err := bronze.LoadCheckpoint(ctx, cat, ident[1])
-		if err != nil {
-			ok = false
-		}
-		notation, formatPos = positionFormat(cp, ok)
-	}
 	fields := tbl.ArrowSchema().Fields()
 	lsnCol, seqCol := -1, -1
 	for i, f := range fields {
@@ -117,6 +109,13 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 			seqCol = i
 		}
 	}
+	// The position column is also shown in its source's notation; the
+	// source's checkpoint names it (ident[1] is the pipeline for bronze and
+	// silver alike).
+	src := sourceNamed("")
+	if cp, ok, err := bronze.LoadCheckpoint(ctx, cat, ident[1]); err == nil && ok {
+		src = sourceNamed(cp.Info[pipeline.InfoSource])
+	}
 	var tw *tabwriter.Writer
 	enc := json.NewEncoder(out)
 	if format != "json" {
@@ -126,7 +125,7 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 		for i, f := range fields {
 			names[i] = f.Name
 			if i == lsnCol {
-				names[i] += " (" + notation + ")"
+				names[i] += " (pg_lsn)"
 			}
 		}
 		fmt.Fprintln(tw, strings.Join(names, "\t"))
@@ -147,7 +146,7 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 			vals[c] = cellString(col, r)
 			if c == lsnCol && !col.IsNull(r) {
 				// the stored integer, and the source's notation (status, logs)
-				vals[c] += " (" + formatPos(uint64(col.(*array.Int64).Value(r))) + ")"
+				vals[c] += " (" + src.formatPos(uint64(col.(*array.Int64).Value(r))) + ")"
 			}
 		}
 		return vals

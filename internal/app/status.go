@@ -15,7 +15,6 @@ import (
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
-	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
 // TableStatus is one bronze table's state, as `tidemark status` prints it.
@@ -58,24 +57,17 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 	if err != nil {
 		return err
 	}
-	var liveWAL uint64
-	mysqlSource := (&config.Config{Source: source}).SourceType() == config.SourceMySQL
-	if !source.IsZero() && !mysqlSource {
-		d, err := postgres.NewDialer(source.Reveal(), config.RedactURL)
+	var liveEnd uint64 // the source log's end now (with a source), else 0
+	if !source.IsZero() {
+		src, err := sourceFor(source.Reveal())
 		if err != nil {
 			return err
 		}
-		conn, err := d.Connect(ctx)
-		if err != nil {
-			return config.RedactError(err, source)
+		if src.logEnd != nil {
+			if liveEnd, err = src.logEnd(ctx, source.Reveal()); err != nil {
+				return config.RedactError(err, source)
+			}
 		}
-		var s string
-		err = conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s)
-		conn.Close(ctx)
-		if err != nil {
-			return config.RedactError(err, source)
-		}
-		liveWAL, _ = postgres.ParseLSN(s)
 	}
 	var rows []TableStatus
 	for _, ns := range nss {
@@ -86,6 +78,7 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 		if err != nil {
 			return err
 		}
+		src := sourceNamed(cp.Info[pipeline.InfoSource])
 		idents, err := cat.ListTables(ctx, ns)
 		if err != nil {
 			return err
@@ -141,25 +134,10 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 				if cp.Watermark.After(wm) {
 					wm = cp.Watermark
 				}
-				if isMySQLCheckpoint(cp) {
-					if mysqlSource {
-						if st.LagBytes, err = mysqlLag(ctx, source, cp); err != nil {
-							return err
-						}
-					}
-				} else {
-					end, acked := postgres.WALEnd(cp), postgres.AckedLSN(cp)
-					if liveWAL > 0 {
-						end = liveWAL
-					}
-					if end >= acked {
-						st.LagBytes = int64(end - acked)
-					}
-				}
+				_, st.LagBytes = src.position(cp, liveEnd)
 			}
 			if pos > 0 {
-				_, format := positionFormat(cp, haveCP)
-				st.Position = format(pos)
+				st.Position = src.formatPos(pos)
 			}
 			if !wm.IsZero() {
 				st.Watermark = wm.UTC().Format(time.RFC3339)

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // GaveUpError is a run that stopped retrying: transient errors persisted
@@ -39,10 +37,9 @@ func LastError(err error) error {
 // transient error that persisted past the retry budget.
 func Check(err error) string {
 	var (
-		op    *net.OpError
-		dns   *net.DNSError
-		ne    net.Error
-		pgErr *pgconn.PgError
+		op  *net.OpError
+		dns *net.DNSError
+		ne  net.Error
 	)
 	addr := func() string {
 		if errors.As(err, &op) && op.Addr != nil {
@@ -55,18 +52,14 @@ func Check(err error) string {
 		return "another writer keeps committing to the same lake table: make sure one tidemark, and no other tool, writes this pipeline's tables"
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return "the disk (or quota) of the warehouse or spool directory is full: free space and start again; nothing unsaved was acknowledged"
+	case checkSource(err) != "":
+		return checkSource(err)
 	case errors.As(err, &dns):
 		return fmt.Sprintf("the host name %q does not resolve: check the host in the connection string and the machine's DNS", dns.Name)
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return "nothing accepts connections at " + addr() + ": check that PostgreSQL runs there and listens on that address and port (listen_addresses, port), that no firewall rejects it, and the host and port in the connection string"
+		return "nothing accepts connections at " + addr() + ": check that the source database runs there and listens on that address and port (PostgreSQL: listen_addresses, port), that no firewall rejects it, and the host and port in the connection string"
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return "no route to " + addr() + ": check the host in the connection string and the network between (routing, VPN)"
-	case errors.As(err, &pgErr) && pgErr.Code == "53300":
-		return "the server has no free connection slots: raise max_connections (or reserved connections for replication) or close idle sessions"
-	case errors.As(err, &pgErr) && pgErr.Code == "57P03":
-		return "the server is not accepting connections yet (starting up, shutting down or in recovery): check its log"
-	case errors.As(err, &pgErr) && pgErr.Code == "55006":
-		return "the replication slot is in use by another process: check pg_replication_slots.active_pid for a second tidemark or tool on the same slot"
 	case errors.As(err, &ne) && ne.Timeout():
 		return "no answer from " + addr() + " in time: check that the host is up and that the network (firewall, proxy, routing) lets the connection through"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.EPIPE):

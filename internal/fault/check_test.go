@@ -10,12 +10,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/tidemark/tidemark/internal/fault"
 )
 
+// errLibBusy is an error of a source client library this test registers
+// a classifier for.
+var errLibBusy = errors.New("lib: server busy")
+
 func TestCheckNamesWhatToCheck(t *testing.T) {
+	fault.RegisterClassifier(fault.Classifier{Name: "checktest", Check: func(err error) string {
+		if errors.Is(err, errLibBusy) {
+			return "the library's own advice"
+		}
+		return ""
+	}})
 	refused := &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1},
 		Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	cases := []struct {
@@ -26,7 +34,7 @@ func TestCheckNamesWhatToCheck(t *testing.T) {
 		{&net.DNSError{Name: "db.invalid", Err: "no such host", IsNotFound: true}, `the host name "db.invalid" does not resolve`},
 		{fmt.Errorf("write: %w", syscall.ENOSPC), "is full"},
 		{fault.With(fault.ErrCommitConflict, "table t", nil), "another writer"},
-		{&pgconn.PgError{Code: "53300"}, "no free connection slots"},
+		{errLibBusy, "the library's own advice"},
 		{errors.New("something else"), `"transient error, retrying" warnings above`},
 	}
 	for _, c := range cases {

@@ -22,8 +22,6 @@ import (
 	"io"
 	"net"
 	"syscall"
-
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Class is the kind of failure.
@@ -150,7 +148,8 @@ func MarkTransient(err error) error {
 }
 
 // ClassOf returns the class of err: the first classified error in its chain,
-// else a best guess for well-known network and server conditions.
+// else what a registered source classifier says (classifier.go), else a
+// best guess for well-known network conditions.
 func ClassOf(err error) Class {
 	if err == nil {
 		return Unknown
@@ -166,27 +165,15 @@ func ClassOf(err error) Class {
 }
 
 // IsTransient reports whether err looks like a connection-level problem that
-// a reconnect can fix: network errors, EOF, a server shutting down or
-// restarting, a terminated backend.
+// a reconnect can fix: what a registered source classifier says of its
+// client library's errors (a server shutting down or restarting, a
+// terminated backend), else network errors, EOF, a deadline.
 func IsTransient(err error) bool {
 	if err == nil {
 		return false
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch {
-		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // admin/crash shutdown, cannot connect now
-			return true
-		case len(pgErr.Code) == 2+3 && pgErr.Code[:2] == "08": // connection exception
-			return true
-		case pgErr.Code == "55006": // object in use (slot active for another PID: our previous walsender not yet gone)
-			return true
-		case pgErr.Code == "53300": // too many connections
-			return true
-		case pgErr.Code == "40001", pgErr.Code == "40P01": // serialization failure, deadlock
-			return true
-		}
-		return false
+	if c, ok := classify(err); ok {
+		return c == Transient
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) {
@@ -201,13 +188,6 @@ func IsTransient(err error) bool {
 		if errno, ok := ne.(syscall.Errno); !ok || networkErrno(errno) {
 			return true
 		}
-	}
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
-		return true
-	}
-	if pgconn.SafeToRetry(err) {
-		return true
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return true

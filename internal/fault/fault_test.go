@@ -3,6 +3,7 @@ package fault_test
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"syscall"
@@ -42,5 +43,35 @@ func TestIsTransientFileSystemErrors(t *testing.T) {
 	}
 	if code := fault.ExitCode(fault.With(fault.ErrServerConfig, "x", nil)); code != fault.ExitConfig {
 		t.Errorf("server_config exits %d, want %d", code, fault.ExitConfig)
+	}
+}
+
+// A source's classifier decides for its library's errors, before the
+// network rules: a server error it calls permanent stays permanent even
+// when its chain also holds an EOF; other errors fall through.
+func TestRegisteredClassifier(t *testing.T) {
+	errShutdown := errors.New("lib: server shutting down")
+	errSyntax := errors.New("lib: syntax error")
+	fault.RegisterClassifier(fault.Classifier{Name: "classtest", Class: func(err error) (fault.Class, bool) {
+		switch {
+		case errors.Is(err, errShutdown):
+			return fault.Transient, true
+		case errors.Is(err, errSyntax):
+			return fault.Unknown, true
+		}
+		return fault.Unknown, false
+	}})
+	for _, tc := range []struct {
+		err  error
+		want fault.Class
+	}{
+		{fmt.Errorf("query: %w", errShutdown), fault.Transient},
+		{errors.Join(errSyntax, io.EOF), fault.Unknown},
+		{fmt.Errorf("read: %w", io.EOF), fault.Transient},
+		{fault.With(fault.ErrSlotLost, "x", errShutdown), fault.Fatal},
+	} {
+		if got := fault.ClassOf(tc.err); got != tc.want {
+			t.Errorf("ClassOf(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

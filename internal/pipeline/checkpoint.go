@@ -26,6 +26,12 @@ type Checkpoint struct {
 	Info map[string]string
 }
 
+// InfoSource is the Info key naming the kind of source that wrote a
+// checkpoint ("postgres", "mysql"): status and tools pick the source's
+// position format by it. A checkpoint without it is PostgreSQL's (lakes
+// written before it).
+const InfoSource = "source"
+
 // TableState is what the lake holds about one table.
 type TableState struct {
 	// Cursor is the highest (commit position, seq) committed; replayed

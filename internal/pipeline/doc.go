@@ -39,4 +39,22 @@
 // The failpoints stream-before-status, stream-after-status and
 // stream-final-before-status sit between "durable" and "acknowledged", so
 // the fault suite can kill the process in that window.
+//
+// # Adding a source
+//
+// A source lives in internal/source/<name> and imports none of the other
+// sources; nothing but internal/app and cmd/tidemark imports it
+// (imports_test.go enforces both). It
+//
+//   - writes its changes to a Sink (bronze.Writer, also a BackgroundSink
+//     and a ChunkSink) and drives an Engine: Completed after each
+//     transaction, Poll once per input, Wake for how long it may block,
+//     Full/Flush for back-pressure inside a transaction, Sync on a clean
+//     stop, and acknowledges to its server in EngineOptions.Ack;
+//   - resumes from the Checkpoint the Sink returns (LoadCheckpoint), whose
+//     Resume token it wrote, and records Info[InfoSource] = its name;
+//   - keeps each table's snapshot progress in PropSnapshot (SnapshotState),
+//     committed with the chunk it describes, and honours PropResnapshot;
+//   - brings a fault.Classifier for its client library's errors and a
+//     position format; internal/app/sources.go lists it: one line.
 package pipeline

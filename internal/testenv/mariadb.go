@@ -54,6 +54,7 @@ type MariaDB struct {
 	cnfFile  string
 	cred     *syscall.Credential
 	settings [][2]string
+	lock     *os.File // flock held while the directory is in use
 
 	mu      sync.Mutex // serialises Stop, Restart and Kill
 	cmd     *exec.Cmd
@@ -275,6 +276,14 @@ func NewMariaDB(opts ...MariaDBOption) (*MariaDB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("testenv: create temp dir: %w", err)
 	}
+	// Held while this process uses the directory: a later reapStaleMariaDB
+	// reaps only directories whose lock it can take, which works across PID
+	// namespaces sharing /tmp (owner.pid alone would not).
+	lock, err := lockDir(root)
+	if err != nil {
+		_ = os.RemoveAll(root)
+		return nil, err
+	}
 	m := &MariaDB{
 		Host:         "127.0.0.1",
 		DataDir:      filepath.Join(root, "data"),
@@ -290,6 +299,7 @@ func NewMariaDB(opts ...MariaDBOption) (*MariaDB, error) {
 		logFile:      filepath.Join(root, "mariadb.log"),
 		cnfFile:      filepath.Join(root, "my.cnf"),
 		cred:         cred,
+		lock:         lock,
 	}
 	for k, v := range cfg.settings {
 		if v != "" {
@@ -308,6 +318,7 @@ func NewMariaDB(opts ...MariaDBOption) (*MariaDB, error) {
 			m.Root.Close()
 		}
 		_ = os.RemoveAll(root)
+		lock.Close()
 		return nil, err
 	}
 	return m, nil
@@ -317,11 +328,17 @@ func (m *MariaDB) init(installDB string) error {
 	if err := m.chown(m.root); err != nil {
 		return err
 	}
-	if err := m.writeFile("owner.pid", strconv.Itoa(os.Getpid())+"\n"); err != nil {
+	// A private tmpdir: the server names its temporary files after its pid,
+	// and servers of test processes in other PID namespaces share /tmp.
+	tmp := filepath.Join(m.root, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return fmt.Errorf("testenv: create %s: %w", tmp, err)
+	}
+	if err := m.chown(tmp); err != nil {
 		return err
 	}
 	args := []string{"--no-defaults", "--datadir=" + m.DataDir, "--auth-root-authentication-method=normal",
-		"--skip-test-db", "--skip-name-resolve"}
+		"--skip-test-db", "--skip-name-resolve", "--tmpdir=" + tmp}
 	if m.cred != nil {
 		args = append(args, "--user=mysql")
 	}
@@ -405,7 +422,7 @@ func (m *MariaDB) config() string {
 	var b strings.Builder
 	b.WriteString("# written by tidemark internal/testenv\n[mariadbd]\n")
 	fmt.Fprintf(&b, "datadir = %s\nsocket = %s\nport = %d\nbind_address = 127.0.0.1\n", m.DataDir, m.Socket, m.Port)
-	fmt.Fprintf(&b, "pid_file = %s\nlog_error = %s\n", filepath.Join(m.root, "mariadbd.pid"), m.logFile)
+	fmt.Fprintf(&b, "pid_file = %s\nlog_error = %s\ntmpdir = %s\n", filepath.Join(m.root, "mariadbd.pid"), m.logFile, filepath.Join(m.root, "tmp"))
 	if m.cred != nil {
 		b.WriteString("user = mysql\n")
 	}
@@ -519,7 +536,9 @@ func (m *MariaDB) Stop() error {
 		m.Root.Close()
 	}
 	m.kill() // the data is thrown away: no need for a clean shutdown
-	if err := os.RemoveAll(m.root); err != nil {
+	err := os.RemoveAll(m.root)
+	m.lock.Close()
+	if err != nil {
 		return fmt.Errorf("testenv: remove %s: %w", m.root, err)
 	}
 	return nil
@@ -782,30 +801,43 @@ func mariadbCredential() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
 }
 
+// lockDir creates dir/lock and takes an exclusive flock on it.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("testenv: create lock in %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("testenv: lock %s: %w", dir, err)
+	}
+	return f, nil
+}
+
 // reapStaleMariaDB kills servers and removes directories left in base by
 // test processes that died without Stop (mariadbd dies with its test process
-// through Pdeathsig; this is the fallback).
+// through Pdeathsig; this is the fallback). A directory is stale when its
+// lock can be taken: its owner, wherever it runs, is gone.
 func reapStaleMariaDB(base string) {
 	dirs, _ := filepath.Glob(filepath.Join(base, mariadbDirPrefix+"*"))
 	for _, dir := range dirs {
-		b, err := os.ReadFile(filepath.Join(dir, "owner.pid"))
+		f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR, 0)
 		if err != nil {
-			continue
+			continue // being created, or not ours
 		}
-		owner, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || owner <= 0 || processAlive(owner) {
-			continue
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			f.Close()
+			continue // in use
 		}
 		if b, err := os.ReadFile(filepath.Join(dir, "mariadbd.pid")); err == nil {
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 && processAlive(pid) {
 				if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(cmdline), dir) {
 					_ = syscall.Kill(pid, syscall.SIGKILL)
-				} else {
-					continue
 				}
 			}
 		}
 		_ = os.RemoveAll(dir)
+		f.Close()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,9 @@ func TestMariaDBStarts(t *testing.T) {
 		if got := variable(t, m.Root, name); got != want {
 			t.Errorf("@@%s = %q, want %q", name, got, want)
 		}
+	}
+	if tmp := variable(t, m.Root, "tmpdir"); !strings.HasPrefix(tmp, filepath.Dir(m.DataDir)+"/") {
+		t.Errorf("@@tmpdir = %q, want a directory of its own (servers of other test processes share /tmp)", tmp)
 	}
 	var anon int
 	if err := m.Root.QueryRow("SELECT COUNT(*) FROM mysql.user WHERE User = ''").Scan(&anon); err != nil || anon != 0 {

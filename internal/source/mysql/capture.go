@@ -87,6 +87,9 @@ func New(sink pipeline.Sink, opts Options, log *slog.Logger) *Capture {
 	return &Capture{opts: opts, sink: sink, log: log}
 }
 
+// Close releases what the session holds (Run releases everything itself).
+func (c *Capture) Close() {}
+
 // table is the capture's view of one source table.
 type table struct {
 	id     change.TableID
@@ -96,8 +99,9 @@ type table struct {
 	keyIdx []int // indexes of the key columns in cols
 	est    int64
 	snap   snapState
-	// enums: the enum/set members were taken from a table map event.
-	enums bool
+	// mapped: cols were brought in line with a table map event
+	// (ApplyTableMap).
+	mapped bool
 	// after is the layout the DDL statements read since cols describe
 	// (nil: none).
 	after []Column
@@ -362,11 +366,12 @@ func fileIndex(name string) uint64 {
 }
 
 // FormatPosition prints a commit position (LSN) as file:pos, with the
-// binlog basename when known (mysql-bin.000007:1234), else #7:1234.
+// binlog basename when known (mysql-bin.000007:1234), else the file's
+// number (000007:1234).
 func FormatPosition(basename string, lsn uint64) string {
 	idx, pos := lsn>>32, lsn&0xffffffff
 	if basename == "" {
-		return fmt.Sprintf("#%d:%d", idx, pos)
+		return fmt.Sprintf("%06d:%d", idx, pos)
 	}
 	return fmt.Sprintf("%s.%06d:%d", basename, idx, pos)
 }
@@ -413,6 +418,10 @@ func (c *Capture) startPoint(ctx context.Context, cp pipeline.Checkpoint, haveCP
 		r.File, r.Pos = fmt.Sprintf("%s.%06d", c.basename, cp.Pos>>32), uint32(cp.Pos&0xffffffff)
 		return r, CheckResume(ctx, c.db, r)
 	}
+	cur, err := c.consistentStart(ctx)
+	if err != nil {
+		return cur, err
+	}
 	c.startWM = time.Now().UTC()
 	if err := c.sink.Flush(ctx, c.checkpoint(cur, binlogPos{cur.File, cur.Pos}.LSN(), c.startWM)); err != nil {
 		return cur, err
@@ -423,7 +432,8 @@ func (c *Capture) startPoint(ctx context.Context, cp pipeline.Checkpoint, haveCP
 // checkpoint builds the checkpoint of a resume point.
 func (c *Capture) checkpoint(r Resume, lsn uint64, wm time.Time) pipeline.Checkpoint {
 	info := map[string]string{
-		InfoBinlogFile: r.File, InfoBinlogPos: strconv.FormatUint(uint64(r.Pos), 10),
+		pipeline.InfoSource: "mysql",
+		InfoBinlogFile:      r.File, InfoBinlogPos: strconv.FormatUint(uint64(r.Pos), 10),
 		InfoFlavor: string(c.flavor), InfoServerID: strconv.FormatUint(uint64(r.ServerID), 10), InfoBinlogBase: c.basename,
 	}
 	if !r.GTID.IsEmpty() {
@@ -442,14 +452,21 @@ type queryer interface {
 
 // binlogEnd is SHOW MASTER STATUS: the end of the last event group written.
 func (c *Capture) binlogEnd(ctx context.Context, q queryer) (binlogPos, error) {
+	p, _, err := c.masterStatus(ctx, q)
+	return p, err
+}
+
+// masterStatus is SHOW MASTER STATUS: the binlog end and, on MySQL, the
+// executed GTID set of the same instant (Executed_Gtid_Set; "" else).
+func (c *Capture) masterStatus(ctx context.Context, q queryer) (binlogPos, string, error) {
 	rows, err := q.QueryContext(ctx, "SHOW MASTER STATUS")
 	if err != nil {
-		return binlogPos{}, Classify(fmt.Errorf("read the binlog position (SHOW MASTER STATUS; the user needs REPLICATION CLIENT / BINLOG MONITOR): %w", err))
+		return binlogPos{}, "", Classify(fmt.Errorf("read the binlog position (SHOW MASTER STATUS; the user needs REPLICATION CLIENT / BINLOG MONITOR): %w", err))
 	}
 	defer rows.Close()
 	cols, _ := rows.Columns()
 	if !rows.Next() {
-		return binlogPos{}, fault.With(fault.ErrServerConfig, "the server writes no binlog (SHOW MASTER STATUS is empty): start it with log_bin", rows.Err())
+		return binlogPos{}, "", fault.With(fault.ErrServerConfig, "the server writes no binlog (SHOW MASTER STATUS is empty): start it with log_bin", rows.Err())
 	}
 	vals := make([]sql.RawBytes, len(cols))
 	ptrs := make([]any, len(cols))
@@ -457,11 +474,42 @@ func (c *Capture) binlogEnd(ctx context.Context, q queryer) (binlogPos, error) {
 		ptrs[i] = &vals[i]
 	}
 	if err := rows.Scan(ptrs...); err != nil {
-		return binlogPos{}, Classify(err)
+		return binlogPos{}, "", Classify(err)
 	}
 	pos, err := strconv.ParseUint(string(vals[1]), 10, 32)
 	if err != nil {
-		return binlogPos{}, fmt.Errorf("SHOW MASTER STATUS: position %q: %w", vals[1], err)
+		return binlogPos{}, "", fmt.Errorf("SHOW MASTER STATUS: position %q: %w", vals[1], err)
 	}
-	return binlogPos{File: string(vals[0]), Pos: uint32(pos)}, nil
+	var gtid string
+	if len(vals) >= 5 {
+		gtid = strings.ReplaceAll(string(vals[4]), "\n", "")
+	}
+	return binlogPos{File: string(vals[0]), Pos: uint32(pos)}, gtid, nil
+}
+
+// consistentStart is the server's current position as a Resume whose GTID
+// set and file:pos name the same point: Preflight reads them at different
+// moments, and under writes a GTID set behind the position would make the
+// stream re-read transactions at positions below its start. MariaDB:
+// SHOW MASTER STATUS, then BINLOG_GTID_POS of that position; MySQL: the
+// file, position and Executed_Gtid_Set of one SHOW MASTER STATUS.
+func (c *Capture) consistentStart(ctx context.Context) (Resume, error) {
+	r := c.info.Position()
+	p, gtid, err := c.masterStatus(ctx, c.db)
+	if err != nil {
+		return r, err
+	}
+	if c.flavor == MariaDB {
+		var g sql.NullString
+		if err := c.db.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Pos).Scan(&g); err != nil {
+			return r, Classify(fmt.Errorf("read the GTID position of %s: %w", p, err))
+		}
+		gtid = g.String
+	}
+	set, err := ParseGTIDSet(c.flavor, gtid)
+	if err != nil {
+		return r, fmt.Errorf("the server's GTID position %q: %w", gtid, err)
+	}
+	r.File, r.Pos, r.GTID = p.File, p.Pos, set
+	return r, nil
 }

@@ -88,9 +88,10 @@ type DDL struct {
 // DDLParser parses the statements of binlog QUERY events with the TiDB SQL
 // parser. It is not safe for concurrent use; the zero value is ready.
 type DDLParser struct {
-	// ANSIQuotes: the statement was written under sql_mode ANSI_QUOTES
-	// ("x" is an identifier, not a string), as its QUERY event says.
-	ANSIQuotes bool
+	// ANSIQuotes and NoBackslashEscapes: the statement was written under
+	// sql_mode ANSI_QUOTES ("x" is an identifier, not a string) or
+	// NO_BACKSLASH_ESCAPES, as its QUERY event says (QueryEventSQLMode).
+	ANSIQuotes, NoBackslashEscapes bool
 
 	p *parser.Parser
 }
@@ -124,11 +125,14 @@ func (dp *DDLParser) Parse(defaultSchema, statement string) (DDL, error) {
 	if dp.p == nil {
 		dp.p = parser.New()
 	}
+	var mode tidbmysql.SQLMode
 	if dp.ANSIQuotes {
-		dp.p.SetSQLMode(tidbmysql.ModeANSIQuotes)
-	} else {
-		dp.p.SetSQLMode(tidbmysql.ModeNone)
+		mode |= tidbmysql.ModeANSIQuotes
 	}
+	if dp.NoBackslashEscapes {
+		mode |= tidbmysql.ModeNoBackslashEscapes
+	}
+	dp.p.SetSQLMode(mode)
 	fail := func(err error) (DDL, error) {
 		return DDL{}, fault.With(fault.ErrUnsupportedDDL, fmt.Sprintf(
 			"cannot parse the schema statement in the binlog (default schema %q): %s", defaultSchema, statement), err)
@@ -688,4 +692,66 @@ func describeSpec(d *DDL, t TableName, spec *ast.AlterTableSpec, resolve func(*a
 		}
 	}
 	return nil
+}
+
+// SQLMode is the sql_mode a statement was written under, as the server's
+// bit set (QueryEventSQLMode).
+type SQLMode uint64
+
+const (
+	sqlModeANSIQuotes         SQLMode = 1 << 2  // MODE_ANSI_QUOTES
+	sqlModeNoBackslashEscapes SQLMode = 1 << 20 // MODE_NO_BACKSLASH_ESCAPES (1<<21 is STRICT_TRANS_TABLES)
+)
+
+// ANSIQuotes: "x" is an identifier.
+func (m SQLMode) ANSIQuotes() bool { return m&sqlModeANSIQuotes != 0 }
+
+// NoBackslashEscapes: a backslash in a string is a plain character.
+func (m SQLMode) NoBackslashEscapes() bool { return m&sqlModeNoBackslashEscapes != 0 }
+
+// QueryEventSQLMode reads the sql_mode from a QUERY event's status
+// variables (go-mysql's QueryEvent.StatusVars). It walks the variables in
+// order and stops at the first it does not know; the server writes sql_mode
+// second, after the flags, so false means the event has none.
+func QueryEventSQLMode(statusVars []byte) (SQLMode, bool) {
+	b := statusVars
+	for len(b) > 0 {
+		code := b[0]
+		b = b[1:]
+		n := -1
+		switch code {
+		case 0: // Q_FLAGS2_CODE
+			n = 4
+		case 1: // Q_SQL_MODE_CODE
+			if len(b) < 8 {
+				return 0, false
+			}
+			var m uint64
+			for i := 7; i >= 0; i-- {
+				m = m<<8 | uint64(b[i])
+			}
+			return SQLMode(m), true
+		case 2: // Q_CATALOG_CODE: length, name, NUL
+			if len(b) > 0 {
+				n = 1 + int(b[0]) + 1
+			}
+		case 3: // Q_AUTO_INCREMENT
+			n = 4
+		case 4: // Q_CHARSET_CODE
+			n = 6
+		case 5, 6: // Q_TIME_ZONE_CODE, Q_CATALOG_NZ_CODE: length, text
+			if len(b) > 0 {
+				n = 1 + int(b[0])
+			}
+		case 7, 8: // Q_LC_TIME_NAMES_CODE, Q_CHARSET_DATABASE_CODE
+			n = 2
+		case 9: // Q_TABLE_MAP_FOR_UPDATE_CODE
+			n = 8
+		}
+		if n < 0 || n > len(b) {
+			return 0, false
+		}
+		b = b[n:]
+	}
+	return 0, false
 }

@@ -153,3 +153,31 @@ func TestParseDDLANSIQuotes(t *testing.T) {
 		t.Errorf("reuse: %+v %v", d, err)
 	}
 }
+
+func TestQueryEventSQLMode(t *testing.T) {
+	le := func(v uint64, n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(v >> (8 * i))
+		}
+		return b
+	}
+	vars := append([]byte{0}, le(0, 4)...)                          // Q_FLAGS2_CODE
+	vars = append(vars, 1)                                          // Q_SQL_MODE_CODE
+	vars = append(vars, le(1<<2|1<<20|1<<21, 8)...)                 // ANSI_QUOTES, NO_BACKSLASH_ESCAPES, STRICT_TRANS_TABLES
+	vars = append(vars, 6, 3, 's', 't', 'd', 4, 45, 0, 45, 0, 8, 0) // catalog, charset (after: not read)
+	m, ok := QueryEventSQLMode(vars)
+	if !ok || !m.ANSIQuotes() || !m.NoBackslashEscapes() {
+		t.Errorf("QueryEventSQLMode = %#x, %v", m, ok)
+	}
+	// The catalog before sql_mode (old servers) is stepped over.
+	old := append([]byte{6, 3, 's', 't', 'd', 1}, le(1<<21, 8)...)
+	if m, ok := QueryEventSQLMode(old); !ok || m.ANSIQuotes() || m.NoBackslashEscapes() {
+		t.Errorf("after a catalog: %#x, %v", m, ok)
+	}
+	for _, bad := range [][]byte{nil, {0, 1, 2}, {1, 4, 0}, {200, 1, 2, 3}} {
+		if _, ok := QueryEventSQLMode(bad); ok {
+			t.Errorf("QueryEventSQLMode(%v): ok", bad)
+		}
+	}
+}

@@ -606,6 +606,9 @@ func CheckServerID(ctx context.Context, db *sql.DB, replicaID uint32, reportHost
 		return conflict("the source server's own server_id")
 	}
 	rows, err := db.QueryContext(ctx, "SHOW SLAVE HOSTS")
+	if num, _, ok := ServerError(err); ok && num == 1064 { // MySQL 8.4 knows only SHOW REPLICAS
+		rows, err = db.QueryContext(ctx, "SHOW REPLICAS")
+	}
 	if err != nil {
 		if num, _, ok := ServerError(err); ok && (num == erSpecificAccessDenied || num == 1064) {
 			return nil

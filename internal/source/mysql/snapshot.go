@@ -205,6 +205,10 @@ func (sn *snapshotter) table(ctx context.Context, t *table) error {
 		return Classify(fmt.Errorf("table %s: connect for the snapshot: %w", t.id, err))
 	}
 	defer conn.Close()
+	// The text DecodeText reads depends on the session's settings.
+	if err := CheckSession(ctx, conn); err != nil {
+		return err
+	}
 	// t.snap is the stream's; the progress read here is where this run
 	// starts (the stream has not written a chunk of t yet).
 	lastKey := t.snap.LastKey
@@ -364,6 +368,9 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 		w.lastKey = after
 	}
 	w.last = len(w.rows) < limit
+	// Between the SELECT and the high watermark: tests widen the window
+	// here (sleep) so that concurrent writes land inside it.
+	failpoint.Inject("mysql-snapshot-after-select")
 	hp, err := c.binlogEnd(ctx, conn)
 	if err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/pipeline"
 )
@@ -66,8 +67,9 @@ type stream struct {
 	done Resume
 	// stale: tables whose schema may have changed (a DDL statement): the
 	// next row event's column names are checked against a fresh describe.
-	stale map[change.TableID]bool
-	ddlp  DDLParser
+	stale           map[change.TableID]bool
+	ddlp            DDLParser
+	heartbeatPeriod time.Duration
 	// fde is the raw format description event of the binlog being read.
 	fde []byte
 	// lastWatermark is the commit time of the last transaction (or
@@ -117,6 +119,7 @@ func newStream(c *Capture, tables map[change.TableID]*table, start Resume) (*str
 		cfg.ReadTimeout = 3*cfg.HeartbeatPeriod + 10*time.Second
 	}
 	SyncerSettings(&cfg)
+	s.heartbeatPeriod = cfg.HeartbeatPeriod
 	s.syncer = replication.NewBinlogSyncer(cfg)
 	if !start.GTID.IsEmpty() && c.info.GTIDMode {
 		s.bs, err = s.syncer.StartSyncGTID(s.gtid.GoMySQL())
@@ -227,8 +230,12 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 	switch e := ev.Event.(type) {
 	case *replication.RotateEvent:
 		s.file = string(e.NextLogName)
-		s.readPos = binlogPos{s.file, uint32(e.Position)}.LSN()
-		s.between(time.Time{})
+		// The rotate a GTID dump starts with says position 4 of the file
+		// that holds the GTID: the position read never moves back.
+		if p := (binlogPos{s.file, uint32(e.Position)}).LSN(); p > s.readPos {
+			s.readPos = p
+			s.between(time.Time{})
+		}
 		return nil
 	case *replication.MariadbGTIDEvent:
 		g := GTID{Flavor: MariaDB, Domain: e.GTID.DomainID, ServerID: e.GTID.ServerID, Seq: e.GTID.SequenceNumber}
@@ -250,6 +257,9 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 			return s.commit(ctx, h)
 		default:
 			s.setPos(h)
+			// The statement is read under the sql_mode it was written with.
+			mode, _ := QueryEventSQLMode(e.StatusVars)
+			s.ddlp.ANSIQuotes, s.ddlp.NoBackslashEscapes = mode.ANSIQuotes(), mode.NoBackslashEscapes()
 			if err := s.ddl(ctx, string(e.Schema), q, h); err != nil {
 				return err
 			}
@@ -273,13 +283,12 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		return s.commit(ctx, h)
 	default:
 		if h.EventType == replication.HEARTBEAT_EVENT {
-			// The server has sent everything up to its binlog end: the source
-			// is captured up to now.
-			if !s.tx.open && h.LogPos > 0 {
-				if p := (binlogPos{s.file, h.LogPos}).LSN(); p > s.readPos {
-					s.readPos = p
-				}
-				s.between(time.Now().UTC())
+			// The server had nothing more to send: the source is captured
+			// up to about now (a heartbeat period back, as the server may
+			// have written events since it sent this one). Its position is
+			// not used: it can be ahead of events still on their way.
+			if !s.tx.open {
+				s.between(time.Now().UTC().Add(-s.heartbeatPeriod))
 			}
 			return nil
 		}
@@ -290,9 +299,14 @@ func (s *stream) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 	return nil
 }
 
+// setPos moves the position read to the end of the event of header h. It
+// never moves back: a GTID dump starts with the file's format description
+// and GTID list events, whose positions lie before the resume point.
 func (s *stream) setPos(h *replication.EventHeader) {
 	if h.LogPos > 0 {
-		s.readPos = binlogPos{s.file, h.LogPos}.LSN()
+		if p := (binlogPos{s.file, h.LogPos}).LSN(); p > s.readPos {
+			s.readPos = p
+		}
 	}
 }
 
@@ -313,16 +327,15 @@ func (s *stream) between(wm time.Time) {
 // completed hands the resume point s.done to the engine.
 func (s *stream) completed(wm time.Time) {
 	s.done.GTID = s.gtid
-	cp := s.c.checkpoint(s.done, s.readPos, wm)
-	if wm.IsZero() {
-		cp.Watermark = s.eng.Acked().Watermark
-		if s.lastWatermark.After(cp.Watermark) {
-			cp.Watermark = s.lastWatermark
-		}
-	} else {
+	// The watermark never moves back (a commit's timestamp is its
+	// statement's start, a heartbeat's an estimate).
+	if wm.After(s.lastWatermark) {
 		s.lastWatermark = wm
 	}
-	s.eng.Completed(cp)
+	if a := s.eng.Acked().Watermark; a.After(s.lastWatermark) {
+		s.lastWatermark = a
+	}
+	s.eng.Completed(s.c.checkpoint(s.done, s.readPos, s.lastWatermark))
 }
 
 // commit ends the open transaction at the event of header h: its changes
@@ -386,7 +399,12 @@ func (s *stream) rowsEvent(ctx context.Context, e *replication.RowsEvent, lsn ui
 		if s.eng.Full() {
 			// Back-pressure inside a transaction: the checkpoint the flush
 			// records is the last complete transaction's.
-			return s.eng.Flush(ctx)
+			if err := s.eng.Flush(ctx); err != nil {
+				return err
+			}
+			// The previous flush is durable, a part of this transaction
+			// may be in the lake: tests kill the process here.
+			failpoint.Inject("mysql-after-backpressure-flush")
 		}
 		return nil
 	}
@@ -442,7 +460,7 @@ func (s *stream) tableFor(ctx context.Context, id change.TableID, tm *replicatio
 			"table %s: the binlog's row events carry no column names: set binlog_row_metadata = FULL on the server (SET GLOBAL binlog_row_metadata = 'FULL' and in its config)", id), nil)
 	}
 	if sameNames(names, t.names()) && !s.stale[id] {
-		return t, s.enums(t, tm)
+		return s.applyTableMap(t, tm)
 	}
 	// After a DDL statement (or with columns the table did not have): the
 	// table as it is now, if its columns are the event's; else the layout
@@ -477,55 +495,47 @@ func (s *stream) tableFor(ctx context.Context, id change.TableID, tm *replicatio
 				"Nothing was skipped. Re-snapshot the table (tidemark resnapshot %s), or restore the column", id, names, nt.names(), id), nil)
 	}
 	nt.after = nil
-	if sameSchema(nt.schema, t.schema) {
-		delete(s.stale, id)
-		t.after = nil
-		return t, s.enums(t, tm)
-	}
-	if _, err := s.c.sink.OpenTable(ctx, id, nt.schema); err != nil {
-		return nil, err
+	// The table as now described (an enum's members, say, may have
+	// changed with the same lake schema); the lake evolves when the
+	// schema did.
+	if !sameSchema(nt.schema, t.schema) {
+		s.c.withDefaults(t.schema, nt)
+		if _, err := s.c.sink.OpenTable(ctx, id, nt.schema); err != nil {
+			return nil, err
+		}
+		s.c.log.Info("schema change", "table", id.String(), "columns", len(nt.cols))
 	}
 	// A new table value: a snapshot worker may still read the old one.
 	nt.snap, nt.est = t.snap, t.est
-	if err := s.enums(nt, tm); err != nil {
-		return nil, err
-	}
 	s.tables[id] = nt
 	delete(s.stale, id)
-	s.c.log.Info("schema change", "table", id.String(), "columns", len(nt.cols))
-	return nt, nil
+	return s.applyTableMap(nt, tm)
 }
 
-// enums takes the enum and set members of t from the table map event
-// once (exact where information_schema's are not), rebuilding the
-// mappings that decode them.
-func (s *stream) enums(t *table, tm *replication.TableMapEvent) error {
-	if t.enums {
-		return nil
+// applyTableMap brings t's columns in line with the first table map event
+// of the table read (ApplyTableMap: exact enum/set members, MariaDB's old
+// temporal formats) and returns the table to decode its row events with:
+// t itself when that changes nothing, else a new table value (a snapshot
+// worker may be decoding with t's mappings).
+func (s *stream) applyTableMap(t *table, tm *replication.TableMapEvent) (*table, error) {
+	if t.mapped {
+		return t, nil
 	}
-	has := false
-	for _, c := range t.cols {
-		if c.DataType == "enum" || c.DataType == "set" {
-			has = true
+	cols := slices.Clone(t.cols)
+	if err := ApplyTableMap(cols, tm); err != nil {
+		return nil, fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s", t.id), err)
+	}
+	nt := *t
+	nt.cols, nt.maps, nt.mapped = cols, make([]*Mapping, len(cols)), true
+	for i, c := range cols {
+		m, err := Map(c)
+		if err != nil {
+			return nil, fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s column %q", t.id, c.Name), err)
 		}
+		nt.maps[i] = m
 	}
-	t.enums = true
-	if !has {
-		return nil
-	}
-	if err := ElementsFromTableMap(t.cols, tm); err != nil {
-		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s", t.id), err)
-	}
-	for i, c := range t.cols {
-		if c.DataType == "enum" || c.DataType == "set" {
-			m, err := Map(c)
-			if err != nil {
-				return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s column %q", t.id, c.Name), err)
-			}
-			t.maps[i] = m
-		}
-	}
-	return nil
+	s.tables[t.id] = &nt
+	return &nt, nil
 }
 
 func sameSchema(a, b *change.Schema) bool {
@@ -596,12 +606,13 @@ func rawJSON(t *table, row []any) string {
 		if i < len(t.cols) {
 			name = t.cols[i].Name
 		}
-		if b, ok := v.([]byte); ok {
-			v = string(b)
-		}
-		m[name] = fmt.Sprint(v)
-		if v == nil {
+		switch {
+		case v == nil:
 			m[name] = nil
+		case i < len(t.maps):
+			m[name] = t.maps[i].BinlogText(v)
+		default:
+			m[name] = fmt.Sprint(v)
 		}
 	}
 	b, _ := json.Marshal(m)
@@ -944,4 +955,55 @@ func (sp *txSpool) replay(s *stream, fn func(*replication.RowsEvent) error) erro
 func (sp *txSpool) remove() {
 	sp.f.Close()
 	os.Remove(sp.f.Name())
+}
+
+// withDefaults gives the columns nt has and old lacks (added by ALTER TABLE)
+// their constant DEFAULT as the missing value: the rows that existed then
+// hold it without a row event for them, and bronze and silver give it to
+// the rows written before the column (bronze/defaults.go). A default that
+// is an expression (CURRENT_TIMESTAMP, a function) is not known per row:
+// those rows keep NULL.
+func (c *Capture) withDefaults(old *change.Schema, nt *table) {
+	had := map[string]bool{}
+	for _, f := range old.Fields {
+		had[f.Name] = true
+	}
+	for i, col := range nt.cols {
+		if had[col.Name] || col.Default == nil {
+			continue
+		}
+		text, ok := constantDefault(c.flavor, col)
+		if !ok {
+			continue
+		}
+		v, err := nt.maps[i].DecodeText([]byte(text))
+		if err != nil || v == nil {
+			continue
+		}
+		nt.schema.Fields[i].Missing, nt.schema.Fields[i].MissingText = v, text
+	}
+}
+
+// constantDefault is the text of a column's DEFAULT when it is a constant.
+// MariaDB's information_schema writes COLUMN_DEFAULT as SQL ('abc', 12,
+// NULL, current_timestamp()); MySQL's as the value, with
+// DEFAULT_GENERATED in EXTRA for an expression.
+func constantDefault(f Flavor, col Column) (string, bool) {
+	d := *col.Default
+	if f == MySQL {
+		if strings.Contains(strings.ToUpper(col.Extra), "DEFAULT_GENERATED") {
+			return "", false
+		}
+		return d, true
+	}
+	switch {
+	case strings.EqualFold(d, "NULL"):
+		return "", false
+	case len(d) >= 2 && d[0] == '\'' && d[len(d)-1] == '\'':
+		return strings.ReplaceAll(d[1:len(d)-1], "''", "'"), true
+	}
+	if _, err := strconv.ParseFloat(d, 64); err == nil {
+		return d, true
+	}
+	return "", false
 }

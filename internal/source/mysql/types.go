@@ -26,6 +26,22 @@ package mysql
 //     column's definition and the binlog disagree: a schema change not yet
 //     applied) is a *BinlogTypeError, not a dead letter: the capture must
 //     stop rather than store values under the wrong type.
+//
+// A capture uses it so:
+//
+//  1. LoadColumns reads a table's columns (ordinal order) and key.
+//  2. Each binlog TableMapEvent of the table goes through ApplyTableMap
+//     (exact enum/set members, MariaDB 5.3 temporal columns), then Map
+//     makes each column's Mapping; Field gives the change.Field.
+//  3. The BinlogSyncerConfig goes through SyncerSettings; a row event's
+//     row[i] goes through Mappings[i].DecodeBinlog.
+//  4. Snapshot connections run under SessionVariables (CheckSession says
+//     whether one does); the chunk SELECT lists each column's SelectExpr,
+//     and each sql.RawBytes goes through AppendText into a builder of
+//     ArrowType (or DecodeText).
+//  5. A *typemap.ValueError is a dead letter (its Reason, and the raw row:
+//     the SELECT text or BinlogText of each value); a *BinlogTypeError or
+//     an *UnsupportedTypeError stops the capture.
 
 import (
 	"errors"
@@ -86,9 +102,15 @@ type Column struct {
 	Generated string
 	// Extra is EXTRA verbatim ("auto_increment", "VIRTUAL GENERATED", ...).
 	Extra string
-	// Default is COLUMN_DEFAULT verbatim (an SQL expression in MariaDB:
-	// 'abc', 12, NULL, current_timestamp()); nil when information_schema
-	// says NULL. Not interpreted here.
+	// OldTemporal marks a time, datetime or timestamp column stored in
+	// MariaDB 5.3's format (SHOW CREATE TABLE shows /* mariadb-5.3 */; the
+	// binlog types it MYSQL_TYPE_TIME, _DATETIME, _TIMESTAMP): go-mysql
+	// reads its negative times as large positive ones and cannot read its
+	// fractional seconds at all. LoadColumns and ApplyTableMap set it.
+	OldTemporal bool
+	// Default is COLUMN_DEFAULT verbatim: an SQL expression in MariaDB
+	// ('abc', 12, current_timestamp()), the value's text in MySQL; nil for
+	// none (NULL, or MariaDB's expression NULL). Not interpreted here.
 	Default *string
 }
 
@@ -318,6 +340,7 @@ type Mapping struct {
 	// bit(n); length is binary(n)'s n.
 	bits     int
 	unsigned bool
+	oldTime  bool // a time column in MariaDB 5.3's format
 	length   int
 	prec     int32
 	scale    int32
@@ -364,6 +387,15 @@ func Map(c Column) (*Mapping, error) {
 	dec := func(k kind, p, s int) {
 		m.prec, m.scale = int32(p), int32(s)
 		set(k, iceberg.DecimalTypeOf(p, s), &arrow.Decimal128Type{Precision: int32(p), Scale: int32(s)})
+	}
+	switch dt := strings.ToLower(c.DataType); dt {
+	case "time", "datetime", "timestamp":
+		if c.OldTemporal && c.DatetimePrecision > 0 {
+			return nil, unsupported("the column is stored in MariaDB 5.3's temporal format (SHOW CREATE TABLE " +
+				"shows /* mariadb-5.3 */), whose fractional seconds the binlog decoder cannot read; " +
+				"ALTER TABLE … FORCE rebuilds the table in the current format (mysql56_temporal_format=ON)")
+		}
+		m.oldTime = c.OldTemporal && dt == "time"
 	}
 	switch dt := strings.ToLower(c.DataType); dt {
 	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint":
@@ -433,6 +465,8 @@ func Map(c Column) (*Mapping, error) {
 	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext":
 		cs, ok := charsetOf(c.Charset)
 		switch {
+		case c.Charset == "":
+			return nil, unsupported("its character set is not known (Column.Charset is empty)")
 		case !ok:
 			return nil, unsupported(fmt.Sprintf("the binlog decoder does not read character set %s "+
 				"(it reads utf8mb4, utf8mb3, ascii, latin1, ucs2, utf16, utf16le, utf32 and binary; "+

@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -139,4 +140,41 @@ func atoi(s string) (int, bool) {
 		n = n*10 + int(c-'0')
 	}
 	return n, true
+}
+
+// parseOldTime reads go-mysql's text of a time in MariaDB 5.3's (and MySQL
+// 5.5's) format: a signed 24-bit integer HHMMSS that go-mysql reads as
+// unsigned and prints as H:MM:SS of that number, so -838:59:59 arrives as
+// "839:12:57". The number is rebuilt from the text and its sign restored.
+func parseOldTime(s string) (int64, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
+		return 0, errMalformed
+	}
+	h, ok1 := atoi(parts[0])
+	mi, ok2 := atoi(parts[1])
+	sec, ok3 := atoi(parts[2])
+	if !ok1 || !ok2 || !ok3 || mi > 99 || sec > 99 {
+		return 0, errMalformed
+	}
+	raw := int64(h)*10000 + int64(mi)*100 + int64(sec)
+	if raw >= 1<<24 {
+		return 0, errMalformed
+	}
+	if raw >= 1<<23 {
+		raw -= 1 << 24
+	}
+	neg := raw < 0
+	if neg {
+		raw = -raw
+	}
+	h, mi, sec = int(raw/10000), int(raw/100%100), int(raw%100)
+	if mi > 59 || sec > 59 {
+		return 0, errMalformed
+	}
+	us := (int64(h)*3600 + int64(mi)*60 + int64(sec)) * usPerSecond
+	if neg {
+		us = -us
+	}
+	return us, nil
 }

@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -8,10 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
@@ -180,12 +183,22 @@ func (m *Mapping) decodeBinlog(v any) (any, error) {
 	case kTimestamp:
 		switch t := v.(type) {
 		case string: // ParseTime false: printed in TimestampStringLocation (UTC)
+			if f, ok := strings.CutPrefix(t, "0000-00-00 00:00:00."); ok && strings.Trim(f, "0") != "" {
+				// go-mysql prints every TIMESTAMP whose seconds are 0 as the
+				// zero value, but only 1970-01-01 00:00:00 UTC has them with
+				// a fraction (MariaDB accepts it): the zero TIMESTAMP has none.
+				us, _, err := parseClock("00:00:00."+f, 2)
+				return arrow.Timestamp(us), err
+			}
 			return parseDatetime(t)
 		case time.Time: // ParseTime: the instant
 			return arrow.Timestamp(t.UnixMicro()), nil
 		}
 	case kTime:
 		if s, ok := v.(string); ok {
+			if m.oldTime {
+				return parseOldTime(s)
+			}
 			return parseTime(s)
 		}
 	case kText:
@@ -197,6 +210,9 @@ func (m *Mapping) decodeBinlog(v any) (any, error) {
 		}
 	case kJSON:
 		switch s := v.(type) {
+		case *replication.JsonDiff:
+			return nil, &BinlogTypeError{Column: m.col, Type: m.source,
+				Got: "a partial JSON update (set binlog_row_value_options='' on the server: tidemark needs whole documents)"}
 		case string:
 			return jsonText([]byte(s))
 		case []byte:
@@ -242,6 +258,16 @@ func (m *Mapping) DecodeText(text []byte) (any, error) {
 func (m *Mapping) decodeText(text []byte) (any, error) {
 	switch m.k {
 	case kInt32, kUint32, kInt64, kUint64:
+		if m.k != kUint64 {
+			x, err := m.textInt64(text)
+			if err != nil {
+				return nil, err
+			}
+			if m.k == kInt32 {
+				return int32(x), nil
+			}
+			return x, nil
+		}
 		if m.isUnsigned() {
 			u, err := strconv.ParseUint(string(text), 10, 64)
 			if err != nil {
@@ -312,6 +338,55 @@ func (m *Mapping) decodeText(text []byte) (any, error) {
 // returns DecodeText's *typemap.ValueError and appends nothing; any other
 // error is a builder of another type.
 func (m *Mapping) AppendText(b array.Builder, text []byte) error {
+	if text == nil {
+		b.AppendNull()
+		return nil
+	}
+	// The common kinds go straight into their builders, without the boxed
+	// value DecodeText returns; the parsers are DecodeText's.
+	var err error
+	switch bb := b.(type) {
+	case *array.Int32Builder:
+		if m.k == kInt32 {
+			var x int64
+			if x, err = m.textInt64(text); err == nil {
+				bb.Append(int32(x))
+				return nil
+			}
+			return m.valueErr(err)
+		}
+	case *array.Int64Builder:
+		if m.k == kInt64 || m.k == kUint32 {
+			var x int64
+			if x, err = m.textInt64(text); err == nil {
+				bb.Append(x)
+				return nil
+			}
+			return m.valueErr(err)
+		}
+	case *array.StringBuilder:
+		if m.k == kText || m.k == kEnum || m.k == kSet {
+			if !utf8.Valid(text) {
+				return m.valueErr(errNotUTF8)
+			}
+			bb.BinaryBuilder.Append(text)
+			return nil
+		}
+	case *array.BinaryBuilder:
+		if m.k == kBinary {
+			bb.Append(text)
+			return nil
+		}
+	case *array.TimestampBuilder:
+		if m.k == kDatetime || m.k == kTimestamp {
+			var ts arrow.Timestamp
+			if ts, err = parseDatetime(string(text)); err == nil {
+				bb.Append(ts)
+				return nil
+			}
+			return m.valueErr(err)
+		}
+	}
 	v, err := m.DecodeText(text)
 	if err != nil {
 		return err
@@ -339,6 +414,29 @@ func DecodeText(c Column, text []byte) (any, error) {
 		return nil, err
 	}
 	return m.DecodeText(text)
+}
+
+// textInt64 reads the text of an integer column whose values fit int64
+// (all but bigint unsigned), checked against the column's own range.
+func (m *Mapping) textInt64(text []byte) (int64, error) {
+	if m.unsigned {
+		u, err := strconv.ParseUint(string(text), 10, 64)
+		if err != nil {
+			return 0, numErr(err)
+		}
+		if u>>min(m.bits, 63) != 0 {
+			return 0, errRange
+		}
+		return int64(u), nil
+	}
+	x, err := strconv.ParseInt(string(text), 10, 64)
+	if err != nil {
+		return 0, numErr(err)
+	}
+	if m.bits < 64 && (x < -1<<(m.bits-1) || x >= 1<<(m.bits-1)) {
+		return 0, errRange
+	}
+	return x, nil
 }
 
 func (m *Mapping) isUnsigned() bool { return m.unsigned }
@@ -581,4 +679,50 @@ func decimalText(neg bool, digits []byte, s int) string {
 		b.Write(digits[len(digits)-s:])
 	}
 	return b.String()
+}
+
+// BinlogText renders a binlog value as text for the raw column of a
+// dead-letter row (change.DeadLetter.Raw), as close to what SELECT would
+// show as the value allows: integers with their sign fixed, an enum or set
+// by its members, text converted from its character set when it can be,
+// and bytes (or text that cannot be converted) as 0x-prefixed hex. nil
+// (SQL NULL) is "". It never fails.
+func (m *Mapping) BinlogText(v any) string {
+	if v == nil {
+		return ""
+	}
+	switch m.k {
+	case kInt32, kUint32, kInt64, kUint64, kBit, kBit64, kEnum, kSet, kYear, kDecimal, kDecimalText:
+		if out, err := m.decodeBinlog(v); err == nil {
+			switch x := out.(type) {
+			case decimal128.Num:
+				return x.ToString(m.scale)
+			case string:
+				return x
+			}
+			return fmt.Sprint(out)
+		}
+	}
+	var b []byte
+	switch x := v.(type) {
+	case string:
+		b = []byte(x)
+	case []byte:
+		b = x
+	case time.Time:
+		return x.UTC().Format("2006-01-02 15:04:05.999999")
+	default:
+		return fmt.Sprint(v)
+	}
+	switch m.k {
+	case kText, kJSON:
+		if s, err := toUTF8(m.cs, b); err == nil {
+			return s
+		}
+	case kDate, kDatetime, kTimestamp, kTime:
+		if utf8.Valid(b) {
+			return string(b)
+		}
+	}
+	return "0x" + hex.EncodeToString(b)
 }

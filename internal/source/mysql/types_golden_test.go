@@ -33,7 +33,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/mysql_types.golden from the server's output")
 
 // goldenDDL has a column of every type the mapping names.
-const goldenDDL = "CREATE TABLE golden (\n" +
+var goldenDDL = "CREATE TABLE golden (\n" +
 	"	id                   int PRIMARY KEY,\n" +
 	"	c_tinyint            tinyint,\n" +
 	"	c_tinyint_u          tinyint unsigned,\n" +
@@ -56,24 +56,35 @@ const goldenDDL = "CREATE TABLE golden (\n" +
 	"	c_double             double,\n" +
 	"	c_double_u           double unsigned,\n" +
 	"	c_bit1               bit(1),\n" +
+	"	c_bit5               bit(5),\n" +
 	"	c_bit10              bit(10),\n" +
+	"	c_bit20              bit(20),\n" +
+	"	c_bit40              bit(40),\n" +
 	"	c_bit63              bit(63),\n" +
 	"	c_bit64              bit(64),\n" +
 	"	c_enum               enum('a','b c','it''s','a\\\\b','x,y','🌊'),\n" +
 	"	c_set                set('x','y','z','🌊'),\n" +
+	"	c_enum300            enum(" + members("e", 300) + "),\n" +
+	"	c_set64              set(" + members("s", 64) + "),\n" +
 	"	c_json               json,\n" +
 	"	c_year               year,\n" +
 	"	c_date               date,\n" +
 	"	c_datetime           datetime,\n" +
+	"	c_datetime2          datetime(2),\n" +
 	"	c_datetime3          datetime(3),\n" +
 	"	c_datetime6          datetime(6),\n" +
 	"	c_timestamp          timestamp NULL,\n" +
+	"	c_timestamp1         timestamp(1) NULL,\n" +
+	"	c_timestamp4         timestamp(4) NULL,\n" +
 	"	c_timestamp6         timestamp(6) NULL,\n" +
 	"	c_time               time,\n" +
 	"	c_time1              time(1),\n" +
+	"	c_time3              time(3),\n" +
 	"	c_time6              time(6),\n" +
 	"	c_char               char(5),\n" +
 	"	c_varchar            varchar(20),\n" +
+	"	c_varchar300         varchar(300),\n" +
+	"	c_char255            char(255),\n" +
 	"	c_tinytext           tinytext,\n" +
 	"	c_text               text,\n" +
 	"	c_mediumtext         mediumtext,\n" +
@@ -188,11 +199,38 @@ var goldenRows = []string{
 		(11, '2024-00-10', '2024-01-00 01:02:03', NULL, '0000-01-01 00:00:00.5'),
 		(12, '2024-02-30', '2023-02-29 00:00:00', NULL, '2024-04-31 12:00:00.000001')`,
 	`SET SESSION sql_mode = DEFAULT`,
-	`INSERT INTO golden (id, c_enum) VALUES (13, '')`, // strict mode is off for one row only below
+	`INSERT INTO golden (id, c_enum) VALUES (13, '')`, // strict mode is off for this row (see TestGolden)
+	`SET SESSION sql_mode = DEFAULT`,
+	// 14..17: decimals across go-mysql's 9-digit groups.
+	`INSERT INTO golden (id, c_decimal, c_decimal_38, c_decimal_65, c_decimal_u, c_decimal_frac) VALUES
+		(14, -0.01, '-1000000000.0000000001', '1000000000000000000.000000000100000000000000000000', 10, 0.001),
+		(15, 0, '999999999.999999999', '-1', 0, -0.001),
+		(16, 1000000, '-123456789012345678.1234567890', '0.000000001000000000000000000001', 9, 0),
+		(17, -1000000, '1000000000000000000000000000', '-99999999999999999999999999999999999', 1, 0.1)`,
+	// 18..20: go-mysql's other fraction layouts (1-2 and 3-4 digits).
+	`INSERT INTO golden (id, c_time3, c_datetime2, c_timestamp1, c_timestamp4) VALUES
+		(18, '-00:00:00.001', '1969-12-31 23:59:59.99', '1970-01-01 05:30:00.1', '2038-01-19 08:44:07.9999'),
+		(19, '-838:59:58.999', '9999-12-31 23:59:59.01', '2024-02-29 12:00:00.5', '1970-01-01 05:30:00.0001'),
+		(20, '12:00:00.5', '1000-01-01 00:00:00.5', NULL, NULL)`,
+	// 21..22: wider binlog layouts: bit(n) of 1, 3 and 5 bytes, an enum of
+	// more than 255 members, a set of 64, strings with 2-byte lengths.
+	`INSERT INTO golden (id, c_bit5, c_bit20, c_bit40, c_enum300, c_set64, c_varchar300, c_char255) VALUES
+		(21, b'10101', b'10000000000000000001', b'1000000000000000000000000000000000000001', 'e300',
+			's1,s33,s64', REPEAT('ü', 300), CONCAT(REPEAT('🌊', 254), 'x')),
+		(22, b'11111', 0, 1, 'e1', 's64', '', ' ')`,
+}
+
+// members lists n enum or set members prefix1..prefixn.
+func members(prefix string, n int) string {
+	m := make([]string, n)
+	for i := range m {
+		m[i] = fmt.Sprintf("'%s%d'", prefix, i+1)
+	}
+	return strings.Join(m, ",")
 }
 
 // goldenRowCount is the number of rows goldenRows inserts.
-const goldenRowCount = 13
+const goldenRowCount = 22
 
 // goldenDeadLetters are the (row, column) pairs expected to be dead letters.
 var goldenDeadLetters = map[string]bool{
@@ -244,7 +282,7 @@ func TestGolden(t *testing.T) {
 	if !strings.Contains(strings.Join(elementsOf(cols, "c_enum"), ","), "?") {
 		t.Errorf("information_schema spelled the enum's emoji member: %q (the workaround may be unneeded)", elementsOf(cols, "c_enum"))
 	}
-	if err := mysql.ElementsFromTableMap(cols, tme); err != nil {
+	if err := mysql.ApplyTableMap(cols, tme); err != nil {
 		t.Fatal(err)
 	}
 	mappings := make([]*mysql.Mapping, len(cols))
@@ -272,7 +310,10 @@ func TestGolden(t *testing.T) {
 			gen = " " + strings.ToLower(c.Generated) + " generated"
 		}
 		fmt.Fprintf(&out, "\n%s  %s%s  ->  %s  (arrow %s)\n", c.Name, mp.SourceType(), gen, mp.IcebergType(), mp.ArrowType())
+		// The snapshot's builder (AppendText) and the stream's values
+		// (AppendValue of DecodeBinlog) must make equal arrays.
 		b := array.NewBuilder(memory.DefaultAllocator, mp.ArrowType())
+		bs := array.NewBuilder(memory.DefaultAllocator, mp.ArrowType())
 		for r := range textRows {
 			id := string(textRows[r][0])
 			text, bv := textRows[r][i], binlogRows[r][i]
@@ -306,12 +347,19 @@ func TestGolden(t *testing.T) {
 			if err := mp.AppendText(b, text); err != nil {
 				t.Errorf("row %s: AppendText: %v", key, err)
 			}
-			if err := typemap.AppendValue(b, bval); err != nil {
+			if err := typemap.AppendValue(bs, bval); err != nil {
 				t.Errorf("row %s: AppendValue: %v", key, err)
 			}
 			fmt.Fprintf(&out, "  %s  %s  =>  %s\n", id, shown, render(tv, mp.ArrowType()))
 		}
+		snap, stream := b.NewArray(), bs.NewArray()
+		if !array.Equal(snap, stream) {
+			t.Errorf("column %s: AppendText built %v, the binlog's values %v", c.Name, snap, stream)
+		}
+		snap.Release()
+		stream.Release()
 		b.Release()
+		bs.Release()
 	}
 
 	path := filepath.Join("testdata", "mysql_types.golden")
@@ -521,8 +569,8 @@ func sameValue(a, b any) bool {
 
 func quote(b []byte) string {
 	s := strconv.Quote(string(b))
-	if len(s) > 200 {
-		s = s[:60] + fmt.Sprintf("...(%d bytes)...", len(b)) + s[len(s)-20:]
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:60]) + fmt.Sprintf("...(%d bytes)...", len(b)) + string(r[len(r)-20:])
 	}
 	return s
 }

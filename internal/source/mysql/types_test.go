@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/iceberg-go"
+	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tidemark/tidemark/internal/source/mysql"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
@@ -115,6 +116,7 @@ func TestMapColumn(t *testing.T) {
 		{"vector(3)", "", "vector"},
 		{"decimal(70,2)", "", "outside MySQL's own limits"},
 		{"frobnicate", "", "unknown"},
+		{"varchar(10)", "", "character set is not known"},
 	} {
 		_, err := mysql.MapColumn(col(t, tc.columnType, tc.charset))
 		var ue *mysql.UnsupportedTypeError
@@ -181,6 +183,7 @@ func TestDecodeBinlog(t *testing.T) {
 		{"datetime(6)", "", "1969-12-31 23:59:59.999999", arrow.Timestamp(-1)},
 		{"datetime(3)", "", "2024-01-02 03:04:05.100", arrow.Timestamp(1704164645100000)},
 		{"timestamp", "", "1970-01-01 00:00:01", arrow.Timestamp(1000000)},
+		{"timestamp(1)", "", "0000-00-00 00:00:00.1", arrow.Timestamp(100000)}, // go-mysql's spelling of 1970-01-01 00:00:00.1 UTC
 		{"timestamp(6)", "", time.Unix(1, 1000).In(time.FixedZone("x", 5*3600+1800)), arrow.Timestamp(1000001)},
 		{"time", "", "-838:59:59", int64(-3020399000000)},
 		{"time(2)", "", "-00:00:00.01", int64(-10000)},
@@ -230,6 +233,7 @@ func TestDecodeBinlogDeadLetters(t *testing.T) {
 		{"date", "", "2024-02-30", "invalid calendar date"},
 		{"datetime", "", "0000-00-00 00:00:00", "zero date"},
 		{"timestamp", "", "0000-00-00 00:00:00", "zero date"},
+		{"timestamp(3)", "", "0000-00-00 00:00:00.000", "zero date"},
 		{"datetime(6)", "", "2023-02-29 00:00:00.000001", "invalid calendar date"},
 		{"varchar(10)", "utf8mb4", "\xff\xfe", "not valid UTF-8"},
 		{"varchar(10)", "ascii", "\x80", "not valid in the column's character set"},
@@ -268,6 +272,7 @@ func TestDecodeBinlogSchemaMismatch(t *testing.T) {
 		{"set('x')", int64(2)},
 		{"datetime", time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC)}, // ParseTime true
 		{"date", []byte("2024-01-01")},
+		{"json", &replication.JsonDiff{Path: "$.a", Value: "1"}}, // binlog_row_value_options=PARTIAL_JSON
 	} {
 		_, err := mapping(t, tc.columnType, "utf8mb4").DecodeBinlog(tc.in)
 		var te *mysql.BinlogTypeError
@@ -374,6 +379,30 @@ func TestMySQLJSON(t *testing.T) {
 	for _, bad := range []string{`{"a":`, `1 2`, `[1e999]`} {
 		if _, err := m.DecodeText([]byte(bad)); err == nil {
 			t.Errorf("%s: no error", bad)
+		}
+	}
+}
+
+func TestBinlogText(t *testing.T) {
+	for _, tc := range []struct {
+		columnType, charset string
+		in                  any
+		want                string
+	}{
+		{"date", "", "0000-00-00", "0000-00-00"},
+		{"datetime(6)", "", "2024-02-30 00:00:00.000001", "2024-02-30 00:00:00.000001"},
+		{"int(10) unsigned", "", int32(-1), "4294967295"},
+		{"bigint(20) unsigned", "", int64(-1), "18446744073709551615"},
+		{"decimal(5,2)", "", "1.50", "1.50"},
+		{"enum('a','b')", "utf8mb4", int64(2), "b"},
+		{"set('x','y')", "utf8mb4", int64(3), "x,y"},
+		{"varchar(5)", "latin1", "\xe9", "é"},
+		{"varchar(5)", "utf8mb4", "\xff", "0xff"},
+		{"blob", "", []byte{1, 2}, "0x0102"},
+		{"int(11)", "", nil, ""},
+	} {
+		if got := mapping(t, tc.columnType, tc.charset).BinlogText(tc.in); got != tc.want {
+			t.Errorf("%s %#v: %q, want %q", tc.columnType, tc.in, got, tc.want)
 		}
 	}
 }

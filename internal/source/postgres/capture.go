@@ -51,7 +51,7 @@ type SnapshotOptions struct {
 type Capture struct {
 	d      *Dialer
 	types  *TypeCache
-	w      pipeline.Sink // bronze.Writer: also a pipeline.BackgroundSink and a ChunkWriter
+	w      pipeline.Sink // bronze.Writer: also a pipeline.BackgroundSink and a pipeline.ChunkSink
 	opts   Options
 	log    *slog.Logger
 	prefix string // logical message prefix of this pipeline

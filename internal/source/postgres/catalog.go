@@ -159,7 +159,7 @@ func classify(err error) error {
 			return fault.With(fault.ErrBadConfig, "the source database does not exist: check the database in --source", err)
 		}
 	}
-	if fault.IsTransient(err) {
+	if isTransient(err) {
 		return fault.MarkTransient(err)
 	}
 	return err

@@ -30,7 +30,7 @@ func NewCheckpoint(end, commit uint64, t time.Time, walEnd uint64, slot string) 
 func stamp(cp *pipeline.Checkpoint, end, walEnd uint64, slot string) {
 	e := strconv.FormatUint(end, 10)
 	cp.Resume = e
-	cp.Info = map[string]string{InfoAckedLSN: e, InfoWALEnd: strconv.FormatUint(walEnd, 10), InfoSlot: slot}
+	cp.Info = map[string]string{pipeline.InfoSource: "postgres", InfoAckedLSN: e, InfoWALEnd: strconv.FormatUint(walEnd, 10), InfoSlot: slot}
 }
 
 // ResumeLSN returns the end LSN a PostgreSQL checkpoint resumes from (and

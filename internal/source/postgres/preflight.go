@@ -203,7 +203,7 @@ func (c *Capture) keylessAdvice(err error, t change.TableID) error {
 // retried by the next session, which reuses what this one created. If the
 // drop fails, err names the publication and the command to remove it.
 func (c *Capture) cleanupFailedStart(meta *pgx.Conn, err error) error {
-	if err == nil || !c.pubCreated || c.started || fault.ClassOf(err) == fault.Transient || errors.Is(err, context.Canceled) {
+	if err == nil || !c.pubCreated || c.started || classOf(err) == fault.Transient || errors.Is(err, context.Canceled) {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -223,7 +223,7 @@ func (c *Capture) cleanupFailedStart(meta *pgx.Conn, err error) error {
 // is unknown (a transient failure), the slot is kept: the next session
 // reuses it.
 func (c *Capture) dropCreatedSlot(meta *pgx.Conn, err error) error {
-	if fault.ClassOf(err) == fault.Transient {
+	if classOf(err) == fault.Transient {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -131,7 +131,7 @@ func (a *Admin) ReplaceSlot(ctx context.Context) (lsn, dropped uint64, err error
 				dropped = max(si.ConfirmedFlush, 1)
 				break
 			}
-			if !fault.IsTransient(err) {
+			if !isTransient(err) {
 				return 0, 0, classify(fmt.Errorf("drop replication slot %q: %w", slot, err))
 			}
 		}

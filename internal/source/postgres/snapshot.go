@@ -56,7 +56,7 @@ type window struct {
 	bytes  int64 // size of the rows as read (text), for the next chunk's LIMIT
 	schema *change.Schema
 	rel    *Relation // the columns schema was built from
-	// A chunk read in columnar form (the Writer is a ChunkWriter) has no
+	// A chunk read in columnar form (the Sink is a pipeline.ChunkSink) has no
 	// rows but cols, its nrows decoded rows (seq: their sequence numbers,
 	// nil for 1..nrows), bad, the rows that failed to decode, and size,
 	// their estimated buffered size.
@@ -572,7 +572,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	var bytes int64
 	n := 0
 	ncol := len(fds)
-	// A ChunkWriter takes the chunk as Arrow arrays, decoded here; any
+	// A pipeline.ChunkSink takes the chunk as Arrow arrays, decoded here; any
 	// other Sink takes one Change per row.
 	var cc *colChunk
 	if _, ok := sn.c.w.(pipeline.ChunkSink); ok {

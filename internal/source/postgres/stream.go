@@ -126,7 +126,8 @@ func (s *stream) run(ctx context.Context) error {
 		if err := s.engine.Poll(ctx); err != nil {
 			return err
 		}
-		if time.Since(s.lastStatus) >= statusInterval {
+		now := time.Now()
+		if now.Sub(s.lastStatus) >= statusInterval {
 			if err := s.sendStatus(ctx); err != nil {
 				return err
 			}
@@ -140,7 +141,7 @@ func (s *stream) run(ctx context.Context) error {
 		if d := s.lastStatus.Add(statusInterval); !s.engine.Flushing() && d.Before(deadline) {
 			deadline = d
 		}
-		if min := time.Now().Add(5 * time.Millisecond); deadline.Before(min) {
+		if min := now.Add(5 * time.Millisecond); deadline.Before(min) {
 			deadline = min
 		}
 		// One read deadline on the connection, changed only when the
