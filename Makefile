@@ -34,8 +34,9 @@ test: setup
 	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_MARIADB=1 $(GO) test -tags faults -count=1 -timeout 20m -run Quick ./internal/faults/
 
 ## demo: throwaway PostgreSQL -> tidemark -> ./demo-lake
+## (make demo SOURCE=mysql: the same on a throwaway MariaDB, scripts/demo-mysql.sh)
 demo:
-	bash scripts/demo.sh
+	bash scripts/demo.sh $(SOURCE)
 
 ## faults: the fault-injection suite (docs/reliability.md), 50 crash-loop iterations; prints the fault table
 faults: setup
@@ -45,6 +46,8 @@ faults: setup
 ## printed as a markdown table (docs/benchmarks.md). Sizes and scenarios:
 ## the issue's sizes by default (~20 min); a quick look:
 ## make bench BENCH_FLAGS="--scenarios 2 --reps 1 --snapshot-scale 5 --snapshot-wide-rows 150000"
+## MySQL/MariaDB (catch-up against a bare binlog reader, snapshot against SELECT *):
+## make bench BENCH_FLAGS="--source mysql --cdc-changes 100000 --snapshot-scale 5"
 .PHONY: bench
 bench: build
 	$(GO) build -o bin/tidemark-bench ./cmd/tidemark-bench

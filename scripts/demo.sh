@@ -12,10 +12,22 @@
 #   bin/tidemark status --warehouse ./demo-lake
 #   bin/tidemark show --warehouse ./demo-lake bronze.shop.public.orders
 #
+# `scripts/demo.sh mysql` (`make demo SOURCE=mysql`) runs the same demo on a
+# throwaway MariaDB instead: scripts/demo-mysql.sh.
+#
 # Environment:
 #   TIDEMARK_PG_BIN   directory holding initdb/pg_ctl (otherwise found like the tests do)
 #   DEMO_TIMEOUT      seconds to wait for each step to reach the lake (default 90)
 set -euo pipefail
+
+case "${1:-postgres}" in
+postgres | postgresql | pg) ;;
+mysql | mariadb) exec bash "$(dirname "$0")/demo-mysql.sh" ;;
+*)
+	echo "demo: unknown source ${1} (want postgres or mysql)" >&2
+	exit 2
+	;;
+esac
 
 cd "$(dirname "$0")/.."
 LAKE=./demo-lake

@@ -43,7 +43,7 @@ func rootCmd(ctx context.Context) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:           "tidemark-bench [--scenarios 1,2,3,5,6] [--reps 3] [sizes...]",
-		Short:         "Benchmark tidemark against pg_recvlogical and COPY on a throwaway PostgreSQL; prints a markdown table",
+		Short:         "Benchmark tidemark against pg_recvlogical and COPY on a throwaway PostgreSQL (or, with --source mysql, a bare binlog reader and SELECT * on a throwaway MariaDB); prints a markdown table",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
@@ -81,6 +81,7 @@ func rootCmd(ctx context.Context) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&tidemark, "tidemark", "bin/tidemark", "the tidemark binary to measure")
 	f.StringVar(&profileDir, "cpuprofile", "", "write a CPU profile of every pipeline into this directory (runs the pipeline inside this binary instead of --tidemark)")
+	f.StringVar(&opts.Source, "source", "postgres", "database to measure: postgres, or mysql (a throwaway MariaDB; scenarios 1 and 2: catch-up against a bare go-mysql binlog reader, snapshot against SELECT *)")
 	f.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run, of 1,2,3,4,5,6 (default: all)")
 	f.StringVar(&pipeArgs, "pipeline-args", "", "more `tidemark run` flags for every pipeline, space-separated (e.g. \"--snapshot-chunk-rows 50000\"); the defaults are measured without")
 	f.StringVar(&out, "out", "", "also write the markdown report to this file")

@@ -29,6 +29,9 @@ type Options struct {
 	// harness's own, so they win): settings experiments such as
 	// --snapshot-chunk-rows 50000, or --log-level debug.
 	PipelineArgs []string
+	// Source is the database measured: "postgres" (the default) or
+	// "mysql" (a throwaway MariaDB; scenarios 1 and 2 only, see mysql.go).
+	Source string
 	// Scenarios to run ("1".."6"); empty: all.
 	Scenarios []string
 	// Reps is how often each measurement is repeated (median reported).
@@ -128,7 +131,8 @@ func (o *Options) wants(s string) bool {
 // bench is one run.
 type bench struct {
 	opts   Options
-	srv    *server
+	srv    *server  // the PostgreSQL of a postgres run
+	my     *mariadb // the MariaDB of a mysql run
 	report Report
 	// peakSnapshotRSS is the highest VmHWM seen during scenario 2, for 5.
 	peakSnapshotRSS int64
@@ -165,6 +169,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	b := &bench{opts: opts}
+	switch opts.Source {
+	case "", "postgres", "postgresql":
+	case "mysql", "mariadb":
+		return b.runMySQL(ctx)
+	default:
+		return nil, fmt.Errorf("bench: unknown source %q (want postgres or mysql)", opts.Source)
+	}
 	b.logf("starting PostgreSQL (work dir %s)", opts.WorkDir)
 	srv, err := startServer()
 	if err != nil {
@@ -172,7 +183,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	defer srv.stop()
 	b.srv = srv
-	b.report.Machine = machine(ctx, srv)
+	b.report.Machine = machine("PostgreSQL " + srv.version(ctx) + " (internal/testenv: fsync=off, full_page_writes=off, synchronous_commit=on, autovacuum=off)")
 	b.report.Machine = append(b.report.Machine, "tidemark: "+opts.Launcher.Path+", "+b.settings())
 
 	steps := []struct {
@@ -230,7 +241,7 @@ func (b *bench) commitInterval() time.Duration {
 }
 
 // machine describes where the run happened.
-func machine(ctx context.Context, srv *server) []string {
+func machine(server string) []string {
 	cpu := "unknown CPU"
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(f)
@@ -262,7 +273,7 @@ func machine(ctx context.Context, srv *server) []string {
 	return []string{
 		fmt.Sprintf("CPU: %s, %d logical cores visible to Go", cpu, runtime.NumCPU()),
 		"memory: " + mem + ", kernel: " + kernel,
-		"PostgreSQL " + srv.version(ctx) + " (internal/testenv: fsync=off, full_page_writes=off, synchronous_commit=on, autovacuum=off)",
+		server,
 		"Go " + runtime.Version() + ", " + runtime.GOOS + "/" + runtime.GOARCH,
 		"load average at the start: " + loadAvg(),
 	}

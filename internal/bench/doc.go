@@ -26,4 +26,9 @@
 //   - latency: a minimal Go pgoutput consumer (pglogrepl) on its own slot,
 //     recording when each committed row arrives: the floor any consumer of
 //     logical replication shares.
+//
+// With Options.Source "mysql" the run is on a throwaway MariaDB instead
+// (mysql.go): catch-up against a bare go-mysql BinlogSyncer decoding the
+// same binlog range, snapshot against SELECT * read through
+// go-sql-driver/mysql.
 package bench

@@ -82,7 +82,7 @@ func (b *bench) startPipeline(ctx context.Context, name, db string, extra ...str
 	if d := b.opts.Launcher.ProfileDir; d != "" {
 		args = append(args, "--cpuprofile", filepath.Join(d, name+".pprof"), "--memprofile", filepath.Join(d, name+".heap.pprof"))
 	}
-	args = append(args, "--source", b.srv.url(db), "--name", name, "--warehouse", wh,
+	args = append(args, "--source", b.sourceURL(db), "--name", name, "--warehouse", wh,
 		"--metrics-addr", addr, "--log-level", "info")
 	args = append(args, extra...)
 	args = append(args, b.opts.PipelineArgs...)
@@ -99,6 +99,14 @@ func (b *bench) startPipeline(ctx context.Context, name, db string, extra ...str
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// sourceURL is tidemark's --source for database db of the run's server.
+func (b *bench) sourceURL(db string) string {
+	if b.my != nil {
+		return b.my.m.URL(db)
+	}
+	return b.srv.url(db)
 }
 
 func freeAddr() (string, error) {
