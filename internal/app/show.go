@@ -125,7 +125,7 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 		for i, f := range fields {
 			names[i] = f.Name
 			if i == lsnCol {
-				names[i] += " (pg_lsn)"
+				names[i] += " (" + src.posName + ")"
 			}
 		}
 		fmt.Fprintln(tw, strings.Join(names, "\t"))

@@ -17,9 +17,9 @@ import (
 // URL's scheme picks one (sourceFor). Adding a source is one line here.
 var sources = []source{
 	{name: "postgres", schemes: []string{"postgres", "postgresql"}, dsn: true, classifier: postgres.Classifier(),
-		formatPos: postgres.FormatLSN, open: openPostgres, position: postgresPosition, logEnd: postgresWALEnd},
+		formatPos: postgres.FormatLSN, posName: "pg_lsn", open: openPostgres, position: postgresPosition, logEnd: postgresWALEnd},
 	{name: "mysql", schemes: []string{"mysql", "mariadb"}, classifier: mysqlClassifier(),
-		formatPos: mysqlFormatPos, open: openMySQL, position: mysqlPosition, logEnd: mysqlLogEnd},
+		formatPos: mysqlFormatPos, posName: "binlog file:pos", open: openMySQL, position: mysqlPosition, logEnd: mysqlLogEnd},
 }
 
 // source is one kind of database tidemark captures from.
@@ -32,6 +32,8 @@ type source struct {
 	// formatPos renders a commit position (cdc_source_lsn) as the source
 	// writes it (PostgreSQL: 16/B374D848).
 	formatPos func(pos uint64) string
+	// posName names formatPos's notation, for column headers.
+	posName string
 	// open prepares the capture of cfg's source for Run's session loop; each
 	// session then gets a capture from newCapture, writing into w and calling
 	// onProgress after each durable flush.
