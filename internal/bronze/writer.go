@@ -18,11 +18,11 @@ import (
 	"github.com/apache/iceberg-go"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/coltype"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/pipeline"
-	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
 
 // maxBatchRows caps one Arrow record; a flush may commit several.
@@ -344,10 +344,10 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 			add = append(add, iceberg.NestedField{Name: f.Name, Type: f.Type})
 			continue
 		}
-		if have.Type.Equals(f.Type) || typemap.CanWiden(f.Type, have.Type) {
+		if have.Type.Equals(f.Type) || coltype.CanWiden(f.Type, have.Type) {
 			continue
 		}
-		if typemap.CanWiden(have.Type, f.Type) {
+		if coltype.CanWiden(have.Type, f.Type) {
 			widens = append(widens, widen{f.Name, f.Type})
 			continue
 		}
@@ -526,7 +526,7 @@ func appendValue(fb array.Builder, v any) error {
 			return nil
 		}
 	}
-	return typemap.AppendValue(fb, v)
+	return coltype.AppendValue(fb, v)
 }
 
 func valueSize(v any) int64 {

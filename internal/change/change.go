@@ -2,7 +2,7 @@
 // source and every sink. It does no I/O.
 //
 // A Change's Values are already decoded into the lake representation of their
-// column (see internal/source/postgres/typemap): int32, int64, float32,
+// column (see internal/coltype): int32, int64, float32,
 // float64, bool, string, []byte, decimal128.Num, arrow.Date32, arrow.Time64,
 // arrow.Timestamp, []any (lists), or nil for SQL NULL. A Chunk carries
 // snapshot rows as Arrow arrays of the same lake types instead.
@@ -104,7 +104,8 @@ type Schema struct {
 
 // Chunk is a block of snapshot reads (OpRead) of one table in columnar
 // form: each column already decoded into an Arrow array of the Arrow form of
-// its Field's Iceberg type (typemap.Mapping.ArrowType). Row i sits at
+// its Field's Iceberg type (a source mapping's ArrowType; coltype.AppendValue
+// appends to it). Row i sits at
 // position (LSN, Seq[i]), in transaction TxID committed at CommitTime.
 // A Chunk holds references to its arrays until Release.
 type Chunk struct {

@@ -21,7 +21,6 @@ var importExceptions = map[string]string{
 	"internal/verify/verify.go":  "verify's source side is PostgreSQL's (Dialer, TypeCache): a verify.Source per source is still to come",
 	"internal/verify/source.go":  "verify reads PostgreSQL in SQL (ParseLSN, typemap decoding)",
 	"internal/verify/compare.go": "verify reports PostgreSQL LSNs (FormatLSN)",
-	"internal/bronze/writer.go":  "bronze appends values with postgres/typemap (AppendValue, CanWiden) until neutral column types exist",
 }
 
 // clientLibraries are the source client libraries no neutral package may

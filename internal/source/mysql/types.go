@@ -20,7 +20,7 @@ package mysql
 //     decimal, wider ones become their exact text.
 //   - Values are never approximated: a zero date, an invalid date stored
 //     under ALLOW_INVALID_DATES, text that is not valid in its character
-//     set, return a *typemap.ValueError, and the capture routes the row to
+//     set, return a *coltype.ValueError, and the capture routes the row to
 //     the dead-letter table with that reason.
 //   - A value of a Go type the binlog cannot give for the column (the
 //     column's definition and the binlog disagree: a schema change not yet
@@ -39,7 +39,7 @@ package mysql
 //     whether one does); the chunk SELECT lists each column's SelectExpr,
 //     and each sql.RawBytes goes through AppendText into a builder of
 //     ArrowType (or DecodeText).
-//  5. A *typemap.ValueError is a dead letter (its Reason, and the raw row:
+//  5. A *coltype.ValueError is a dead letter (its Reason, and the raw row:
 //     the SELECT text or BinlogText of each value); a *BinlogTypeError or
 //     an *UnsupportedTypeError stops the capture.
 
@@ -515,7 +515,7 @@ func (m *Mapping) Field() change.Field {
 func (m *Mapping) IcebergType() iceberg.Type { return m.ice }
 
 // ArrowType is the Arrow type of IcebergType as iceberg-go converts it;
-// decoded values append to a builder of it (typemap.AppendValue).
+// decoded values append to a builder of it (coltype.AppendValue).
 func (m *Mapping) ArrowType() arrow.DataType { return m.arrow }
 
 // SourceType is COLUMN_TYPE, e.g. "bigint(20) unsigned".

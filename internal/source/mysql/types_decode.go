@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/go-mysql-org/go-mysql/replication"
 
-	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
+	"github.com/tidemark/tidemark/internal/coltype"
 )
 
 // BinlogTypeError is a binlog value of a Go type (or an enum index, a set
@@ -43,7 +42,7 @@ var (
 )
 
 func (m *Mapping) valueErr(err error) error {
-	return &typemap.ValueError{Column: m.name, Type: m.source, Reason: err.Error()}
+	return &coltype.ValueError{Column: m.name, Type: m.source, Reason: err.Error()}
 }
 
 func (m *Mapping) typeErr(v any) error {
@@ -62,7 +61,7 @@ func (m *Mapping) typeErr(v any) error {
 // refused for datetime (go-mysql's time.Date moves an invalid date to
 // another day); TIMESTAMP is read from a time.Time too. A value with no exact
 // lake form (a zero date, text invalid in its character set) returns a
-// *typemap.ValueError: dead-letter the row. A value the column cannot
+// *coltype.ValueError: dead-letter the row. A value the column cannot
 // hold at all returns a *BinlogTypeError: the schema is out of step.
 func (m *Mapping) DecodeBinlog(v any) (any, error) {
 	if v == nil {
@@ -243,7 +242,7 @@ func (m *Mapping) decodeBinlog(v any) (any, error) {
 // NULL) into the lake value DecodeBinlog gives for the same stored value.
 // go-sql-driver's rendering of the binary protocol (a prepared statement's
 // result read as sql.RawBytes) is accepted too. The result never aliases
-// text. A value with no exact lake form returns a *typemap.ValueError.
+// text. A value with no exact lake form returns a *coltype.ValueError.
 func (m *Mapping) DecodeText(text []byte) (any, error) {
 	if text == nil {
 		return nil, nil
@@ -335,7 +334,7 @@ func (m *Mapping) decodeText(text []byte) (any, error) {
 
 // AppendText appends DecodeText(text) to b, a builder of ArrowType: the
 // snapshot's path into a change.Chunk. A value with no exact lake form
-// returns DecodeText's *typemap.ValueError and appends nothing; any other
+// returns DecodeText's *coltype.ValueError and appends nothing; any other
 // error is a builder of another type.
 func (m *Mapping) AppendText(b array.Builder, text []byte) error {
 	if text == nil {
@@ -391,7 +390,7 @@ func (m *Mapping) AppendText(b array.Builder, text []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := typemap.AppendValue(b, v); err != nil {
+	if err := coltype.AppendValue(b, v); err != nil {
 		return fmt.Errorf("column %s: %w", m.col, err)
 	}
 	return nil
@@ -583,78 +582,18 @@ func (m *Mapping) fromBytes(b []byte, binlog bool) (any, error) {
 // decimal reads MySQL's decimal text ([-]digits[.digits], at most the
 // column's digits, at most its scale after the point) exactly.
 func (m *Mapping) decimal(s string) (any, error) {
-	neg, digits, err := scanDecimal(s, m.prec, m.scale)
+	var buf [40]byte
+	neg, digits, err := coltype.ScanDecimal(buf[:0], s, m.prec, m.scale)
+	if err == coltype.ErrDecimalSyntax {
+		return nil, errMalformed
+	}
 	if err != nil {
 		return nil, err
 	}
 	if m.k == kDecimalText {
 		return decimalText(neg, digits, int(m.scale)), nil
 	}
-	if len(digits) <= 18 {
-		var u int64
-		for _, c := range digits {
-			u = u*10 + int64(c-'0')
-		}
-		if neg {
-			u = -u
-		}
-		return decimal128.FromI64(u), nil
-	}
-	bi, ok := new(big.Int).SetString(string(digits), 10)
-	if !ok {
-		return nil, errMalformed
-	}
-	if neg {
-		bi.Neg(bi)
-	}
-	return decimal128.FromBigInt(bi), nil
-}
-
-// scanDecimal returns the sign and the unscaled digits (scale s, without
-// leading zeros; empty for zero) of a decimal's text. A negative zero is
-// zero.
-func scanDecimal(s string, p, scale int32) (neg bool, digits []byte, err error) {
-	i := 0
-	if i < len(s) && (s[i] == '-' || s[i] == '+') {
-		neg = s[i] == '-'
-		i++
-	}
-	digits = make([]byte, 0, p)
-	nint, nfrac, dot := 0, 0, false
-	for ; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= '0' && c <= '9':
-			if dot {
-				nfrac++
-				if nfrac > int(scale) {
-					return false, nil, errors.New("more fractional digits than the column's scale")
-				}
-			} else {
-				nint++
-			}
-			if len(digits) == 0 && c == '0' {
-				continue
-			}
-			digits = append(digits, c)
-		case c == '.' && !dot:
-			dot = true
-		default:
-			return false, nil, errMalformed
-		}
-	}
-	if nint == 0 && nfrac == 0 {
-		return false, nil, errMalformed
-	}
-	for ; nfrac < int(scale); nfrac++ {
-		if len(digits) > 0 {
-			digits = append(digits, '0')
-		}
-	}
-	if len(digits) > int(p) {
-		return false, nil, fmt.Errorf("more than %d digits", p)
-	}
-	return neg && len(digits) > 0, digits, nil
+	return coltype.DecimalOf(neg, digits)
 }
 
 // decimalText prints unscaled digits at scale s as MySQL does: a leading

@@ -25,8 +25,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	driver "github.com/go-sql-driver/mysql"
 
+	"github.com/tidemark/tidemark/internal/coltype"
 	"github.com/tidemark/tidemark/internal/source/mysql"
-	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -347,7 +347,7 @@ func TestGolden(t *testing.T) {
 			if err := mp.AppendText(b, text); err != nil {
 				t.Errorf("row %s: AppendText: %v", key, err)
 			}
-			if err := typemap.AppendValue(bs, bval); err != nil {
+			if err := coltype.AppendValue(bs, bval); err != nil {
 				t.Errorf("row %s: AppendValue: %v", key, err)
 			}
 			fmt.Fprintf(&out, "  %s  %s  =>  %s\n", id, shown, render(tv, mp.ArrowType()))
@@ -540,7 +540,7 @@ func reason(err error) string {
 	if err == nil {
 		return "<nil>"
 	}
-	var ve *typemap.ValueError
+	var ve *coltype.ValueError
 	if errors.As(err, &ve) {
 		return ve.Reason
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/go-mysql-org/go-mysql/replication"
 
+	"github.com/tidemark/tidemark/internal/coltype"
 	"github.com/tidemark/tidemark/internal/source/mysql"
-	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
 
 // col builds a Column the way LoadColumns does, from COLUMN_TYPE.
@@ -238,16 +238,16 @@ func TestDecodeBinlogDeadLetters(t *testing.T) {
 		{"varchar(10)", "utf8mb4", "\xff\xfe", "not valid UTF-8"},
 		{"varchar(10)", "ascii", "\x80", "not valid in the column's character set"},
 		{"varchar(10)", "ucs2", "\xd8\x3c\xdf\x0a", "not valid in the column's character set"},
-		{"decimal(4,2)", "", "123.45", "more than 4 digits"},
+		{"decimal(4,2)", "", "123.45", "more than 4 significant digits"},
 		{"decimal(4,2)", "", "1.234", "more fractional digits"},
 		{"bit(4)", "", int64(16), "out of range"},
 		{"year(4)", "", 1900, "out of range"},
 		{"json", "", []byte("\xff"), "not valid UTF-8"},
 	} {
 		_, err := mapping(t, tc.columnType, tc.charset).DecodeBinlog(tc.in)
-		var ve *typemap.ValueError
+		var ve *coltype.ValueError
 		if !errors.As(err, &ve) {
-			t.Errorf("%s %q: got %v, want a *typemap.ValueError", tc.columnType, tc.in, err)
+			t.Errorf("%s %q: got %v, want a *coltype.ValueError", tc.columnType, tc.in, err)
 			continue
 		}
 		if ve.Column != "c" || ve.Type != tc.columnType || !strings.Contains(ve.Reason, tc.reason) {
@@ -276,7 +276,7 @@ func TestDecodeBinlogSchemaMismatch(t *testing.T) {
 	} {
 		_, err := mapping(t, tc.columnType, "utf8mb4").DecodeBinlog(tc.in)
 		var te *mysql.BinlogTypeError
-		var ve *typemap.ValueError
+		var ve *coltype.ValueError
 		if !errors.As(err, &te) || errors.As(err, &ve) {
 			t.Errorf("%s %#v: got %v, want a *BinlogTypeError", tc.columnType, tc.in, err)
 			continue
@@ -324,9 +324,9 @@ func TestDecodeText(t *testing.T) {
 		{"decimal(5,2)", "1e3"},
 	} {
 		_, err := mapping(t, tc.columnType, "utf8mb4").DecodeText([]byte(tc.text))
-		var ve *typemap.ValueError
+		var ve *coltype.ValueError
 		if !errors.As(err, &ve) {
-			t.Errorf("%s %q: got %v, want a *typemap.ValueError", tc.columnType, tc.text, err)
+			t.Errorf("%s %q: got %v, want a *coltype.ValueError", tc.columnType, tc.text, err)
 		}
 	}
 	if v, err := mapping(t, "int(11)", "").DecodeText(nil); v != nil || err != nil {

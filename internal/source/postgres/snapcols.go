@@ -9,7 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tidemark/tidemark/internal/change"
-	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
+	"github.com/tidemark/tidemark/internal/coltype"
 )
 
 // badRow is a row of a chunk that failed to decode.
@@ -77,7 +77,7 @@ func (c *colChunk) add(raw [][]byte) error {
 		if err == nil {
 			continue
 		}
-		var ve *typemap.ValueError
+		var ve *coltype.ValueError
 		if !errors.As(err, &ve) {
 			return err
 		}

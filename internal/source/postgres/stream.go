@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/coltype"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/pipeline"
-	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
 
 // statusInterval is how often a standby status update is sent even when
@@ -729,7 +729,7 @@ func mergeSchema(base, extra *change.Schema) *change.Schema {
 		switch {
 		case !ok:
 			out.Fields = append(out.Fields, f)
-		case typemap.CanWiden(out.Fields[i].Type, f.Type):
+		case coltype.CanWiden(out.Fields[i].Type, f.Type):
 			out.Fields[i] = f
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/iceberg-go"
+
+	"github.com/tidemark/tidemark/internal/coltype"
 )
 
 // appendFunc decodes one value's text straight into a builder of its
@@ -93,9 +95,9 @@ func appendDecimal(parse func([]byte) (decimal128.Num, error)) appendFunc {
 }
 
 // AppendText appends the value of PostgreSQL's text output (nil: SQL NULL)
-// to b, a builder of the Mapping's ArrowType: what AppendValue(b, v) does
+// to b, a builder of the Mapping's ArrowType: what coltype.AppendValue(b, v) does
 // with v, err := Decode(text), without the boxed value. A value with no
-// exact representation returns the *ValueError Decode returns, and appends
+// exact representation returns the *coltype.ValueError Decode returns, and appends
 // nothing; any other error is AppendValue's (a builder of another type),
 // after which b may hold part of a list: discard it. A pointer receiver:
 // a snapshot chunk calls it once per value, and copying the Mapping each
@@ -111,14 +113,14 @@ func (m *Mapping) AppendText(b array.Builder, text []byte) error {
 			return nil
 		}
 		if !errors.Is(err, errWrongBuilder) {
-			return &ValueError{Column: m.column, Type: m.k.source, Reason: err.Error()}
+			return &coltype.ValueError{Column: m.column, Type: m.k.source, Reason: err.Error()}
 		}
 	}
 	v, err := m.Decode(text)
 	if err != nil {
 		return err
 	}
-	if err := AppendValue(b, v); err != nil {
+	if err := coltype.AppendValue(b, v); err != nil {
 		return fmt.Errorf("column %q: %w", m.column, err)
 	}
 	return nil

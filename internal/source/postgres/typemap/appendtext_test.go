@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/tidemark/tidemark/internal/coltype"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
 
@@ -21,7 +22,7 @@ func checkAppendText(m typemap.Mapping, text []byte, v any, decErr error) error 
 	defer b.Release()
 	err := m.AppendText(b, text)
 	if decErr != nil {
-		var want, got *typemap.ValueError
+		var want, got *coltype.ValueError
 		if !errors.As(decErr, &want) || !errors.As(err, &got) || *want != *got {
 			return fmt.Errorf("AppendText error %v, Decode error %v", err, decErr)
 		}

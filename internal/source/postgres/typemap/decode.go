@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"strconv"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+
+	"github.com/tidemark/tidemark/internal/coltype"
 )
 
 // Errors are reasons only: they never quote the value.
@@ -149,78 +150,12 @@ func decimalParser(p, s int32) func([]byte) (decimal128.Num, error) {
 		case "NaN", "Infinity", "-Infinity":
 			return decimal128.Num{}, fmt.Errorf("%s is not representable in decimal(%d,%d)", text, p, s)
 		}
-		return parseDecimal(text, p, s)
-	}
-}
-
-// parseDecimal reads [-]digits[.digits] as an unscaled integer at scale s,
-// requiring at most p significant digits.
-func parseDecimal(text []byte, p, s int32) (decimal128.Num, error) {
-	i, neg := 0, false
-	if i < len(text) && (text[i] == '-' || text[i] == '+') {
-		neg = text[i] == '-'
-		i++
-	}
-	// digits holds the unscaled value's digits without leading zeros.
-	digits := make([]byte, 0, 40)
-	nint, nfrac, sawDot := 0, 0, false
-	for ; i < len(text); i++ {
-		c := text[i]
-		switch {
-		case c >= '0' && c <= '9':
-			if sawDot {
-				nfrac++
-				if nfrac > int(s) {
-					if c != '0' {
-						return decimal128.Num{}, fmt.Errorf("more fractional digits than scale %d", s)
-					}
-					continue
-				}
-			} else {
-				nint++
-			}
-			if len(digits) == 0 && c == '0' {
-				continue
-			}
-			digits = append(digits, c)
-			if len(digits) > int(p) {
-				return decimal128.Num{}, fmt.Errorf("more than %d significant digits for decimal(%d,%d)", p, p, s)
-			}
-		case c == '.' && !sawDot:
-			sawDot = true
-		default:
-			return decimal128.Num{}, errMalformed
+		v, err := coltype.ParseDecimal(text, p, s)
+		if err == coltype.ErrDecimalSyntax {
+			err = errMalformed
 		}
+		return v, err
 	}
-	if nint+nfrac == 0 {
-		return decimal128.Num{}, errMalformed
-	}
-	for f := min(nfrac, int(s)); f < int(s); f++ {
-		if len(digits) > 0 {
-			digits = append(digits, '0')
-			if len(digits) > int(p) {
-				return decimal128.Num{}, fmt.Errorf("more than %d significant digits for decimal(%d,%d)", p, p, s)
-			}
-		}
-	}
-	if len(digits) <= 18 {
-		var u int64
-		for _, c := range digits {
-			u = u*10 + int64(c-'0')
-		}
-		if neg {
-			u = -u
-		}
-		return decimal128.FromI64(u), nil
-	}
-	b, ok := new(big.Int).SetString(string(digits), 10)
-	if !ok {
-		return decimal128.Num{}, errMalformed
-	}
-	if neg {
-		b.Neg(b)
-	}
-	return decimal128.FromBigInt(b), nil
 }
 
 // Sentinels for PostgreSQL's infinite dates and timestamps: the same

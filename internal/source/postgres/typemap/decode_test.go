@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/tidemark/tidemark/internal/coltype"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
 
@@ -266,7 +267,7 @@ func TestDecode(t *testing.T) {
 				t.Fatal(aerr)
 			}
 			if c.err != "" {
-				var ve *typemap.ValueError
+				var ve *coltype.ValueError
 				if !errors.As(err, &ve) {
 					t.Fatalf("Decode = %s, %v; want a ValueError containing %q", render(v, m.ArrowType()), err, c.err)
 				}

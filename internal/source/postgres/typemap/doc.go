@@ -19,7 +19,10 @@
 //   - A value that has no exact lake representation (a NaN in a decimal
 //     column, a timestamp beyond int64 microseconds, a multi-dimensional
 //     array, malformed text) is never approximated: Decode returns a
-//     *ValueError and the caller routes the row to the dead-letter table.
+//     *coltype.ValueError and the caller routes the row to the dead-letter table.
+//
+// The lake forms of values, their Arrow appenders and the widening rules
+// are source-neutral and live in internal/coltype.
 //
 // Mapping values are immutable and safe for concurrent use.
 package typemap

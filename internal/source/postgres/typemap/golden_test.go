@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tidemark/tidemark/internal/coltype"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
@@ -247,9 +248,9 @@ func TestGolden(t *testing.T) {
 			}
 			key := id + " " + c.Name
 			if err != nil {
-				var ve *typemap.ValueError
+				var ve *coltype.ValueError
 				if !errors.As(err, &ve) {
-					t.Errorf("row %s: Decode returned %T, want *typemap.ValueError: %v", key, err, err)
+					t.Errorf("row %s: Decode returned %T, want *coltype.ValueError: %v", key, err, err)
 				}
 				if !goldenDeadLetters[key] {
 					t.Errorf("row %s: unexpected decode error: %v", key, err)
@@ -261,7 +262,7 @@ func TestGolden(t *testing.T) {
 				t.Errorf("row %s: decoded to %s, want a dead letter", key, render(v, m.ArrowType()))
 			}
 			if text == nil {
-				if err := typemap.AppendValue(b, v); err != nil {
+				if err := coltype.AppendValue(b, v); err != nil {
 					t.Errorf("row %s: AppendValue(nil): %v", key, err)
 				}
 				if id == "2" { // the all-NULL row; other NULLs are just gaps
@@ -272,7 +273,7 @@ func TestGolden(t *testing.T) {
 			if err := checkRoundTrip(v, m, string(text)); err != nil {
 				t.Errorf("row %s: %v", key, err)
 			}
-			if err := typemap.AppendValue(b, v); err != nil {
+			if err := coltype.AppendValue(b, v); err != nil {
 				t.Errorf("row %s: AppendValue: %v", key, err)
 			}
 			r := render(v, m.ArrowType())

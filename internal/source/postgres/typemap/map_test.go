@@ -5,12 +5,11 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/tidemark/tidemark/internal/coltype"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
 
@@ -129,7 +128,7 @@ func TestAppendValue(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: Decode: %v", m.SourceType(), err)
 			}
-			if err := typemap.AppendValue(b, v); err != nil {
+			if err := coltype.AppendValue(b, v); err != nil {
 				t.Fatalf("%s: AppendValue(%s): %v", m.SourceType(), render(v, m.ArrowType()), err)
 			}
 			want = append(want, render(v, m.ArrowType()))
@@ -182,67 +181,6 @@ func valueAt(a arrow.Array, i int) any {
 		return out
 	}
 	return "unsupported array " + a.DataType().String()
-}
-
-func TestAppendValueMismatch(t *testing.T) {
-	cases := []struct {
-		dt arrow.DataType
-		v  any
-	}{
-		{arrow.PrimitiveTypes.Int32, int64(1)},
-		{arrow.PrimitiveTypes.Int64, int32(1)},
-		{arrow.BinaryTypes.String, []byte("x")},
-		{arrow.BinaryTypes.Binary, "x"},
-		{&arrow.Decimal128Type{Precision: 3, Scale: 0}, decimal128.FromI64(1000)},
-		{arrow.FixedWidthTypes.Timestamp_us, arrow.Date32(1)},
-		{arrow.ListOf(arrow.PrimitiveTypes.Int32), []any{int64(1)}},
-		{arrow.ListOf(arrow.PrimitiveTypes.Int32), int32(1)},
-		{arrow.PrimitiveTypes.Uint8, uint8(1)},
-	}
-	for _, c := range cases {
-		b := array.NewBuilder(memory.DefaultAllocator, c.dt)
-		if err := typemap.AppendValue(b, c.v); err == nil {
-			t.Errorf("AppendValue(%s builder, %T) succeeded", c.dt, c.v)
-		}
-		b.Release()
-	}
-}
-
-func TestCanWiden(t *testing.T) {
-	p := iceberg.PrimitiveTypes
-	list := func(e iceberg.Type, req bool) iceberg.Type {
-		return &iceberg.ListType{ElementID: 7, Element: e, ElementRequired: req}
-	}
-	cases := []struct {
-		from, to iceberg.Type
-		want     bool
-	}{
-		{p.Int32, p.Int32, true},
-		{p.Int32, p.Int64, true},
-		{p.Int64, p.Int32, false},
-		{p.Float32, p.Float64, true},
-		{p.Float64, p.Float32, false},
-		{p.Int32, p.Float64, false},
-		{iceberg.DecimalTypeOf(10, 2), iceberg.DecimalTypeOf(12, 2), true},
-		{iceberg.DecimalTypeOf(10, 2), iceberg.DecimalTypeOf(10, 2), true},
-		{iceberg.DecimalTypeOf(10, 2), iceberg.DecimalTypeOf(9, 2), false},
-		{iceberg.DecimalTypeOf(10, 2), iceberg.DecimalTypeOf(12, 3), false},
-		{iceberg.DecimalTypeOf(10, 2), p.String, false},
-		{p.String, p.String, true},
-		{p.Timestamp, p.TimestampTz, false},
-		{p.Date, p.Timestamp, false},
-		{list(p.Int32, false), &iceberg.ListType{ElementID: 9, Element: p.Int64}, true},
-		{list(p.Int64, false), list(p.Int32, false), false},
-		{list(p.Int32, false), list(p.Int32, true), false},
-		{list(p.Int32, true), list(p.Int32, false), true},
-		{list(p.Int32, false), p.Int32, false},
-		{nil, p.Int32, false},
-	}
-	for _, c := range cases {
-		if got := typemap.CanWiden(c.from, c.to); got != c.want {
-			t.Errorf("CanWiden(%v, %v) = %v, want %v", c.from, c.to, got, c.want)
-		}
-	}
 }
 
 func TestSessionSettings(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
+
+	"github.com/tidemark/tidemark/internal/coltype"
 )
 
 // TypeInfo is what pg_type says about a type.
@@ -41,21 +43,8 @@ type Column struct {
 	TypeMod int32
 }
 
-// ValueError reports a value that cannot be represented exactly in the lake
-// type of its column. It never contains the value itself (values may be
-// sensitive); the caller keeps the raw text for the dead-letter table.
-type ValueError struct {
-	Column string // column name
-	Type   string // the column's source type, as SourceType
-	Reason string
-}
-
-func (e *ValueError) Error() string {
-	return fmt.Sprintf("column %q (%s): %s", e.Column, e.Type, e.Reason)
-}
-
 // decodeFunc turns one value's text into its lake value. Its errors are
-// reasons (never containing the value) that Decode wraps in a ValueError.
+// reasons (never containing the value) that Decode wraps in a coltype.ValueError.
 type decodeFunc func(text []byte) (any, error)
 
 // kind is a resolved type: what a column or an array element becomes.
@@ -112,7 +101,7 @@ func (m Mapping) SourceType() string { return m.k.source }
 // float64, bool, string, []byte, decimal128.Num, arrow.Date32,
 // arrow.Time64, arrow.Timestamp, or []any (lists, nil for NULL elements),
 // and never aliases text. A value with no exact representation returns a
-// *ValueError.
+// *coltype.ValueError.
 func (m Mapping) Decode(text []byte) (any, error) {
 	if m.k.dec == nil {
 		return nil, errors.New("typemap: Decode on a zero Mapping")
@@ -122,7 +111,7 @@ func (m Mapping) Decode(text []byte) (any, error) {
 	}
 	v, err := m.k.dec(text)
 	if err != nil {
-		return nil, &ValueError{Column: m.column, Type: m.k.source, Reason: err.Error()}
+		return nil, &coltype.ValueError{Column: m.column, Type: m.k.source, Reason: err.Error()}
 	}
 	return v, nil
 }

@@ -1,4 +1,4 @@
-package typemap
+package coltype
 
 import "github.com/apache/iceberg-go"
 

@@ -1,4 +1,4 @@
-package typemap
+package coltype
 
 import (
 	"fmt"
@@ -8,8 +8,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 )
 
-// AppendValue appends a value returned by Decode (or nil, for NULL) to a
-// builder of the Mapping's ArrowType, recursing into list builders. A value
+// AppendValue appends a lake value (one of the forms listed in the package
+// comment, as a source's decoder returns it; nil for NULL) to a builder of
+// its column's Arrow type, recursing into list builders. A value
 // of the wrong Go type for the builder, or a decimal with more digits than
 // the builder's precision, is an error and appends nothing at that level
 // (a list whose element failed is left partly built: discard the builder).
@@ -68,7 +69,7 @@ func AppendValue(b array.Builder, v any) error {
 		if x, ok = v.(decimal128.Num); ok {
 			p := b.Type().(*arrow.Decimal128Type).Precision
 			if !x.FitsInPrecision(p) {
-				return fmt.Errorf("typemap: decimal value has more than %d digits", p)
+				return fmt.Errorf("coltype: decimal value has more than %d digits", p)
 			}
 			b.Append(x)
 		}
@@ -99,10 +100,10 @@ func AppendValue(b array.Builder, v any) error {
 			}
 		}
 	default:
-		return fmt.Errorf("typemap: no decoded value appends to a %s builder", b.Type())
+		return fmt.Errorf("coltype: no decoded value appends to a %s builder", b.Type())
 	}
 	if !ok {
-		return fmt.Errorf("typemap: can't append a %T to a %s builder", v, b.Type())
+		return fmt.Errorf("coltype: can't append a %T to a %s builder", v, b.Type())
 	}
 	return nil
 }
