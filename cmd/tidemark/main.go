@@ -119,7 +119,7 @@ func tailCmd(ctx context.Context) *cobra.Command {
 	holder := &config.Config{}
 	cmd := &cobra.Command{
 		Use:   "tail --source URL [--tables s.t,...] [--max-records N] [--max-duration D]",
-		Short: "Stream changes as JSON lines to stdout through a temporary slot (never moves the pipeline)",
+		Short: "Stream changes as JSON lines to stdout from the current position (PostgreSQL: a temporary slot; MySQL: a binlog dump), storing nothing",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := resolveConfig(cmd, cfgPath)
@@ -137,7 +137,7 @@ func tailCmd(ctx context.Context) *cobra.Command {
 	cmd.Flags().DurationVar(&opts.MaxDuration, "max-duration", 0, "stop after this long (0: no limit)")
 	own := ownFlags(cmd)
 	holder.BindFlags(cmd.Flags())
-	// tail reads the stream through a temporary slot of its own: of the
+	// tail reads the stream through a temporary slot (a binlog dump) of its own: of the
 	// configuration's flags only these matter to it.
 	onlyConfigFlags(cmd, own, "source", "source-file", "name", "publication", "tables", "log-level", "log-format")
 	quietByDefault(cmd)

@@ -11,7 +11,6 @@ import (
 	"github.com/tidemark/tidemark/internal/app"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
-	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/verify"
 )
 
@@ -26,7 +25,8 @@ func verifyCmd(ctx context.Context) *cobra.Command {
 		Use:   "verify --source URL --warehouse DIR [--tables s.t,...] [--wait 2m] [--format table|json]",
 		Short: "Compare every silver table with its source table; exit 0 only if they are equal (5: differences, 6: could not verify all)",
 		Long: `Compare every silver table of the source (or the --tables listed) with the source table, at a
-consistent source position: verify reads the source's WAL position, waits (up to --wait) until
+consistent source position: verify reads the source's position (PostgreSQL: its WAL position;
+MySQL/MariaDB: the binlog position of a consistent snapshot), waits (up to --wait) until
 silver holds the source up to it, compares chunk hashes (computed at the source in SQL), drills into
 differing chunks, and reads differing keys again after silver has moved on, so that rows changed
 while verify runs are not reported. See docs/verify.md.
@@ -63,12 +63,12 @@ could be verified (not published yet, silver behind, keys that kept changing); 2
 			if err != nil {
 				return err
 			}
-			d, err := postgres.NewDialer(cfg.Source.Reveal(), config.RedactURL)
+			src, err := app.VerifySource(cfg)
 			if err != nil {
 				cat.Close()
-				return err
+				return config.RedactError(err, cfg.Source, cfg.Catalog)
 			}
-			rep, err := verify.Run(ctx, cat, d, opts, log)
+			rep, err := verify.Run(ctx, cat, src, opts, log)
 			if rep != nil {
 				if werr := rep.Write(os.Stdout, format); werr != nil && err == nil {
 					err = werr

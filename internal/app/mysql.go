@@ -4,15 +4,20 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/mysql"
+	"github.com/tidemark/tidemark/internal/verify"
 )
 
 // mysqlOptions are the capture options of a mysql:// source.
@@ -112,4 +117,35 @@ func mysqlLogEnd(ctx context.Context, conn string) (uint64, error) {
 	}
 	n, _ := strconv.ParseUint(pos.String, 10, 32)
 	return mysql.PositionLSN(file.String, uint32(n))
+}
+
+// mysqlVerify is the mysql source's verify.
+func mysqlVerify(cfg *config.Config) (verify.Source, error) {
+	opts, err := mysqlOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return verify.NewMySQL(opts.DSN())
+}
+
+// tailMySQL is the mysql source's tail: a capture from the binlog's
+// current position (no checkpoint, no snapshot) into tw, registered under
+// a server id of its own so that the pipeline's binlog connection, which
+// a second one with its server id would replace, is left alone.
+func tailMySQL(ctx context.Context, cfg *config.Config, tw *tailWriter, log *slog.Logger) error {
+	opts, err := mysqlOptions(cfg)
+	if err != nil {
+		return err
+	}
+	for _, t := range opts.Tables {
+		tw.only[change.TableID{Schema: opts.Database, Name: t}] = true
+	}
+	tag := fmt.Sprintf("tail.%d.%d", os.Getpid(), time.Now().UnixNano())
+	opts.ServerID = uint32(config.DefaultServerID(cfg.Name + "." + tag))
+	opts.Snapshot.Enabled = false
+	opts.HeartbeatInterval = 0
+	opts.CommitInterval = 200 * time.Millisecond
+	opts.SpoolDir = filepath.Join(os.TempDir(), "tidemark_"+tag)
+	defer os.RemoveAll(opts.SpoolDir)
+	return mysql.New(tw, opts, log).Run(ctx)
 }

@@ -11,15 +11,18 @@ import (
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/verify"
 )
 
 // sources are the kinds of database tidemark captures from: the source
 // URL's scheme picks one (sourceFor). Adding a source is one line here.
 var sources = []source{
 	{name: "postgres", schemes: []string{"postgres", "postgresql"}, dsn: true, classifier: postgres.Classifier(),
-		formatPos: postgres.FormatLSN, posName: "pg_lsn", open: openPostgres, position: postgresPosition, logEnd: postgresWALEnd},
+		formatPos: postgres.FormatLSN, posName: "pg_lsn", open: openPostgres, position: postgresPosition, logEnd: postgresWALEnd, verify: postgresVerify,
+		connector: "postgresql", tail: tailPostgres},
 	{name: "mysql", schemes: []string{"mysql", "mariadb"}, classifier: mysqlClassifier(),
-		formatPos: mysqlFormatPos, posName: "binlog file:pos", open: openMySQL, position: mysqlPosition, logEnd: mysqlLogEnd},
+		formatPos: mysqlFormatPos, posName: "binlog file:pos", open: openMySQL, position: mysqlPosition, logEnd: mysqlLogEnd, verify: mysqlVerify,
+		connector: "mysql", tail: tailMySQL},
 }
 
 // source is one kind of database tidemark captures from.
@@ -46,6 +49,32 @@ type source struct {
 	// logEnd, if set, measures the end of the source's log now, for the
 	// lag in status --source.
 	logEnd func(ctx context.Context, conn string) (uint64, error)
+	// verify is the source side of `tidemark verify` for cfg's source.
+	verify func(cfg *config.Config) (verify.Source, error)
+	// connector names the source in tail's envelopes; tail streams the
+	// source's changes from its current position into tw, storing
+	// nothing, until ctx is done or tw's limit (errTailDone).
+	connector string
+	tail      func(ctx context.Context, cfg *config.Config, tw *tailWriter, log *slog.Logger) error
+}
+
+// VerifySource is the source side of `tidemark verify` for cfg's source,
+// picked by the source URL's scheme.
+func VerifySource(cfg *config.Config) (verify.Source, error) {
+	s, err := sourceFor(cfg.Source.Reveal())
+	if err != nil {
+		return nil, err
+	}
+	return s.verify(cfg)
+}
+
+// postgresVerify is the postgres source's verify.
+func postgresVerify(cfg *config.Config) (verify.Source, error) {
+	d, err := postgres.NewDialer(cfg.Source.Reveal(), config.RedactURL)
+	if err != nil {
+		return nil, err
+	}
+	return verify.NewPostgres(d), nil
 }
 
 // capture is one session of a source's capture (postgres.Capture).

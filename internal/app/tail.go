@@ -32,10 +32,12 @@ type TailOptions struct {
 var errTailDone = errors.New("tail: limit reached")
 
 // Tail streams the source's changes as JSON lines (a Debezium-style
-// envelope) to out, through a temporary slot of its own: the pipeline's
-// slot and position are never touched.
+// envelope) to out, from the source's current position, storing nothing:
+// PostgreSQL through a temporary slot of its own, MySQL/MariaDB through a
+// binlog dump under a server id of its own. The pipeline's slot, position
+// and lake are never touched.
 func Tail(ctx context.Context, cfg *config.Config, opts TailOptions, out io.Writer, log *slog.Logger) error {
-	dialer, err := postgres.NewDialer(cfg.Source.Reveal(), config.RedactURL)
+	src, err := sourceFor(cfg.Source.Reveal())
 	if err != nil {
 		return err
 	}
@@ -46,7 +48,24 @@ func Tail(ctx context.Context, cfg *config.Config, opts TailOptions, out io.Writ
 	}
 	bw := bufio.NewWriter(out)
 	defer bw.Flush()
-	tw := &tailWriter{out: bw, max: opts.MaxRecords, only: map[change.TableID]bool{}}
+	tw := &tailWriter{out: bw, max: opts.MaxRecords, only: map[change.TableID]bool{}, connector: src.connector}
+	err = src.tail(ctx, cfg, tw, log)
+	if errors.Is(err, errTailDone) || (err == nil) || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
+		return nil
+	}
+	if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return config.RedactError(err, cfg.Secrets()...)
+}
+
+// tailPostgres is the postgres source's tail: a capture through a
+// temporary slot, without snapshot, heartbeats or publication changes.
+func tailPostgres(ctx context.Context, cfg *config.Config, tw *tailWriter, log *slog.Logger) error {
+	dialer, err := postgres.NewDialer(cfg.Source.Reveal(), config.RedactURL)
+	if err != nil {
+		return err
+	}
 	copts, err := captureOptions(cfg)
 	if err != nil {
 		return err
@@ -65,14 +84,7 @@ func Tail(ctx context.Context, cfg *config.Config, opts TailOptions, out io.Writ
 	defer os.RemoveAll(copts.SpoolDir)
 	capt := postgres.New(dialer, tw, copts, log)
 	defer capt.Close()
-	err = capt.Run(ctx)
-	if errors.Is(err, errTailDone) || (err == nil) || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
-		return nil
-	}
-	if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
-		return nil
-	}
-	return config.RedactError(err, cfg.Secrets()...)
+	return capt.Run(ctx)
 }
 
 // tailWriter prints changes instead of storing them.
@@ -81,6 +93,8 @@ type tailWriter struct {
 	max  int
 	n    int
 	only map[change.TableID]bool
+	// connector names the source in each envelope (postgresql, mysql).
+	connector string
 }
 
 var _ pipeline.Sink = (*tailWriter)(nil)
@@ -139,7 +153,7 @@ func (t *tailWriter) Write(_ context.Context, c *change.Change) error {
 		return nil
 	}
 	e := envelope{Op: c.Op.String(), Unchanged: c.Unchanged,
-		Source: tailSource{Connector: "postgresql", Schema: c.Table.Schema, Table: c.Table.Name, LSN: c.Pos.LSN, Seq: c.Pos.Seq, TxID: c.TxID, TSMs: c.CommitTime.UnixMilli()}}
+		Source: tailSource{Connector: t.connector, Schema: c.Table.Schema, Table: c.Table.Name, LSN: c.Pos.LSN, Seq: c.Pos.Seq, TxID: c.TxID, TSMs: c.CommitTime.UnixMilli()}}
 	if c.Op != change.OpDelete && c.Op != change.OpTruncate {
 		e.After = rowJSON(c.Schema, c.Values)
 	}
@@ -163,7 +177,7 @@ func (t *tailWriter) DeadLetter(_ context.Context, d change.DeadLetter) error {
 		return nil
 	}
 	return t.emit(envelope{Op: d.Op.String(), Error: d.Error, Raw: d.Raw,
-		Source: tailSource{Connector: "postgresql", Schema: d.Table.Schema, Table: d.Table.Name, LSN: d.Pos.LSN, Seq: d.Pos.Seq, TxID: d.TxID, TSMs: d.CommitTime.UnixMilli()}})
+		Source: tailSource{Connector: t.connector, Schema: d.Table.Schema, Table: d.Table.Name, LSN: d.Pos.LSN, Seq: d.Pos.Seq, TxID: d.TxID, TSMs: d.CommitTime.UnixMilli()}})
 }
 
 func (t *tailWriter) Message(_ context.Context, m change.Message) error {
@@ -171,7 +185,7 @@ func (t *tailWriter) Message(_ context.Context, m change.Message) error {
 		return nil
 	}
 	return t.emit(envelope{Op: "m", Message: &tailMessage{Prefix: m.Prefix, Content: string(m.Content)},
-		Source: tailSource{Connector: "postgresql", LSN: m.Pos.LSN, Seq: m.Pos.Seq, TxID: m.TxID, TSMs: m.CommitTime.UnixMilli()}})
+		Source: tailSource{Connector: t.connector, LSN: m.Pos.LSN, Seq: m.Pos.Seq, TxID: m.TxID, TSMs: m.CommitTime.UnixMilli()}})
 }
 
 func (t *tailWriter) Buffered() int64 { return 0 }

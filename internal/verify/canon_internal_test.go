@@ -16,8 +16,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tidemark/tidemark/internal/coltype"
 	"github.com/tidemark/tidemark/internal/source/postgres"
-	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -78,19 +78,15 @@ func TestSQLCanonMatchesGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := d.Connect(ctx)
+	src := NewPostgres(d)
+	defer src.Close()
+	s0, err := src.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
-	types := postgres.NewTypeCache(d)
-	defer types.Close()
-	snap, err := beginSnapshot(ctx, conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.close(ctx)
-	st, err := describe(ctx, snap.tx, types.Lookup, "public", "canon")
+	defer s0.Close()
+	snap := s0.(*pgSnap)
+	st, err := snap.Describe(ctx, TableName{Schema: "public", Table: "canon"})
 	if err != nil || st == nil {
 		t.Fatalf("describe: %v, %v", st, err)
 	}
@@ -142,7 +138,7 @@ func TestSQLCanonMatchesGo(t *testing.T) {
 	}
 
 	// Chunk sums agree too.
-	rd := newSourceReader(st, chunks, true)
+	rd := newSourceReader(snap, st, chunks, true)
 	sqlChunks, err := rd.chunks(ctx, snap)
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +159,7 @@ func TestSQLCanonMatchesGo(t *testing.T) {
 
 	// Every key value reads back through its literal.
 	keys := [][]any{{int32(1)}, {int32(3)}, {int32(99)}}
-	got, err := st.fetch(ctx, snap, keys)
+	got, err := snap.Fetch(ctx, st, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +247,7 @@ func TestAppendArrowField(t *testing.T) {
 	vals := []any{int32(-7), int64(1 << 40), "🌊 ü", []byte{0, 255}, true, arrow.Timestamp(-1), arrow.Date32(19724),
 		decimal128.FromI64(-1), -0.0, []any{"a", nil}}
 	for j, v := range vals {
-		if err := typemap.AppendValue(b.Field(j), v); err != nil {
+		if err := coltype.AppendValue(b.Field(j), v); err != nil {
 			t.Fatal(err)
 		}
 		b.Field(j).AppendNull()

@@ -10,16 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
-	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
 // This file is one table's verification, top to bottom:
 //
-//  1. Open a REPEATABLE READ snapshot of the source and read the WAL
-//     position L it covers; hash every chunk of the table in it.
+//  1. Open a consistent snapshot of the source (Source.Snapshot) and read
+//     the commit position L it covers; hash every chunk of the table in it.
 //  2. Wait until silver holds the source up to L, and hash silver's chunks.
 //  3. Drill into the chunks whose hashes differ: per key, source and silver
 //     row digests; keys that differ become candidates.
@@ -68,14 +65,6 @@ func (v *verifier) table(ctx context.Context, t TableName) (tr TableReport) {
 	start := time.Now()
 	tr = TableReport{Table: strings.Join(silverIdent(v.opts.Source, t), "."), Source: t.String()}
 	defer func() { tr.Seconds = time.Since(start).Seconds() }()
-	if v.conn.IsClosed() {
-		conn, err := v.d.Connect(ctx)
-		if err != nil {
-			tr.Status, tr.Reason = StatusError, err.Error()
-			return tr
-		}
-		v.conn = conn
-	}
 	err := v.compare(ctx, t, &tr, v.pushdown)
 	if errors.Is(err, errPushdown) {
 		// The server refused the hashing SQL (md5 disabled under FIPS, an
@@ -95,9 +84,6 @@ func (v *verifier) table(ctx context.Context, t TableName) (tr TableReport) {
 	return tr
 }
 
-// errPushdown marks a failure of the chunk-hashing SQL.
-var errPushdown = errors.New("chunk hashing at the source failed")
-
 func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pushdown bool) error {
 	s, err := v.cat.LoadTable(ctx, silverIdent(v.opts.Source, t))
 	if errors.Is(err, lake.ErrNoSuchTable) {
@@ -107,12 +93,16 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 	if err != nil {
 		return err
 	}
-	snap, err := beginSnapshot(ctx, v.conn)
+	snap, err := v.src.Snapshot(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { snap.close(context.Background()) }()
-	st, err := describe(ctx, snap.tx, v.types.Lookup, t.Schema, t.Table)
+	defer func() {
+		if snap != nil {
+			snap.Close()
+		}
+	}()
+	st, err := snap.Describe(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -138,11 +128,11 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 		est = n
 	}
 	n := int(min(max(est/int64(v.opts.ChunkRows)+1, 1), 1<<20))
-	rd := newSourceReader(st, n, pushdown)
-	tr.Pushdown, tr.Chunks, tr.Position = rd.pushdown, n, postgres.FormatLSN(snap.lsn)
+	rd := newSourceReader(snap, st, n, pushdown)
+	tr.Pushdown, tr.Chunks, tr.Position = rd.pushdown, n, v.src.FormatPosition(snap.Position())
 
 	// Hash the source's chunks while waiting for silver and hashing its own:
-	// the source works in PostgreSQL, silver here.
+	// the source works in its server, silver here.
 	var (
 		srcChunks map[int]*chunkSum
 		srcErr    error
@@ -157,7 +147,7 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 		srcChunks, srcErr = rd.chunks(sctx, snap)
 		srcTook = time.Since(passStart)
 	}()
-	silverT, _, err := v.waitCovered(ctx, t, snap.lsn)
+	silverT, _, err := v.waitCovered(ctx, t, snap.Position())
 	var lkChunks map[int]*chunkSum
 	var lkRows int64
 	waited := time.Since(passStart)
@@ -166,15 +156,11 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 	}
 	lakeTook := time.Since(passStart) - waited
 	if err != nil {
-		scancel() // pgx closes the connection; the next table reconnects
+		scancel() // the source may close its connection; the next snapshot reconnects
 	}
 	<-srcDone
 	if err != nil {
 		return err
-	}
-	var pgErr *pgconn.PgError
-	if srcErr != nil && rd.pushdown && errors.As(srcErr, &pgErr) && ctx.Err() == nil {
-		return fmt.Errorf("%w: %w", errPushdown, srcErr)
 	}
 	if srcErr != nil {
 		return srcErr
@@ -271,7 +257,7 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 			break
 		}
 		tr.Rounds = round
-		s, err := beginSnapshot(ctx, v.conn)
+		s, err := v.src.Snapshot(ctx)
 		if err != nil {
 			return err
 		}
@@ -318,8 +304,8 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 // check checks the candidates once: their source rows at snap (which it
 // closes), silver's rows in silverT (nil: the silver table once it covers
 // snap's position), then the source rows' versions again.
-func (v *verifier) check(ctx context.Context, t TableName, st *sourceTable, snap *snapshot, silverT *lake.Table, cands map[string]*cand) error {
-	defer snap.close(ctx)
+func (v *verifier) check(ctx context.Context, t TableName, st *sourceTable, snap Snapshot, silverT *lake.Table, cands map[string]*cand) error {
+	defer snap.Close()
 	if len(cands) == 0 {
 		return nil
 	}
@@ -329,13 +315,14 @@ func (v *verifier) check(ctx context.Context, t TableName, st *sourceTable, snap
 		keys = append(keys, c.keyVals)
 		km[k] = c.keyVals
 	}
-	src, err := st.fetch(ctx, snap, keys)
+	src, err := snap.Fetch(ctx, st, keys)
 	if err != nil {
 		return err
 	}
-	snap.close(ctx)
+	snap.Close()
+	lsn := snap.Position()
 	if silverT == nil {
-		if silverT, _, err = v.waitCovered(ctx, t, snap.lsn); err != nil {
+		if silverT, _, err = v.waitCovered(ctx, t, lsn); err != nil {
 			return err
 		}
 	}
@@ -343,17 +330,17 @@ func (v *verifier) check(ctx context.Context, t TableName, st *sourceTable, snap
 	if err != nil {
 		return err
 	}
-	after, err := beginSnapshot(ctx, v.conn)
+	after, err := v.src.Snapshot(ctx)
 	if err != nil {
 		return err
 	}
-	later, err := st.fetch(ctx, after, keys)
-	after.close(ctx)
+	later, err := after.Fetch(ctx, st, keys)
+	after.Close()
 	if err != nil {
 		return err
 	}
 	for k, c := range cands {
-		judge(st, c, src[k], lk[k], later[k], snap.lsn)
+		judge(v.src, st, c, src[k], lk[k], later[k], lsn)
 	}
 	return nil
 }
@@ -362,14 +349,14 @@ func (v *verifier) check(ctx context.Context, t TableName, st *sourceTable, snap
 // covering lsn (nil: none), lk silver's live rows at a position at or
 // above lsn, later the source row in a snapshot taken after silver was
 // read. See the top of this file for the rules.
-func judge(st *sourceTable, c *cand, src *fetched, lk []lakeRowVals, later *fetched, lsn uint64) {
+func judge(src0 Source, st *sourceTable, c *cand, src *fetched, lk []lakeRowVals, later *fetched, lsn uint64) {
 	d := &Difference{Key: renderKey(st, c.keyVals)}
 	var rowLSN int64 = -1
 	for _, r := range lk {
 		rowLSN = max(rowLSN, r.lsn)
 	}
 	if rowLSN >= 0 {
-		d.SilverLSN = postgres.FormatLSN(uint64(rowLSN))
+		d.SilverLSN = src0.FormatPosition(uint64(rowLSN))
 	}
 	older := rowLSN < 0 || uint64(rowLSN) < lsn
 	switch {
@@ -483,14 +470,14 @@ func (v *verifier) waitCovered(ctx context.Context, t TableName, lsn uint64) (*l
 				return nil, cov, &behindError{msg: fmt.Sprintf(
 					"the source is at %s, but after waiting %s the capture has confirmed only %s and %s holds %s: "+
 						"is `tidemark run` running for source %s? (verify compares at a source position and needs the pipeline to reach it; raise --wait if it is far behind)",
-					postgres.FormatLSN(lsn), waited.Round(100*time.Millisecond), postgres.FormatLSN(cov.BronzeCheckpoint), name,
-					postgres.FormatLSN(cov.Position()), v.opts.Source)}
+					v.src.FormatPosition(lsn), waited.Round(100*time.Millisecond), v.src.FormatPosition(cov.BronzeCheckpoint), name,
+					v.src.FormatPosition(cov.Position()), v.opts.Source)}
 			}
 			return nil, cov, &behindError{msg: fmt.Sprintf(
 				"bronze holds the source up to %s, but after waiting %s %s holds only %s (the source is at %s): "+
 					"is the silver merge running? (`tidemark run` merges on its schedule; check its log for merge errors, or run `tidemark merge`, or raise --wait)",
-				postgres.FormatLSN(cov.BronzeCheckpoint), waited.Round(100*time.Millisecond), name, postgres.FormatLSN(cov.Position()),
-				postgres.FormatLSN(lsn))}
+				v.src.FormatPosition(cov.BronzeCheckpoint), waited.Round(100*time.Millisecond), name, v.src.FormatPosition(cov.Position()),
+				v.src.FormatPosition(lsn))}
 		}
 		select {
 		case <-ctx.Done():
@@ -500,18 +487,9 @@ func (v *verifier) waitCovered(ctx context.Context, t TableName, lsn uint64) (*l
 	}
 }
 
-// nudge writes a transactional logical message (ignored by every pipeline:
-// its prefix is tidemark's own) so that the capture sees a commit past the
-// position verify waits for even when the pipeline's heartbeats are off.
-// Best effort: a role without the right to emit messages simply waits.
+// nudge asks the source for a commit past the position verify waits for
+// (Source.Nudge), once per run.
 func (v *verifier) nudge(ctx context.Context) {
 	v.nudged = true
-	conn, err := pgconn.ConnectConfig(ctx, v.conn.Config().Config.Copy())
-	if err != nil {
-		return
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, `SELECT pg_logical_emit_message(true, 'tidemark.verify', '')`).ReadAll(); err != nil {
-		v.log.Debug("could not emit a message to move the capture along", "error", err.Error())
-	}
+	v.src.Nudge(ctx)
 }

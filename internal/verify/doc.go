@@ -1,15 +1,19 @@
 // Package verify proves that silver equals the source: `tidemark verify`.
 //
-// For each table it compares the source table (PostgreSQL) with its silver
+// For each table it compares the source table with its silver
 // table (silver.<source>.<schema>.<table>) at one source position, without
 // stopping either side and without false alarms from rows that change
 // while it runs (docs/verify.md is the user's account).
 //
 // # What is compared
 //
-// Values are compared in their lake form: the source is read in text format
-// under typemap.SessionSettings and decoded by typemap, exactly as the
-// capture decodes it, and silver's values are read from its data files.
+// The source side is a Source (source.go): PostgreSQL's in pgsource.go,
+// MySQL's and MariaDB's in mysqlsource.go; internal/app picks one by the
+// source URL's scheme. Values are compared in their lake form: the source
+// is read as its capture reads it (PostgreSQL: text format under
+// typemap.SessionSettings, decoded by typemap; MySQL: SelectExpr under
+// mysql.SessionVariables, decoded by Mapping.DecodeText), and silver's
+// values are read from its data files.
 // canon.go defines one canonical byte string per value; two values are
 // equal exactly when those strings are. The columns compared are the
 // source table's current columns (a column silver lacks compares as NULL;
@@ -19,12 +23,14 @@
 //
 // # How (compare.go, top to bottom)
 //
-//  1. A REPEATABLE READ snapshot of the source and the WAL insert position
-//     L read inside it: everything visible in the snapshot committed below L.
+//  1. A consistent snapshot of the source and the position L it covers
+//     (PostgreSQL: REPEATABLE READ and the WAL insert position read inside
+//     it; MySQL: WITH CONSISTENT SNAPSHOT and its binlog position):
+//     everything visible in the snapshot committed at or below L.
 //  2. The table is split into chunks by a hash of the key (as many chunks
 //     as there are ChunkRows in the table). Each chunk's hash, the count
 //     and the sum of its rows' MD5s, is computed at the source in SQL
-//     (sqlcanon.go) while verify waits for silver to hold the source up to L
+//     (sqlcanon.go; mysqlsource.go's myCanon) while verify waits for silver to hold the source up to L
 //     and hashes silver's chunks itself. Sums do not depend on row order, so
 //     neither side is sorted, and memory holds one number per chunk.
 //  3. Chunks whose hashes differ are drilled into, a memory-bounded batch of
@@ -37,7 +43,7 @@
 //
 // Hash chunks, not key ranges: silver is partitioned by bucket(key) and not
 // globally sorted, so a key range would not let Iceberg skip files anyway,
-// and key order differs between PostgreSQL (collations, numeric-as-text)
+// and key order differs between the source (collations, numeric-as-text)
 // and Go. A hash needs no order at all.
 //
 // # How far silver holds the source

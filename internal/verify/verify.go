@@ -7,11 +7,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
-	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
 // Exit codes of `tidemark verify` beyond fault's (0 equal, 2 usage, ...).
@@ -137,7 +134,8 @@ type TableReport struct {
 	Status string `json:"status"`
 	// Reason explains a status other than equal and different.
 	Reason string `json:"reason,omitempty"`
-	// Position is the source WAL position (X/Y) the first pass compared at.
+	// Position is the source position the first pass compared at, as the
+	// source writes it (PostgreSQL X/Y, MySQL 000007:1234).
 	Position string `json:"position,omitempty"`
 	// SourceRows and SilverRows are the live rows counted by the first pass.
 	SourceRows int64 `json:"source_rows"`
@@ -174,7 +172,8 @@ type Difference struct {
 	Key     string       `json:"key"` // col=value, ...
 	Kind    string       `json:"kind"`
 	Columns []ColumnDiff `json:"columns,omitempty"`
-	// SilverLSN is the cdc_source_lsn of silver's row (X/Y), if it has one.
+	// SilverLSN is the cdc_source_lsn of silver's row (as Position), if it
+	// has one.
 	SilverLSN string `json:"silver_lsn,omitempty"`
 }
 
@@ -186,11 +185,12 @@ type ColumnDiff struct {
 	Silver string `json:"silver"`
 }
 
-// Run verifies the silver tables of opts.Source against the source that
-// d connects to. Differences, tables that cannot be verified and per-table
+// Run verifies the silver tables of opts.Source against src (which it
+// closes). Differences, tables that cannot be verified and per-table
 // errors are in the report; an error is returned only when nothing could
 // be verified (the source or the lake unreachable).
-func Run(ctx context.Context, cat *lake.Catalog, d *postgres.Dialer, opts Options, log *slog.Logger) (*Report, error) {
+func Run(ctx context.Context, cat *lake.Catalog, src Source, opts Options, log *slog.Logger) (*Report, error) {
+	defer src.Close()
 	opts = opts.withDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -205,22 +205,13 @@ func Run(ctx context.Context, cat *lake.Catalog, d *postgres.Dialer, opts Option
 			return nil, fmt.Errorf("verify: list the tables of source %s: %w", opts.Source, err)
 		}
 	}
-	conn, err := d.Connect(ctx)
+	// The source must be reachable at all: a first snapshot says so.
+	first, err := src.Snapshot(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
-	types := postgres.NewTypeCache(d)
-	defer types.Close()
-	v := &verifier{cat: cat, d: d, conn: conn, types: types, opts: opts, log: log}
-	defer func() { v.conn.Close(context.Background()) }()
-	if v.pushdown = !opts.NoPushdown; v.pushdown {
-		var enc string
-		if err := conn.QueryRow(ctx, `SHOW server_encoding`).Scan(&enc); err != nil {
-			return nil, fmt.Errorf("verify: read the source's server encoding: %w", err)
-		}
-		// md5() and octet_length() see the server's bytes; the Go side sees UTF-8.
-		v.pushdown = enc == "UTF8"
-	}
+	first.Close()
+	v := &verifier{cat: cat, src: src, opts: opts, log: log, pushdown: !opts.NoPushdown}
 	rep := &Report{Source: opts.Source}
 	for _, t := range tables {
 		if err := ctx.Err(); err != nil {
@@ -239,9 +230,7 @@ func Run(ctx context.Context, cat *lake.Catalog, d *postgres.Dialer, opts Option
 // verifier is one run's shared state.
 type verifier struct {
 	cat      *lake.Catalog
-	d        *postgres.Dialer
-	conn     *pgx.Conn // reconnected when a canceled query closed it
-	types    *postgres.TypeCache
+	src      Source
 	opts     Options
 	log      *slog.Logger
 	pushdown bool

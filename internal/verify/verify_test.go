@@ -18,6 +18,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tidemark/tidemark/internal/coltype"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
@@ -177,7 +178,7 @@ func (f *fixture) appendSilver(tbl *lake.Table, st *srcTable, rows []srcRow, o s
 	n := len(st.cols)
 	for i, r := range rows {
 		for j, c := range st.cols {
-			if err := typemap.AppendValue(b.Field(j), r[c]); err != nil {
+			if err := coltype.AppendValue(b.Field(j), r[c]); err != nil {
 				f.t.Fatal(err)
 			}
 		}
@@ -219,7 +220,7 @@ func (f *fixture) verify(o verify.Options) *verify.Report {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	rep, err := verify.Run(f.ctx, f.cat, f.d, o, log)
+	rep, err := verify.Run(f.ctx, f.cat, verify.NewPostgres(f.d), o, log)
 	if err != nil {
 		f.t.Fatal(err)
 	}

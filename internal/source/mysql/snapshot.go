@@ -502,3 +502,19 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	}
 	return nil
 }
+
+// SnapshotPosition is the commit position (fileIndex<<32 | pos) covered by
+// the consistent snapshot that conn's transaction holds (START TRANSACTION
+// WITH CONSISTENT SNAPSHOT), for tidemark verify: every transaction
+// visible in it committed at or below the position. MariaDB: exact, the
+// snapshot's own Binlog_snapshot_file/position (as the capture's chunks
+// read it); MySQL: SHOW MASTER STATUS read inside the transaction, at or
+// past the snapshot.
+func SnapshotPosition(ctx context.Context, conn *sql.Conn, f Flavor) (uint64, error) {
+	if f == MariaDB {
+		p, err := snapshotPos(ctx, conn)
+		return p.LSN(), err
+	}
+	p, _, err := (*Capture)(nil).masterStatus(ctx, conn)
+	return p.LSN(), err
+}
