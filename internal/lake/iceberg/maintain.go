@@ -54,6 +54,7 @@ func (t *Table) Footprint(ctx context.Context) (Footprint, error) {
 					seen[d.FilePath()] = true
 					fp.DeleteFiles++
 					fp.DeleteBytes += d.FileSizeBytes()
+					fp.DeletedRecords += d.Count()
 				}
 			}
 		}
