@@ -33,7 +33,7 @@ import (
 // that took it there. One step adds at most about one table's worth (the
 // fold writes each key once), so the table stays below CompactRatio+1
 // times its live bytes at every commit.
-const CompactRatio = 1.5
+const CompactRatio = 1.25
 
 // compactSmallTable: a table whose live rows take at most this is
 // compacted whenever its file count passes its bound; a larger one only
@@ -156,4 +156,19 @@ func (j *job) compactIfDue(ctx context.Context) error {
 		"delete_files", fmt.Sprintf("%d->%d", c.DeleteFiles, c.DeleteFiles-r.RemovedDeleteFiles),
 		"bytes_before", r.BytesBefore, "bytes_after", r.BytesAfter, "took", j.m.now().Sub(start).Round(time.Millisecond).String())
 	return nil
+}
+
+// BucketBytes is how many bytes of bronze data files at a table's build
+// make one bucket of its silver table, with Options.AdaptBuckets.
+const BucketBytes = 64 << 20
+
+// AdaptedBuckets is the number of buckets a silver table built from
+// bronzeBytes of bronze data files gets, with at most `most`: one per
+// BucketBytes, 0 (unpartitioned) below two.
+func AdaptedBuckets(bronzeBytes int64, most int) int {
+	n := int((bronzeBytes + BucketBytes - 1) / BucketBytes)
+	if n < 2 {
+		return 0
+	}
+	return min(n, most)
 }

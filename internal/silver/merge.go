@@ -37,6 +37,11 @@ type Options struct {
 	// Buckets is N of the partitioning bucket(N, first key column).
 	// 0: DefaultBuckets; negative: unpartitioned.
 	Buckets int
+	// AdaptBuckets makes Buckets the most a table gets: a table is created
+	// with one bucket per BucketBytes of its bronze table's data files at
+	// its build (fewer than two: unpartitioned), so that the merges of a
+	// small table write a few files rather than two per bucket.
+	AdaptBuckets bool
 	// DeleteMode is lake.MergeOnRead (position deletes; the default) or
 	// lake.CopyOnWrite (rewrite the data files that hold changed rows).
 	DeleteMode string
@@ -761,10 +766,18 @@ func (m *Merger) openSilver(ctx context.Context, source, schema, table string) (
 // when published: its files are under the name readers see).
 func (m *Merger) create(ctx context.Context, ident, placeAs []string, b lake.Table, key []string) (lake.KeyedTable, error) {
 	keyJSON := b.Properties()[bronze.PropKey]
+	buckets := m.opts.Buckets
+	if mt, ok := b.(lake.Maintained); ok && m.opts.AdaptBuckets && buckets > 1 {
+		fp, err := mt.Footprint(ctx)
+		if err != nil {
+			return nil, err
+		}
+		buckets = AdaptedBuckets(fp.DataBytes, buckets)
+	}
 	s, err := m.cat.Create(ctx, ident, lake.TableSpec{
 		Schema:     schemaFor(b.ArrowSchema(), key, m.opts.SoftDeletes),
 		Key:        key,
-		Buckets:    m.opts.Buckets,
+		Buckets:    buckets,
 		DeleteMode: m.opts.DeleteMode,
 		Properties: map[string]string{bronze.PropKey: keyJSON},
 		PlaceAs:    placeAs,
