@@ -28,11 +28,16 @@ import (
 // lets 120 steps through. Compacting by the table's own footprint keeps
 // both bounded by a constant of the table.
 
+// RatioBound is the most bytes a silver table's files take, in multiples
+// of its live rows' bytes, at any commit: above it `tidemark status` warns.
+const RatioBound = 3
+
 // CompactRatio: a silver table whose current files take more than this
 // many times the bytes of its live rows is compacted after the merge step
 // that took it there. One step adds at most about one table's worth (the
-// fold writes each key once), so the table stays below CompactRatio+1
-// times its live bytes at every commit.
+// fold writes each key once, and a delete file costs a few bytes a row),
+// so the table stays below CompactRatio+1 times its live bytes at every
+// commit, under RatioBound with room for small files' overhead.
 const CompactRatio = 1.25
 
 // compactSmallTable: a table whose live rows take at most this is
@@ -70,7 +75,7 @@ type FootprintCheck struct {
 }
 
 // CheckFootprint measures a silver table against its bounds: bytes at most
-// CompactRatio+1 times its live bytes, files at most FileBound.
+// RatioBound times its live bytes, files at most FileBound.
 func CheckFootprint(ctx context.Context, t lake.Maintained) (FootprintCheck, error) {
 	fp, err := t.Footprint(ctx)
 	if err != nil {
@@ -87,8 +92,8 @@ func CheckFootprint(ctx context.Context, t lake.Maintained) (FootprintCheck, err
 		c.Ratio = float64(fp.Bytes()) / float64(live)
 	}
 	switch {
-	case c.Ratio > CompactRatio+1:
-		c.Over = fmt.Sprintf("bytes %.1f× the live rows (bound %.1f×)", c.Ratio, CompactRatio+1)
+	case c.Ratio > RatioBound:
+		c.Over = fmt.Sprintf("bytes %.1f× the live rows (bound %d×)", c.Ratio, RatioBound)
 	case fp.Files() > c.FileBound && fp.LiveBytes() <= compactSmallTable:
 		c.Over = fmt.Sprintf("%d data+delete files (bound %d)", fp.Files(), c.FileBound)
 	}
