@@ -122,10 +122,20 @@ func (c FootprintCheck) needsCompaction() string {
 }
 
 // compactIfDue compacts the silver table after a merge step when its
-// footprint passed its bounds. A compaction that loses to another writer
-// (a `tidemark merge` beside the pipeline) changes nothing and is left to
-// the next step; other errors are the merge's.
+// footprint passed its bounds. Compaction is deferrable: one that loses to
+// another writer (a `tidemark merge` beside the pipeline) or fails changes
+// nothing, is logged and left to the next step, and never fails the merge
+// (which committed); only a cancelled ctx is returned.
 func (j *job) compactIfDue(ctx context.Context) error {
+	err := j.compact(ctx)
+	if err == nil || ctx.Err() != nil {
+		return ctx.Err()
+	}
+	j.m.log.Warn("silver compaction failed; the next merge step retries", "table", j.res.Table, "error", err.Error())
+	return nil
+}
+
+func (j *job) compact(ctx context.Context) error {
 	if j.m.opts.NoAutoCompact {
 		return nil
 	}
