@@ -105,12 +105,16 @@ func SilverOptions(cfg *config.Config) silver.Options {
 		buckets = -1 // unpartitioned
 	}
 	return silver.Options{
-		Buckets:     buckets,
-		DeleteMode:  cfg.Silver.DeleteMode,
-		SoftDeletes: cfg.Silver.SoftDeletesOn(),
-		MaxChanges:  int64(cfg.Silver.MaxChanges),
-		MaxBytes:    int64(cfg.MemoryBudget / config.SilverShare),
-		IdleCommit:  time.Minute,
+		Buckets: buckets,
+		// --silver-buckets not given: 16 at most, fewer for a small table.
+		AdaptBuckets: !cfg.BucketsGiven(),
+		// The merger's own compactions write what `tidemark maintain` does.
+		TargetFileSize: maintain.DefaultTargetFileSize,
+		DeleteMode:     cfg.Silver.DeleteMode,
+		SoftDeletes:    cfg.Silver.SoftDeletesOn(),
+		MaxChanges:     int64(cfg.Silver.MaxChanges),
+		MaxBytes:       int64(cfg.MemoryBudget / config.SilverShare),
+		IdleCommit:     time.Minute,
 		// Beside the capture's spool, not in it (the capture empties it).
 		SpillDir: spoolDir(cfg) + "-silver",
 	}

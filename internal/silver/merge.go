@@ -37,6 +37,11 @@ type Options struct {
 	// Buckets is N of the partitioning bucket(N, first key column).
 	// 0: DefaultBuckets; negative: unpartitioned.
 	Buckets int
+	// AdaptBuckets makes Buckets the most a table gets: a table is created
+	// with one bucket per BucketBytes of its bronze table's data files at
+	// its build (fewer than two: unpartitioned), so that the merges of a
+	// small table write a few files rather than two per bucket.
+	AdaptBuckets bool
 	// DeleteMode is lake.MergeOnRead (position deletes; the default) or
 	// lake.CopyOnWrite (rewrite the data files that hold changed rows).
 	DeleteMode string
@@ -67,6 +72,13 @@ type Options struct {
 	// way before the failure is fault.ErrSilverMergeFailing.
 	// 0: DefaultMaxFailures.
 	MaxFailures int
+	// NoAutoCompact: a silver table is not compacted by the merger when its
+	// footprint passes its bounds (footprint.go); only `tidemark maintain`
+	// compacts it.
+	NoAutoCompact bool
+	// TargetFileSize of the files the merger's compactions write. 0: the
+	// table's default.
+	TargetFileSize int64
 	// Report, if set, is called with every table's result.
 	Report func(Result)
 	// Observer, if set, is told of every merge step and merge (metrics).
@@ -113,6 +125,9 @@ type Result struct {
 	Ignored     int64 `json:"ignored"`
 	DeadLetters int64 `json:"dead_letters"`
 	Truncates   int64 `json:"truncates"`
+	// Compactions is how many times the merge compacted the table because
+	// its footprint passed its bounds (footprint.go).
+	Compactions int `json:"compactions,omitempty"`
 	// Cursor is the bronze snapshot merged through (lake.NoSnapshot: none);
 	// Position its source position (tidemark.position, the commit LSN as an
 	// integer), "" if bronze recorded none.
@@ -253,7 +268,7 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 			res.Gated, res.Reason = true, why
 			return res, nil
 		}
-		if s, err = m.create(ctx, buildingIdent(source, schema, table), b, key); err != nil {
+		if s, err = m.create(ctx, buildingIdent(source, schema, table), Ident(source, schema, table), b, key); err != nil {
 			return res, err
 		}
 		building = true
@@ -343,6 +358,11 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 			return res, err
 		}
 		j.observeStep(before, start)
+		if !building {
+			if err := j.compactIfDue(ctx); err != nil {
+				return res, err
+			}
+		}
 		if j.stepDone(hist, to, start) >= steps && steps > 0 {
 			return res, nil // a turn's share (turns.go); res.More says what is left
 		}
@@ -741,15 +761,26 @@ func (m *Merger) openSilver(ctx context.Context, source, schema, table string) (
 	return nil, false, nil
 }
 
-// create creates a silver table for bronze table b.
-func (m *Merger) create(ctx context.Context, ident []string, b lake.Table, key []string) (lake.KeyedTable, error) {
+// create creates a silver table for bronze table b, as ident, its files
+// where a table named placeAs keeps them (a build is renamed to that name
+// when published: its files are under the name readers see).
+func (m *Merger) create(ctx context.Context, ident, placeAs []string, b lake.Table, key []string) (lake.KeyedTable, error) {
 	keyJSON := b.Properties()[bronze.PropKey]
+	buckets := m.opts.Buckets
+	if mt, ok := b.(lake.Maintained); ok && m.opts.AdaptBuckets && buckets > 1 {
+		fp, err := mt.Footprint(ctx)
+		if err != nil {
+			return nil, err
+		}
+		buckets = AdaptedBuckets(fp.DataBytes, buckets)
+	}
 	s, err := m.cat.Create(ctx, ident, lake.TableSpec{
 		Schema:     schemaFor(b.ArrowSchema(), key, m.opts.SoftDeletes),
 		Key:        key,
-		Buckets:    m.opts.Buckets,
+		Buckets:    buckets,
 		DeleteMode: m.opts.DeleteMode,
 		Properties: map[string]string{bronze.PropKey: keyJSON},
+		PlaceAs:    placeAs,
 	})
 	if errors.Is(err, lake.ErrTableExists) {
 		s, err = m.cat.Open(ctx, ident)

@@ -54,6 +54,7 @@ func (t *Table) Footprint(ctx context.Context) (Footprint, error) {
 					seen[d.FilePath()] = true
 					fp.DeleteFiles++
 					fp.DeleteBytes += d.FileSizeBytes()
+					fp.DeletedRecords += d.Count()
 				}
 			}
 		}
@@ -190,9 +191,15 @@ func (t *Table) Compact(ctx context.Context, opts CompactOptions) (CompactResult
 			res.Snapshot = id
 			return res, nil
 		}
-		if t.tbl.MetadataLocation() == base || attempt == commitAttempts {
+		if t.tbl.MetadataLocation() == base {
 			cleanup()
 			return res, fmt.Errorf("iceberg: compact table %s: %w", t.name, err)
+		}
+		if attempt == commitAttempts {
+			// Writers committed before each attempt (bronze appending
+			// every few hundred ms): a lost race, nothing applied.
+			cleanup()
+			return res, fmt.Errorf("iceberg: compact table %s: %w: lost %d races to other writers: %w", t.name, ErrCommitConflict, attempt, err)
 		}
 		if berr := backoff(ctx, attempt); berr != nil {
 			cleanup()
