@@ -605,7 +605,13 @@ func (c *Catalog) CreateTable(ctx context.Context, ident []string, spec TableSpe
 		opts = append(opts, catalog.WithPartitionSpec(&ps))
 	}
 
-	tbl, err := c.cat.CreateTable(ctx, table.Identifier(slices.Clone(ident)), spec.Schema, opts...)
+	// SQLite can answer a concurrent writer SQLITE_BUSY at once (see
+	// retryBusy): the row was not written, so creating again is safe.
+	var tbl *table.Table
+	err = retryBusy(ctx, func() (err error) {
+		tbl, err = c.cat.CreateTable(ctx, table.Identifier(slices.Clone(ident)), spec.Schema, opts...)
+		return err
+	})
 	if err != nil {
 		return nil, c.classify(fmt.Errorf("iceberg: create table %s: %w", name, err))
 	}

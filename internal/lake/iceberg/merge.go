@@ -142,7 +142,13 @@ func (c *Catalog) CreateKeyedTable(ctx context.Context, ident []string, spec Key
 	}
 	opts = append(opts, catalog.WithSortOrder(so))
 
-	tbl, err := c.cat.CreateTable(ctx, table.Identifier(slices.Clone(ident)), sch, opts...)
+	// SQLite can answer a concurrent writer SQLITE_BUSY at once (see
+	// retryBusy): the row was not written, so creating again is safe.
+	var tbl *table.Table
+	err = retryBusy(ctx, func() (err error) {
+		tbl, err = c.cat.CreateTable(ctx, table.Identifier(slices.Clone(ident)), sch, opts...)
+		return err
+	})
 	if err != nil {
 		return nil, neutral(fmt.Errorf("iceberg: create table %s: %w", name, err))
 	}
