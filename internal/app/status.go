@@ -37,6 +37,19 @@ type TableStatus struct {
 	// SilverBehindSeconds the age of the oldest of them (0: none).
 	SilverChangesBehind int64   `json:"silver_changes_behind"`
 	SilverBehindSeconds float64 `json:"silver_behind_seconds"`
+	// The figures of the metrics (docs/metrics.md) the lake holds, for
+	// scripts (JSON only): the bronze table's rows (-1: unknown) and the
+	// time of its latest snapshot, and whether silver is published.
+	BronzeRows       int64  `json:"bronze_rows"`
+	BronzeSnapshotAt string `json:"bronze_snapshot_at,omitempty"`
+	SilverPublished  bool   `json:"silver_published"`
+	// The footprints of the bronze and (published or building) silver
+	// table: files, bytes, delete files, last maintenance and a warning
+	// past the bound (docs/operations.md#footprint).
+	BronzeFootprint *TableFootprint `json:"bronze_footprint,omitempty"`
+	SilverFootprint *TableFootprint `json:"silver_footprint,omitempty"`
+	// Warnings are the footprints' warnings, with the table they are of.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Status reports every bronze table in the warehouse. With a source URL the
@@ -89,7 +102,19 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 				return err
 			}
 			sum := tbl.Summary()
-			st := TableStatus{Table: strings.Join(ident, "."), Snapshots: tbl.SnapshotCount(), LagBytes: -1, LagSeconds: -1, Silver: "-"}
+			st := TableStatus{Table: strings.Join(ident, "."), Snapshots: tbl.SnapshotCount(), LagBytes: -1, LagSeconds: -1, Silver: "-", BronzeRows: -1}
+			if n, err := strconv.ParseInt(sum["total-records"], 10, 64); err == nil {
+				st.BronzeRows = n
+			}
+			if cur, ok := tbl.CurrentSnapshot(); ok {
+				st.BronzeSnapshotAt = time.UnixMilli(cur.TimestampMs).UTC().Format(time.RFC3339)
+			}
+			if st.BronzeFootprint, err = footprintOf(ctx, tbl, false); err != nil {
+				return err
+			}
+			if w := st.BronzeFootprint; w != nil && w.Warning != "" {
+				st.Warnings = append(st.Warnings, st.Table+": "+w.Warning)
+			}
 			if ss, ok := silverOf[st.Table]; ok {
 				switch {
 				case ss.Failing != nil:
@@ -104,6 +129,21 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 					st.Silver = "published (giving older rows the default of " + strings.Join(ss.Filling, ", ") + ")"
 				case ss.Published:
 					st.Silver = "published"
+				}
+				st.SilverPublished = ss.Published
+				if ss.Published || ss.Building {
+					sid := silver.Ident(ident[1], ident[2], ident[3])
+					if !ss.Published {
+						sid = silver.BuildingIdent(ident[1], ident[2], ident[3])
+					}
+					if stbl, err := cat.Open(ctx, sid); err == nil {
+						if st.SilverFootprint, err = footprintOf(ctx, stbl, true); err != nil {
+							return err
+						}
+						if w := st.SilverFootprint; w != nil && w.Warning != "" {
+							st.Warnings = append(st.Warnings, strings.Join(sid, ".")+": "+w.Warning)
+						}
+					}
 				}
 				st.SilverBehind = ss.Behind
 				st.SilverChangesBehind = ss.Backlog.Changes
@@ -140,7 +180,7 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 		return enc.Encode(rows)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tROWS\tESTIMATE\tPOSITION\tWATERMARK\tLAG_BYTES\tLAG_S\tSILVER")
+	fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tROWS\tESTIMATE\tPOSITION\tWATERMARK\tLAG_BYTES\tLAG_S\tFILES\tBYTES\tMAINTAINED\tSILVER")
 	for _, r := range rows {
 		est := "-"
 		if r.SnapshotEstimate >= 0 {
@@ -150,13 +190,67 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 		if r.SilverBehind > 0 {
 			sil += fmt.Sprintf(" (%d bronze commits, %d changes to merge, oldest %.0fs)", r.SilverBehind, r.SilverChangesBehind, r.SilverBehindSeconds)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Table, r.Snapshot, r.SnapshotRows, est,
-			dash(r.Position), dash(r.Watermark), num(r.LagBytes), numf(r.LagSeconds), sil)
+		files, bytes, maint := footprintCells(r.BronzeFootprint, r.SilverFootprint)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Table, r.Snapshot, r.SnapshotRows, est,
+			dash(r.Position), dash(r.Watermark), num(r.LagBytes), numf(r.LagSeconds), files, bytes, maint, sil)
+	}
+	var warnings []string
+	for _, r := range rows {
+		warnings = append(warnings, r.Warnings...)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(tw, "(no bronze tables in "+warehouse+")")
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		if _, err := fmt.Fprintln(out, "WARNING: footprint of "+w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// footprintCells renders the footprints of a bronze table and its silver
+// table (nil: none) as the FILES, BYTES and MAINTAINED cells: bronze/silver,
+// silver's files as data+delete and its bytes with their ratio to live.
+func footprintCells(b, s *TableFootprint) (files, bytes, maint string) {
+	f := func(fp *TableFootprint, silver bool) (string, string, string) {
+		if fp == nil {
+			return "-", "-", "-"
+		}
+		files := strconv.Itoa(fp.DataFiles)
+		if silver || fp.DeleteFiles > 0 {
+			files += "+" + strconv.Itoa(fp.DeleteFiles)
+		}
+		bytes := humanBytes(fp.Bytes())
+		if silver && fp.LiveBytes > 0 {
+			bytes += fmt.Sprintf(" (%.1fx)", fp.Ratio)
+		}
+		m := "-"
+		if fp.LastMaintenance != "" {
+			m = fp.LastMaintenance
+		}
+		return files, bytes, m
+	}
+	bf, bb, bm := f(b, false)
+	sf, sb, sm := f(s, true)
+	return bf + "/" + sf, bb + "/" + sb, bm + "/" + sm
+}
+
+// humanBytes renders n bytes in binary units (B, KiB, MiB, GiB, TiB).
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + "B"
+	}
+	v, u := float64(n)/unit, 0
+	for v >= unit && u < 3 {
+		v /= unit
+		u++
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + []string{"KiB", "MiB", "GiB", "TiB"}[u]
 }
 
 func dash(s string) string {

@@ -64,6 +64,9 @@ type KeyedTableSpec struct {
 	DeleteMode string
 	// Properties are further table properties (see TableSpec.Properties).
 	Properties map[string]string
+	// PlaceAs, if set, names the identifier whose directory the table's
+	// files go to (lake.TableSpec.PlaceAs).
+	PlaceAs []string
 }
 
 // CreateKeyedTable creates the table ident (and its namespace) laid out for
@@ -120,7 +123,10 @@ func (c *Catalog) CreateKeyedTable(ctx context.Context, ident []string, spec Key
 	props["write.update.mode"] = mode
 	props["write.merge.mode"] = mode
 
-	loc := c.warehouseURL + "/" + dirName(joinIdent(ident[:len(ident)-1])) + ".db/" + dirName(ident[len(ident)-1])
+	loc, err := c.tableLocation(ident, spec.PlaceAs)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: create table %s: %w", name, err)
+	}
 	opts := []catalog.CreateTableOpt{catalog.WithProperties(props), catalog.WithLocation(loc)}
 	if spec.Buckets > 0 && bucketable(sch, spec.Key[0]) {
 		ps, err := iceberggo.NewPartitionSpecOpts(iceberggo.AddPartitionFieldByName(
