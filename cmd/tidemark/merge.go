@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -113,13 +112,8 @@ func runMerge(ctx context.Context, lf lakeFlags, source string, tables []string,
 			if perr != nil {
 				return perr
 			}
-			var errs []error
-			for _, t := range ids {
-				if _, e := m.MergeTable(ctx, source, t.Schema, t.Name); e != nil {
-					errs = append(errs, e)
-				}
-			}
-			err = errors.Join(errs...)
+			// In turns, as tidemark run and a merge of every table do.
+			err = m.MergeTables(ctx, source, ids)
 		}
 		if err == nil || fault.ClassOf(err) != fault.Transient || attempt == 6 || ctx.Err() != nil {
 			break

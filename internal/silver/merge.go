@@ -180,6 +180,18 @@ func (m *Merger) MergeAll(ctx context.Context, source string) error {
 	return err
 }
 
+// MergeTables merges the named tables of source as MergeAll merges every
+// table: in turns of one merge step each (turns.go), so that one table's
+// large backlog does not keep the others waiting. It returns the errors of
+// the tables that failed, joined; the others are merged regardless.
+func (m *Merger) MergeTables(ctx context.Context, source string, tables []cdc.TableID) error {
+	if len(tables) == 0 {
+		return nil
+	}
+	_, err := m.mergeInTurns(ctx, source, tables)
+	return err
+}
+
 // mergeAll is MergeAll; gated reports whether a table waits for its
 // initial snapshot, or no bronze table exists yet (the capture is
 // starting: its tables' snapshots are about to begin).

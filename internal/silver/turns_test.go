@@ -76,7 +76,15 @@ func TestBacklogOfSmallCommitsMergesAsOne(t *testing.T) {
 // first table's last step comes after the second's first, so one table's
 // backlog never holds back another's (issue 22). Each table is reported
 // once, with its whole result, and progress is logged with the backlog.
+// The same holds for a merge of every table (tidemark run, tidemark merge)
+// and of named tables (tidemark merge TABLE...).
 func TestTablesTakeTurnsCatchingUp(t *testing.T) {
+	for _, named := range []bool{false, true} {
+		t.Run(map[bool]string{false: "all", true: "named"}[named], func(t *testing.T) { testTablesTakeTurns(t, named) })
+	}
+}
+
+func testTablesTakeTurns(t *testing.T, named bool) {
 	e := newLakeEnv(t)
 	s := ordersSchema()
 	e.open(ordersID, s)
@@ -94,7 +102,11 @@ func TestTablesTakeTurnsCatchingUp(t *testing.T) {
 	}
 	e.backlog(s, 10, ordersID, itemsID) // 20 changes each: 5 steps of 4
 	reports = nil
-	if err := m.MergeAll(e.ctx, e.source); err != nil {
+	merge := func() error { return m.MergeAll(e.ctx, e.source) }
+	if named {
+		merge = func() error { return m.MergeTables(e.ctx, e.source, []change.TableID{itemsID, ordersID}) }
+	}
+	if err := merge(); err != nil {
 		t.Fatal(err)
 	}
 	var first, last = map[string]int{}, map[string]int{}
