@@ -327,17 +327,27 @@ func (m *Maintainer) keepFrom(ctx context.Context, source string, ident []string
 	return cur, "", nil
 }
 
-// Loop maintains every table of source every `every` (DefaultEvery if <= 0),
-// the first time one period after it starts, until ctx is done; between
-// runs, every DefaultCheckEvery (or `every`, if shorter), it compacts the
-// append-only tables past their bound (Check). It is the maintenance half
-// of `tidemark run`: a failure is logged and retried at the next period,
-// never stops the pipeline (maintenance is deferrable).
+// PropDue is the namespace property (of bronze.<source>) that says when
+// source's next maintenance run is due, in Unix milliseconds: Loop records
+// it when it starts without one and after every run, so that a process
+// that restarts (a crash loop, a redeploy) keeps the schedule instead of
+// starting a new period: a pipeline whose processes all live less than a
+// period would otherwise never be maintained.
+const PropDue = "tidemark.maintenance-due"
+
+// Loop maintains every table of source every `every` (DefaultEvery if
+// <= 0), until ctx is done. When it starts, it runs at once if the run
+// PropDue records is due (else when it is due; a pipeline without one is
+// due one period from now), or else compacts the append-only tables past
+// their bound (Check); between runs, every DefaultCheckEvery (or `every`,
+// if shorter), it checks again. It is the maintenance half of `tidemark
+// run`: a failure is logged and retried at the next period, never stops
+// the pipeline (maintenance is deferrable).
 func (m *Maintainer) Loop(ctx context.Context, source string, every time.Duration) {
 	if every <= 0 {
 		every = DefaultEvery
 	}
-	timer := time.NewTimer(every)
+	timer := time.NewTimer(m.Start(ctx, source, every))
 	defer timer.Stop()
 	check := time.NewTicker(min(every, DefaultCheckEvery))
 	defer check.Stop()
@@ -346,23 +356,83 @@ func (m *Maintainer) Loop(ctx context.Context, source string, every time.Duratio
 		case <-ctx.Done():
 			return
 		case <-check.C:
-			if m.opts.NoCompact || m.opts.DryRun {
-				continue
-			}
-			if _, err := m.Check(ctx, source); err != nil && ctx.Err() == nil {
-				m.log.Warn("maintenance check failed, retrying at the next check", "error", err.Error())
-			}
+			m.check(ctx, source)
 			continue
 		case <-timer.C:
 		}
-		_, err := m.Run(ctx, source, nil)
-		if err != nil && ctx.Err() == nil {
-			m.log.Warn("maintenance failed, retrying at the next run", "error", err.Error(), "retry_in", every.String())
-		}
-		if m.opts.OnRun != nil && ctx.Err() == nil {
-			m.opts.OnRun(err)
-		}
+		m.run(ctx, source, every)
 		timer.Reset(every)
+	}
+}
+
+// Start is what Loop does when it starts: the run PropDue records for
+// source, if it is due, or a Check. It returns how long until the next run
+// is due.
+func (m *Maintainer) Start(ctx context.Context, source string, every time.Duration) time.Duration {
+	now := time.Now()
+	due, ok := m.due(ctx, source)
+	if !ok {
+		due = now.Add(every)
+		m.setDue(ctx, source, due)
+	}
+	if due.After(now) {
+		m.check(ctx, source)
+		return due.Sub(now)
+	}
+	m.log.Info("maintenance is due (by the schedule the last process recorded): running it now", "source", source,
+		"due", due.UTC().Format(time.RFC3339))
+	m.run(ctx, source, every)
+	return every
+}
+
+// run runs maintenance once for Loop, and records when the next is due.
+func (m *Maintainer) run(ctx context.Context, source string, every time.Duration) {
+	_, err := m.Run(ctx, source, nil)
+	if ctx.Err() != nil {
+		return // cut short: still due
+	}
+	if err != nil {
+		m.log.Warn("maintenance failed, retrying at the next run", "error", err.Error(), "retry_in", every.String())
+	}
+	m.setDue(ctx, source, time.Now().Add(every))
+	if m.opts.OnRun != nil {
+		m.opts.OnRun(err)
+	}
+}
+
+// check runs Check for Loop.
+func (m *Maintainer) check(ctx context.Context, source string) {
+	if m.opts.NoCompact || m.opts.DryRun {
+		return
+	}
+	if _, err := m.Check(ctx, source); err != nil && ctx.Err() == nil {
+		m.log.Warn("maintenance check failed, retrying at the next check", "error", err.Error())
+	}
+}
+
+// due reads PropDue of source; ok is false when there is none (or no
+// bronze namespace yet, or it cannot be read: then Loop keeps its own time).
+func (m *Maintainer) due(ctx context.Context, source string) (time.Time, bool) {
+	props, err := m.cat.NamespaceProperties(ctx, []string{"bronze", source})
+	if err != nil {
+		return time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(props[PropDue], 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
+}
+
+// setDue records when source's next maintenance run is due. Without a
+// bronze namespace yet (nothing captured) there is nothing to record.
+func (m *Maintainer) setDue(ctx context.Context, source string, at time.Time) {
+	if m.opts.DryRun {
+		return
+	}
+	err := m.cat.SetNamespaceProperties(ctx, []string{"bronze", source}, map[string]string{PropDue: strconv.FormatInt(at.UnixMilli(), 10)})
+	if err != nil && !errors.Is(err, lake.ErrNoSuchNamespace) && ctx.Err() == nil {
+		m.log.Warn("could not record when maintenance is due next", "source", source, "error", err.Error())
 	}
 }
 
