@@ -37,6 +37,10 @@ type TableStatus struct {
 	// SilverBehindSeconds the age of the oldest of them (0: none).
 	SilverChangesBehind int64   `json:"silver_changes_behind"`
 	SilverBehindSeconds float64 `json:"silver_behind_seconds"`
+	// SilverCatchUpSeconds is the expected time to catch up: the changes
+	// behind at the rate of the table's last merge steps (0: nothing
+	// behind; null: no step recorded its rate yet).
+	SilverCatchUpSeconds *float64 `json:"silver_catch_up_seconds"`
 	// The figures of the metrics (docs/metrics.md) the lake holds, for
 	// scripts (JSON only): the bronze table's rows (-1: unknown) and the
 	// time of its latest snapshot, and whether silver is published.
@@ -148,6 +152,10 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 				st.SilverBehind = ss.Behind
 				st.SilverChangesBehind = ss.Backlog.Changes
 				st.SilverBehindSeconds = float64(int64(ss.Backlog.Seconds(time.Now())*10)) / 10
+				if eta, ok := ss.Backlog.CatchUp(ss.MergeRate); ok {
+					sec := float64(int64(eta.Seconds()*10)) / 10
+					st.SilverCatchUpSeconds = &sec
+				}
 			}
 			sp, _ := pipeline.ParseSnapshotState(sum[pipeline.PropSnapshot])
 			st.Snapshot, st.SnapshotRows, st.SnapshotEstimate = sp.Status, sp.Rows, sp.Estimate
@@ -188,7 +196,15 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 		}
 		sil := r.Silver
 		if r.SilverBehind > 0 {
-			sil += fmt.Sprintf(" (%d bronze commits, %d changes to merge, oldest %.0fs)", r.SilverBehind, r.SilverChangesBehind, r.SilverBehindSeconds)
+			eta := ""
+			if r.SilverCatchUpSeconds != nil && r.SilverChangesBehind > 0 {
+				d := time.Duration(*r.SilverCatchUpSeconds * float64(time.Second)).Round(time.Second)
+				eta = fmt.Sprintf(", about %s to catch up", d)
+				if d < time.Second {
+					eta = ", under a second to catch up"
+				}
+			}
+			sil += fmt.Sprintf(" (%d bronze commits, %d changes to merge, oldest %.0fs%s)", r.SilverBehind, r.SilverChangesBehind, r.SilverBehindSeconds, eta)
 		}
 		files, bytes, maint := footprintCells(r.BronzeFootprint, r.SilverFootprint)
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Table, r.Snapshot, r.SnapshotRows, est,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -333,6 +334,7 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 		if cur == head.ID {
 			return res, nil
 		}
+		stepStart := m.now()
 		hist, err := b.History(cur, head.ID)
 		if err != nil {
 			return res, fault.With(fault.ErrCorruptState, fmt.Sprintf(
@@ -361,8 +363,9 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 		start := m.now()
 		before := res
 		j.observe = m.opts.Observer != nil && !building
+		j.stepStart = stepStart
 		err = j.merge(ctx, cur, to, part{}, true, cursorProps(to))
-		j.fillFirst, j.observe = false, false
+		j.fillFirst, j.observe, j.stepStart = false, false, time.Time{}
 		if errors.Is(err, errFillFirst) {
 			continue
 		}
@@ -408,6 +411,9 @@ type job struct {
 	id      cdc.TableID
 	observe bool
 	txs     *txTimes
+	// stepStart: the next merge is a merge step that started then; its
+	// commit records it with the changes it read (PropStepStarted).
+	stepStart time.Time
 }
 
 // maxRows is how many bronze rows one commit (or build pass) may read:
@@ -889,6 +895,11 @@ func (j *job) merge(ctx context.Context, after int64, to lake.Snapshot, p part, 
 		return err
 	}
 	st.Changes = int64(in.bronze)
+	if !j.stepStart.IsZero() {
+		props = maps.Clone(props)
+		props[PropStepChanges] = strconv.FormatInt(st.Changes, 10)
+		props[PropStepStarted] = strconv.FormatInt(j.stepStart.UnixMilli(), 10)
+	}
 	t1 := m.now()
 	if priors {
 		if err := in.readSilver(ctx, s, j.soft); err != nil {
