@@ -3,8 +3,11 @@ package iceberg
 import (
 	"cmp"
 	"context"
+	"runtime"
 	"slices"
 	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -65,18 +68,34 @@ func planAppended(ctx context.Context, tbl *table.Table, after, to int64) (tasks
 	if err != nil {
 		return nil, false, err
 	}
-	seen := map[string]bool{}
+	var want []iceberggo.ManifestFile
 	for _, mf := range manifests {
-		if err := ctx.Err(); err != nil {
-			return nil, false, err
-		}
 		if mf.ManifestContent() != iceberggo.ManifestContentData || mf.SequenceNum() <= afterSeq {
 			continue // deletes, or written before the range: none of its files
 		}
-		entries, err := mf.FetchEntries(fs, true)
-		if err != nil {
-			return nil, false, err
-		}
+		want = append(want, mf)
+	}
+	// A backlog of n bronze commits has n small manifests (a commit writes
+	// one): each is its own Avro file with its own schema to parse, so
+	// they are read in parallel, a worker per core.
+	fetched := make([][]iceberggo.ManifestEntry, len(want))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, mf := range want {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			entries, err := mf.FetchEntries(fs, true)
+			fetched[i] = entries
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, false, err
+	}
+	seen := map[string]bool{}
+	for _, entries := range fetched {
 		for _, e := range entries {
 			if e.Status() == iceberggo.EntryStatusDELETED || !inRange[e.SnapshotID()] {
 				continue
