@@ -492,6 +492,15 @@ func (in *input) addChanges(rec arrow.RecordBatch, first int) error {
 			in.dead = append(in.dead, deadRow{ref, fmt.Sprintf("unknown operation %q", op)})
 			continue
 		}
+		// error: this change cannot be merged, as a change silver cannot
+		// make sense of (a dead letter whatever its cause), for tests of
+		// what a dead letter does downstream (metrics, status).
+		if op[0] != opRead {
+			if err := failpoint.Err("silver-change-dead-letter"); err != nil {
+				in.dead = append(in.dead, deadRow{ref, err.Error()})
+				continue
+			}
+		}
 		var err error
 		buf, err = encodeKey(buf[:0], keyArrs, i)
 		if err != nil {
