@@ -32,7 +32,7 @@ type Options struct {
 	// Source is the database measured: "postgres" (the default) or
 	// "mysql" (a throwaway MariaDB; scenarios 1 and 2 only, see mysql.go).
 	Source string
-	// Scenarios to run ("1".."6"); empty: all.
+	// Scenarios to run ("1".."7"); empty: all.
 	Scenarios []string
 	// Reps is how often each measurement is repeated (median reported).
 	Reps int
@@ -59,6 +59,10 @@ type Options struct {
 	// Scenario 5: BigRows values of BigValueBytes each, in one transaction.
 	BigRows       int
 	BigValueBytes int
+	// Scenario 7: a silver backlog of BacklogChanges changes in
+	// BacklogCommits bronze commits, against the same in one commit.
+	BacklogChanges int
+	BacklogCommits int
 
 	// Log receives progress lines (nil: discarded).
 	Log io.Writer
@@ -85,6 +89,8 @@ func DefaultOptions() Options {
 		MergeKeys:       10_000,
 		BigRows:         64,
 		BigValueBytes:   16 << 20,
+		BacklogChanges:  1_000_000,
+		BacklogCommits:  500,
 	}
 }
 
@@ -108,6 +114,8 @@ func (o *Options) fill() {
 	setInt(&o.MergeKeys, d.MergeKeys)
 	setInt(&o.BigRows, d.BigRows)
 	setInt(&o.BigValueBytes, d.BigValueBytes)
+	setInt(&o.BacklogChanges, d.BacklogChanges)
+	setInt(&o.BacklogCommits, d.BacklogCommits)
 	if o.LatencyDuration <= 0 {
 		o.LatencyDuration = d.LatencyDuration
 	}
@@ -195,6 +203,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		{"3", b.latency}, // also measures 6
 		{"4", b.mergeScale},
 		{"5", b.memory},
+		{"7", b.backlog},
 	}
 	for _, s := range steps {
 		want := opts.wants(s.id) || (s.id == "3" && opts.wants("6"))
