@@ -43,6 +43,8 @@ func BenchmarkBacklogOfCommits(b *testing.B) {
 	if n, err := strconv.Atoi(os.Getenv("TIDEMARK_SILVER_BENCH_REPS")); err == nil && n > 0 {
 		reps = n
 	}
+	// Printed, not logged: a benchmark with sub-benchmarks drops its own log.
+	report := func(format string, args ...any) { fmt.Printf("    "+format+"\n", args...) }
 	var manyT, oneT, timeR, manyH, oneH, heapR []float64
 	for r := 0; r < reps; r++ {
 		var many, one backlogRun
@@ -60,7 +62,7 @@ func BenchmarkBacklogOfCommits(b *testing.B) {
 				}
 			})
 		}
-		b.Logf("rep %d: %d changes in %d bronze commits: %s (%d silver commits), heap +%d MiB (peak %d MiB); in 1 bronze commit: %s, heap +%d MiB (peak %d MiB)",
+		report("rep %d: %d changes in %d bronze commits: %s (%d silver commits), heap +%d MiB (peak %d MiB); in 1 bronze commit: %s, heap +%d MiB (peak %d MiB)",
 			r+1, changes, commits, many.took.Round(time.Millisecond), many.res.Commits, many.heap>>20, many.peak>>20,
 			one.took.Round(time.Millisecond), one.heap>>20, one.peak>>20)
 		manyT, oneT = append(manyT, many.took.Seconds()), append(oneT, one.took.Seconds())
@@ -68,9 +70,9 @@ func BenchmarkBacklogOfCommits(b *testing.B) {
 		timeR = append(timeR, many.took.Seconds()/one.took.Seconds())
 		heapR = append(heapR, float64(many.heap)/float64(max(one.heap, 1)))
 	}
-	b.Logf("medians of %d reps: %d changes in %d bronze commits merged in %.2fs, heap +%.0f MiB; in 1 bronze commit %.2fs, heap +%.0f MiB",
+	report("medians of %d reps: %d changes in %d bronze commits merged in %.2fs, heap +%.0f MiB; in 1 bronze commit %.2fs, heap +%.0f MiB",
 		reps, changes, commits, median(manyT), median(manyH), median(oneT), median(oneH))
-	b.Logf("ratio (median of the reps' ratios): time %.2f (per rep %s), heap %.2f (per rep %s); target: at most 1.5",
+	report("ratio (median of the reps' ratios): time %.2f (per rep %s), heap %.2f (per rep %s); target: at most 1.5",
 		median(timeR), fmtList(timeR), median(heapR), fmtList(heapR))
 }
 

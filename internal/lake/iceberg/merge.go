@@ -238,19 +238,20 @@ func (t *Table) History(after, to int64) ([]SnapshotInfo, error) {
 	if after == to {
 		return nil, nil
 	}
-	if meta.SnapshotByID(to) == nil {
+	lookup := snapshotLookup(meta) // appended.go
+	if lookup(to) == nil {
 		return nil, fmt.Errorf("iceberg: table %s: snapshot %d: %w", t.name, to, ErrSnapshotNotFound)
 	}
 	var chain []table.Snapshot
 	if after == NoSnapshot {
-		chain = table.AncestorsOf(to, meta.SnapshotByID)
+		chain = table.AncestorsOf(to, lookup)
 		if n := len(chain); n > 0 && chain[n-1].ParentSnapshotID != nil {
 			return nil, fmt.Errorf("iceberg: table %s: the history before snapshot %d was expired: %w",
 				t.name, chain[n-1].SnapshotID, ErrSnapshotNotFound)
 		}
 	} else {
 		var ok bool
-		chain, ok = table.AncestorsBetween(to, after, meta.SnapshotByID)
+		chain, ok = table.AncestorsBetween(to, after, lookup)
 		if !ok {
 			return nil, fmt.Errorf("iceberg: table %s: snapshot %d is not an ancestor of snapshot %d (expired, or the table was replaced): %w",
 				t.name, after, to, ErrSnapshotNotFound)
