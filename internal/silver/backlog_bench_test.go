@@ -29,7 +29,8 @@ import (
 // lake's and the bronze writer's state: the merge's own memory).
 // TIDEMARK_SILVER_BENCH_BACKLOG sets the changes (default 100000; the
 // issue's size is 1000000), TIDEMARK_SILVER_BENCH_COMMITS the commits;
-// TIDEMARK_SILVER_BENCH_PROFILE=DIR writes a CPU profile of each merge there.
+// TIDEMARK_SILVER_BENCH_PROFILE=DIR writes a CPU profile of each merge there, and
+// the allocation profiles before and after it.
 //
 //	go test -run '^$' -bench BacklogOfCommits -benchtime 1x ./internal/silver/
 func BenchmarkBacklogOfCommits(b *testing.B) {
@@ -176,12 +177,14 @@ func backlogCost(b *testing.B, changes, commits, rep int) backlogRun {
 		if err := pprof.StartCPUProfile(f); err != nil {
 			b.Fatal(err)
 		}
+		writeAllocs(b, filepath.Join(dir, fmt.Sprintf("allocs-before-rep%d-commits%d.prof", rep+1, commits)))
 	}
 	start := time.Now()
 	res := e.merge(m, ordersID)
 	d := time.Since(start)
 	if os.Getenv("TIDEMARK_SILVER_BENCH_PROFILE") != "" {
 		pprof.StopCPUProfile()
+		writeAllocs(b, filepath.Join(os.Getenv("TIDEMARK_SILVER_BENCH_PROFILE"), fmt.Sprintf("allocs-after-rep%d-commits%d.prof", rep+1, commits)))
 	}
 	close(stop)
 	if res.Changes != int64(changes) {
@@ -189,4 +192,18 @@ func backlogCost(b *testing.B, changes, commits, rep int) backlogRun {
 	}
 	p := <-peak
 	return backlogRun{took: d, peak: p, heap: p - min(p, ms0.HeapInuse), res: res}
+}
+
+// writeAllocs writes the allocation profile so far (compare two with
+// go tool pprof -diff_base).
+func writeAllocs(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC() // the profile is as of the last GC
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }
