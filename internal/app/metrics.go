@@ -19,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/lake"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
@@ -215,7 +216,10 @@ func newMetrics(reg prometheus.Registerer, source string, memoryBudget int64) *m
 	budget := prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_memory_budget_bytes",
 		Help: "memory_budget: the resident memory the process keeps within.", ConstLabels: cl})
 	budget.Set(float64(memoryBudget))
-	m.collectors = []prometheus.Collector{m.rows, m.flushes, m.confirmed, m.lagBytes, lagSec, m.classes, m.sessions, m.restarts,
+	lakeRetries := &lakeRetryCollector{desc: prometheus.NewDesc("tidemark_lake_retries_total",
+		"Retries the lake made inside one operation, which callers never saw fail, by reason: commit_conflict (another writer committed first: the commit was made again on the new head), catalog_busy (the SQLite catalog was locked), file_vanished (a file went away while a table directory was listed). Process-wide.",
+		[]string{"reason"}, cl)}
+	m.collectors = []prometheus.Collector{lakeRetries, m.rows, m.flushes, m.confirmed, m.lagBytes, lagSec, m.classes, m.sessions, m.restarts,
 		m.changes, m.fileBytes, m.commits, m.lastCommit, m.deadLetters, m.bronzeLat, m.snapRows, m.snapEst, m.snapDone, m.snapChunks,
 		m.merges, m.mergeTook, m.merged, m.upserted, m.deleted, m.silverDead, m.published, m.silverLat, m.behindCount, m.behindRows, m.behind,
 		m.maintRuns, m.maintLast, m.errs, m.retries, heap, budget}
@@ -427,6 +431,17 @@ func (c *behindCollector) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	for id, b := range c.at {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, b.Seconds(now), id.Schema+"."+id.Name)
+	}
+}
+
+// lakeRetryCollector reports lake.Retries by reason.
+type lakeRetryCollector struct{ desc *prometheus.Desc }
+
+func (c *lakeRetryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *lakeRetryCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range lake.RetryReasons() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(lake.Retries(r)), r.String())
 	}
 }
 

@@ -236,6 +236,11 @@ func TestMetricsAsAUserChecksThem(t *testing.T) {
 	if got := val(s, "tidemark_retries_total", "layer", "silver", "source", src); got != 1 {
 		t.Errorf("silver retries = %v, want 1", got)
 	}
+	for _, reason := range []string{"commit_conflict", "catalog_busy", "file_vanished"} {
+		if _, ok := s.get("tidemark_lake_retries_total", "reason", reason, "source", src); !ok {
+			t.Errorf("no tidemark_lake_retries_total for reason %s:\n%s", reason, grepLines(s.body, "tidemark_lake_retries_total"))
+		}
+	}
 	if got := val(s, "tidemark_memory_heap_live_bytes", "source", src); got <= 0 {
 		t.Errorf("live heap = %v", got)
 	}
@@ -273,8 +278,9 @@ func TestMetricsAsAUserChecksThem(t *testing.T) {
 	}
 	allowed := map[string]map[string]bool{
 		"source": {src: true}, "table": {table: true},
-		"op":    {"read": true, "insert": true, "update": true, "delete": true, "truncate": true},
-		"layer": {"capture": true, "silver": true},
+		"op":     {"read": true, "insert": true, "update": true, "delete": true, "truncate": true},
+		"layer":  {"capture": true, "silver": true},
+		"reason": {"commit_conflict": true, "catalog_busy": true, "file_vanished": true},
 	}
 	label := regexp.MustCompile(`([a-z_]+)="([^"]*)"`)
 	for key := range s.samples {

@@ -380,6 +380,7 @@ func retryBusy(ctx context.Context, fn func() error) error {
 		if err == nil || attempt == 10 || !strings.Contains(err.Error(), "SQLITE_BUSY") {
 			return err
 		}
+		lake.CountRetry(lake.RetryCatalogBusy)
 		select {
 		case <-ctx.Done():
 			return err

@@ -363,6 +363,7 @@ func (t *Table) ExpireSnapshots(ctx context.Context, opts ExpireOptions) (Expire
 		if attempt == commitAttempts {
 			return res, fmt.Errorf("%w (another writer won %d attempts in a row): %w", ErrCommitConflict, commitAttempts, err)
 		}
+		lake.CountRetry(lake.RetryCommitConflict)
 	}
 }
 
@@ -462,7 +463,8 @@ func (t *Table) RemoveOrphanFiles(ctx context.Context, olderThan time.Duration, 
 		if !errors.Is(err, fs.ErrNotExist) || attempt == 5 {
 			return res, fmt.Errorf("iceberg: remove orphan files of table %s: %w", t.name, err)
 		}
-		if err := backoff(ctx, attempt); err != nil {
+		lake.CountRetry(lake.RetryFileVanished)
+		if err := pause(ctx, attempt); err != nil {
 			return res, err
 		}
 	}

@@ -404,7 +404,9 @@ func (t *Table) mergeOnce(ctx context.Context, byPos *rowDeletes, del *Filter, r
 			return fmt.Errorf("append: %w", err)
 		}
 	} else if len(recs) > 0 || del == nil || t.tbl.CurrentSnapshot() == nil {
-		rdr, err := array.NewRecordReader(sc, recs)
+		parts := writeSlices(recs)
+		defer releaseAll(parts)
+		rdr, err := array.NewRecordReader(sc, parts)
 		if err != nil {
 			return err
 		}
