@@ -7,7 +7,7 @@ GO ?= go
 TIDEMARK_PYTHON ?= $(CURDIR)/.venv/bin/python
 export TIDEMARK_PYTHON
 
-.PHONY: build test setup demo faults
+.PHONY: build test setup demo faults soak
 
 # What `tidemark --version` prints: VERSION (a release sets it: make build
 # VERSION=v1.2.0; else git describe) and the commit, "+dirty" with
@@ -32,6 +32,12 @@ test: setup
 	$(GO) vet -tags faults ./internal/faults/
 	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_MARIADB=1 TIDEMARK_REQUIRE_PYICEBERG=1 $(GO) test -count=1 -timeout 40m ./...
 	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_MARIADB=1 $(GO) test -tags faults -count=1 -timeout 20m -run Quick ./internal/faults/
+
+## soak: the footprint soak test (docs/operations.md#footprint) for 30 minutes
+## (TIDEMARK_SOAK_DURATION=2h make soak for longer; `make test` runs it for 2 minutes)
+soak: setup
+	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_PYICEBERG=1 TIDEMARK_SOAK_DURATION=$(or $(TIDEMARK_SOAK_DURATION),30m) \
+		$(GO) test -count=1 -timeout 0 -v -run TestSoakFootprint ./internal/maintain/
 
 ## demo: throwaway PostgreSQL -> tidemark -> ./demo-lake
 ## (make demo SOURCE=mysql: the same on a throwaway MariaDB, scripts/demo-mysql.sh)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/maintain"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
@@ -69,12 +69,15 @@ func mergeCmd(ctx context.Context) *cobra.Command {
 				return usageError{fmt.Errorf("--delete-mode: want %s or %s, got %q", lake.MergeOnRead, lake.CopyOnWrite, mode)}
 			}
 			opts.DeleteMode, opts.SoftDeletes = mode, soft
+			// As tidemark run: without --buckets, a small table gets fewer.
+			opts.AdaptBuckets = !cmd.Flags().Changed("buckets")
+			opts.TargetFileSize = maintain.DefaultTargetFileSize
 			return runMerge(ctx, lf, name, args, opts, os.Stdout)
 		},
 	}
 	lf.bind(cmd, false)
 	cmd.Flags().StringVar(&name, "name", "", "source name (default: from --config, or the only source in the warehouse)")
-	cmd.Flags().IntVar(&opts.Buckets, "buckets", silver.DefaultBuckets, "new tables: partition by bucket(N, first key column); negative: unpartitioned")
+	cmd.Flags().IntVar(&opts.Buckets, "buckets", silver.DefaultBuckets, "new tables: partition by bucket(N, first key column), fewer for a small table unless given; negative: unpartitioned")
 	cmd.Flags().StringVar(&mode, "delete-mode", lake.MergeOnRead, "new tables: merge-on-read (position deletes) or copy-on-write")
 	cmd.Flags().BoolVar(&soft, "soft-deletes", false, "new tables: keep deleted rows with cdc_deleted = true")
 	cmd.Flags().Int64Var(&opts.MaxChanges, "max-changes", silver.DefaultMaxChanges, "most bronze rows merged per commit (memory bound)")
@@ -109,13 +112,8 @@ func runMerge(ctx context.Context, lf lakeFlags, source string, tables []string,
 			if perr != nil {
 				return perr
 			}
-			var errs []error
-			for _, t := range ids {
-				if _, e := m.MergeTable(ctx, source, t.Schema, t.Name); e != nil {
-					errs = append(errs, e)
-				}
-			}
-			err = errors.Join(errs...)
+			// In turns, as tidemark run and a merge of every table do.
+			err = m.MergeTables(ctx, source, ids)
 		}
 		if err == nil || fault.ClassOf(err) != fault.Transient || attempt == 6 || ctx.Err() != nil {
 			break

@@ -118,12 +118,16 @@ func SilverOptions(cfg *config.Config) silver.Options {
 		buckets = -1 // unpartitioned
 	}
 	return silver.Options{
-		Buckets:     buckets,
-		DeleteMode:  cfg.Silver.DeleteMode,
-		SoftDeletes: cfg.Silver.SoftDeletesOn(),
-		MaxChanges:  int64(cfg.Silver.MaxChanges),
-		MaxBytes:    int64(cfg.MemoryBudget / config.SilverShare),
-		IdleCommit:  time.Minute,
+		Buckets: buckets,
+		// --silver-buckets not given: 16 at most, fewer for a small table.
+		AdaptBuckets: !cfg.BucketsGiven(),
+		// The merger's own compactions write what `tidemark maintain` does.
+		TargetFileSize: maintain.DefaultTargetFileSize,
+		DeleteMode:     cfg.Silver.DeleteMode,
+		SoftDeletes:    cfg.Silver.SoftDeletesOn(),
+		MaxChanges:     int64(cfg.Silver.MaxChanges),
+		MaxBytes:       int64(cfg.MemoryBudget / config.SilverShare),
+		IdleCommit:     time.Minute,
 		// Beside the capture's spool, not in it (the capture empties it).
 		SpillDir: spoolDir(cfg) + "-silver",
 	}
@@ -148,9 +152,13 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	// operator stops the capture too, and is what Run returns.
 	ctx, stopSilver := context.WithCancelCause(ctx)
 	silverDone := make(chan error, 1)
+	reg := prometheus.NewRegistry()
+	met := newMetrics(reg, cfg.Name, int64(cfg.MemoryBudget))
 	var merger *silver.Merger
 	if cfg.Silver.IsEnabled() {
-		merger = silver.NewMerger(cat, SilverOptions(cfg), log)
+		sopts := SilverOptions(cfg)
+		sopts.Observer = met
+		merger = silver.NewMerger(cat, sopts, log)
 	}
 	go func() {
 		if merger == nil {
@@ -179,7 +187,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 		// Maintenance errors are logged and retried by Loop; a panic is a
 		// bug and stops the pipeline like a silver error.
 		if perr := fault.Guard("maintenance", func() error {
-			maintain.New(cat, maintain.Options{WithoutSilver: !cfg.Silver.IsEnabled()}, log).Loop(ctx, cfg.Name, maintain.DefaultEvery)
+			maintain.New(cat, maintain.Options{WithoutSilver: !cfg.Silver.IsEnabled(), OnRun: met.maintained}, log).Loop(ctx, cfg.Name, maintain.DefaultEvery)
 			return nil
 		})(); perr != nil {
 			maintPanic = perr
@@ -201,8 +209,6 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	met := newMetrics(reg, cfg.Name)
 	if cfg.MetricsAddr != "" {
 		if err := serveMetrics(ctx, cfg.MetricsAddr, reg, log); err != nil {
 			return err
@@ -221,15 +227,13 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			}
 			return err
 		}
-		var committedAtMetric int64
+		w.Observe(met)
 		onProgress := func(cp pipeline.Checkpoint) {
 			if merger != nil {
 				merger.Wake() // a gated silver table is checked now
 			}
-			n := w.Committed()
 			_, lag := src.position(cp, 0)
-			met.progress(cp, n-committedAtMetric, lag)
-			committedAtMetric = n
+			met.progress(cp, lag)
 			failingSince = time.Time{}
 			backoff = time.Duration(cfg.Retry.InitialBackoff)
 			if time.Since(lastLog) >= 10*time.Second {
@@ -246,11 +250,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			}
 		}
 		capt := newCapture(w, onProgress)
-		met.restarts.Inc()
+		met.sessions.Inc()
 		err = capt.Run(ctx)
-		if err != nil && ctx.Err() == nil {
-			met.sessionError(err)
-		}
 		capt.Close()
 		w.Close()
 		committedAtLog -= w.Committed()
@@ -267,14 +268,18 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			return err
 		}
 		if fault.ClassOf(err) != fault.Transient && !diskFull(err) {
+			met.sessionError(err, false)
 			return err
 		}
 		if failingSince.IsZero() {
 			failingSince = time.Now()
 		}
 		if time.Since(failingSince) > time.Duration(cfg.Retry.MaxElapsed) {
+			met.sessionError(err, false)
 			return &fault.GaveUpError{After: time.Duration(cfg.Retry.MaxElapsed), Err: err}
 		}
+		met.sessionError(err, true)
+		met.restarts.Inc()
 		log.Warn("transient error, retrying", "error", err.Error(), "retry_in", backoff.String())
 		select {
 		case <-ctx.Done():

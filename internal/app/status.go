@@ -46,6 +46,23 @@ type TableStatus struct {
 	// own (no key to merge by, a name the lake cannot hold), the named
 	// error that says why and the fix; Table is then "<source>: schema.table".
 	NotCaptured string `json:"not_captured,omitempty"`
+	// SilverCatchUpSeconds is the expected time to catch up: the changes
+	// behind at the rate of the table's last merge steps (0: nothing
+	// behind; null: no step recorded its rate yet).
+	SilverCatchUpSeconds *float64 `json:"silver_catch_up_seconds"`
+	// The figures of the metrics (docs/metrics.md) the lake holds, for
+	// scripts (JSON only): the bronze table's rows (-1: unknown) and the
+	// time of its latest snapshot, and whether silver is published.
+	BronzeRows       int64  `json:"bronze_rows"`
+	BronzeSnapshotAt string `json:"bronze_snapshot_at,omitempty"`
+	SilverPublished  bool   `json:"silver_published"`
+	// The footprints of the bronze and (published or building) silver
+	// table: files, bytes, delete files, last maintenance and a warning
+	// past the bound (docs/operations.md#footprint).
+	BronzeFootprint *TableFootprint `json:"bronze_footprint,omitempty"`
+	SilverFootprint *TableFootprint `json:"silver_footprint,omitempty"`
+	// Warnings are the footprints' warnings, with the table they are of.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Status reports every bronze table in the warehouse. With a source URL the
@@ -111,7 +128,19 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 				return err
 			}
 			sum := tbl.Summary()
-			st := TableStatus{Table: strings.Join(ident, "."), Snapshots: tbl.SnapshotCount(), LagBytes: -1, LagSeconds: -1, Silver: "-"}
+			st := TableStatus{Table: strings.Join(ident, "."), Snapshots: tbl.SnapshotCount(), LagBytes: -1, LagSeconds: -1, Silver: "-", BronzeRows: -1}
+			if n, err := strconv.ParseInt(sum["total-records"], 10, 64); err == nil {
+				st.BronzeRows = n
+			}
+			if cur, ok := tbl.CurrentSnapshot(); ok {
+				st.BronzeSnapshotAt = time.UnixMilli(cur.TimestampMs).UTC().Format(time.RFC3339)
+			}
+			if st.BronzeFootprint, err = footprintOf(ctx, tbl, false); err != nil {
+				return err
+			}
+			if w := st.BronzeFootprint; w != nil && w.Warning != "" {
+				st.Warnings = append(st.Warnings, st.Table+": "+w.Warning)
+			}
 			if ss, ok := silverOf[st.Table]; ok {
 				switch {
 				case ss.Failing != nil:
@@ -127,9 +156,28 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 				case ss.Published:
 					st.Silver = "published"
 				}
+				st.SilverPublished = ss.Published
+				if ss.Published || ss.Building {
+					sid := silver.Ident(ident[1], ident[2], ident[3])
+					if !ss.Published {
+						sid = silver.BuildingIdent(ident[1], ident[2], ident[3])
+					}
+					if stbl, err := cat.Open(ctx, sid); err == nil {
+						if st.SilverFootprint, err = footprintOf(ctx, stbl, true); err != nil {
+							return err
+						}
+						if w := st.SilverFootprint; w != nil && w.Warning != "" {
+							st.Warnings = append(st.Warnings, strings.Join(sid, ".")+": "+w.Warning)
+						}
+					}
+				}
 				st.SilverBehind = ss.Behind
 				st.SilverChangesBehind = ss.Backlog.Changes
 				st.SilverBehindSeconds = float64(int64(ss.Backlog.Seconds(time.Now())*10)) / 10
+				if eta, ok := ss.Backlog.CatchUp(ss.MergeRate); ok {
+					sec := float64(int64(eta.Seconds()*10)) / 10
+					st.SilverCatchUpSeconds = &sec
+				}
 			}
 			sp, _ := pipeline.ParseSnapshotState(sum[pipeline.PropSnapshot])
 			st.Snapshot, st.SnapshotRows, st.SnapshotEstimate = sp.Status, sp.Rows, sp.Estimate
@@ -168,7 +216,7 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 		return enc.Encode(rows)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tROWS\tESTIMATE\tPOSITION\tWATERMARK\tLAG_BYTES\tLAG_S\tSILVER")
+	fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tROWS\tESTIMATE\tPOSITION\tWATERMARK\tLAG_BYTES\tLAG_S\tFILES\tBYTES\tMAINTAINED\tSILVER")
 	for _, r := range rows {
 		est := "-"
 		if r.SnapshotEstimate >= 0 {
@@ -176,10 +224,23 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 		}
 		sil := r.Silver
 		if r.SilverBehind > 0 {
-			sil += fmt.Sprintf(" (%d bronze commits, %d changes to merge, oldest %.0fs)", r.SilverBehind, r.SilverChangesBehind, r.SilverBehindSeconds)
+			eta := ""
+			if r.SilverCatchUpSeconds != nil && r.SilverChangesBehind > 0 {
+				d := time.Duration(*r.SilverCatchUpSeconds * float64(time.Second)).Round(time.Second)
+				eta = fmt.Sprintf(", about %s to catch up", d)
+				if d < time.Second {
+					eta = ", under a second to catch up"
+				}
+			}
+			sil += fmt.Sprintf(" (%d bronze commits, %d changes to merge, oldest %.0fs%s)", r.SilverBehind, r.SilverChangesBehind, r.SilverBehindSeconds, eta)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Table, r.Snapshot, r.SnapshotRows, est,
-			dash(r.Position), dash(r.Watermark), num(r.LagBytes), numf(r.LagSeconds), sil)
+		files, bytes, maint := footprintCells(r.BronzeFootprint, r.SilverFootprint)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Table, r.Snapshot, r.SnapshotRows, est,
+			dash(r.Position), dash(r.Watermark), num(r.LagBytes), numf(r.LagSeconds), files, bytes, maint, sil)
+	}
+	var warnings []string
+	for _, r := range rows {
+		warnings = append(warnings, r.Warnings...)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(tw, "(no bronze tables in "+warehouse+")")
@@ -203,6 +264,11 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 			}
 		}
 	}
+	for _, w := range warnings {
+		if _, err := fmt.Fprintln(out, "WARNING: footprint of "+w); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -213,6 +279,47 @@ func showSourceTable(schema, table string) string {
 		return fmt.Sprintf("%q.%q", schema, table)
 	}
 	return config.TableName{Schema: schema, Table: table}.String()
+}
+
+// footprintCells renders the footprints of a bronze table and its silver
+// table (nil: none) as the FILES, BYTES and MAINTAINED cells: bronze/silver,
+// silver's files as data+delete and its bytes with their ratio to live.
+func footprintCells(b, s *TableFootprint) (files, bytes, maint string) {
+	f := func(fp *TableFootprint, silver bool) (string, string, string) {
+		if fp == nil {
+			return "-", "-", "-"
+		}
+		files := strconv.Itoa(fp.DataFiles)
+		if silver || fp.DeleteFiles > 0 {
+			files += "+" + strconv.Itoa(fp.DeleteFiles)
+		}
+		bytes := humanBytes(fp.Bytes())
+		if silver && fp.LiveBytes > 0 {
+			bytes += fmt.Sprintf(" (%.1fx)", fp.Ratio)
+		}
+		m := "-"
+		if fp.LastMaintenance != "" {
+			m = fp.LastMaintenance
+		}
+		return files, bytes, m
+	}
+	bf, bb, bm := f(b, false)
+	sf, sb, sm := f(s, true)
+	return bf + "/" + sf, bb + "/" + sb, bm + "/" + sm
+}
+
+// humanBytes renders n bytes in binary units (B, KiB, MiB, GiB, TiB).
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + "B"
+	}
+	v, u := float64(n)/unit, 0
+	for v >= unit && u < 3 {
+		v /= unit
+		u++
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + []string{"KiB", "MiB", "GiB", "TiB"}[u]
 }
 
 func dash(s string) string {

@@ -62,6 +62,10 @@ type Options struct {
 	// Scenario 7: the size of the one huge value (200 MiB; PostgreSQL's
 	// limit is 1 GiB).
 	HugeValueBytes int
+	// Scenario 8: a silver backlog of BacklogChanges changes in
+	// BacklogCommits bronze commits, against the same in one commit.
+	BacklogChanges int
+	BacklogCommits int
 
 	// Log receives progress lines (nil: discarded).
 	Log io.Writer
@@ -89,6 +93,8 @@ func DefaultOptions() Options {
 		BigRows:         64,
 		BigValueBytes:   16 << 20,
 		HugeValueBytes:  200 << 20,
+		BacklogChanges:  1_000_000,
+		BacklogCommits:  500,
 	}
 }
 
@@ -113,6 +119,8 @@ func (o *Options) fill() {
 	setInt(&o.BigRows, d.BigRows)
 	setInt(&o.BigValueBytes, d.BigValueBytes)
 	setInt(&o.HugeValueBytes, d.HugeValueBytes)
+	setInt(&o.BacklogChanges, d.BacklogChanges)
+	setInt(&o.BacklogCommits, d.BacklogCommits)
 	if o.LatencyDuration <= 0 {
 		o.LatencyDuration = d.LatencyDuration
 	}
@@ -201,6 +209,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		{"4", b.mergeScale},
 		{"5", b.memory},
 		{"7", b.hugeValue},
+		{"8", b.backlog},
 	}
 	for _, s := range steps {
 		want := opts.wants(s.id) || (s.id == "3" && opts.wants("6"))

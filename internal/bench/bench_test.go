@@ -58,6 +58,8 @@ func TestHarnessSmoke(t *testing.T) {
 		BigRows:         2,
 		BigValueBytes:   1 << 20,
 		HugeValueBytes:  2 << 20,
+		BacklogChanges:  2000,
+		BacklogCommits:  20,
 		Log:             &log,
 	})
 	if err != nil {
@@ -77,7 +79,7 @@ func TestHarnessSmoke(t *testing.T) {
 		id, _, _ := strings.Cut(r.Scenario, " ")
 		have[id] = true
 	}
-	for _, id := range []string{"1a", "1b", "2a", "2b", "2c", "2d", "3", "4", "5a", "5b", "5c", "6", "7a", "7b"} {
+	for _, id := range []string{"1a", "1b", "2a", "2b", "2c", "2d", "3", "4", "5a", "5b", "5c", "6", "7a", "7b", "8a", "8b"} {
 		if !have[id] {
 			t.Errorf("the table has no row for scenario %s", id)
 		}

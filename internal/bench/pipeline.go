@@ -55,7 +55,7 @@ type pipeline struct {
 
 // pipelineMetrics are the figures the harness reads from /metrics.
 type pipelineMetrics struct {
-	rows      int64  // tidemark_bronze_rows_committed_total
+	rows      int64  // tidemark_bronze_rows_committed_total, summed over tables
 	confirmed uint64 // tidemark_capture_confirmed_lsn
 	errors    int64  // tidemark_capture_errors_total, all classes
 }
@@ -213,8 +213,8 @@ func scrape(ctx context.Context, client *http.Client, url string) (pipelineMetri
 			continue
 		}
 		switch name {
-		case "tidemark_bronze_rows_committed_total":
-			m.rows = int64(v)
+		case "tidemark_bronze_rows_committed_total": // one series per table
+			m.rows += int64(v)
 		case "tidemark_capture_confirmed_lsn":
 			m.confirmed = uint64(v) // exact below 2^53 bytes of WAL
 		case "tidemark_capture_errors_total":

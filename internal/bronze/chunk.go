@@ -41,6 +41,8 @@ func (w *Writer) WriteChunk(ctx context.Context, c *change.Chunk, props map[stri
 		tb.rows += c.Rows
 		tb.bytes += c.Size
 		w.buffered += c.Size
+		tb.ops[OpIndexRead] += int64(c.Rows)
+		tb.chunks++
 	}
 	tb.noteProgress(props)
 	return nil

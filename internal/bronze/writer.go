@@ -83,6 +83,10 @@ type Writer struct {
 	committed int64
 	inBatch   bool // writing snapshot rows: they do not move the cursor
 	now       func() time.Time
+	// obs is told what commits held (observe.go; nil: nothing is counted);
+	// deadObs holds the observers of tables only dead letters named.
+	obs     Observer
+	deadObs map[change.TableID]TableObserver
 
 	// flushing is the flush running in the background, or finished and not
 	// yet collected by FinishFlush (nil: none).
@@ -176,6 +180,16 @@ type tableBuf struct {
 	seen      map[string]bool
 	firstSeen map[string]change.Position
 	missing   map[string]any // every missing value OpenTable was told of
+
+	// With an observer (observe.go): its observer, the buffered rows by
+	// operation, the transactions they belong to, and (dead-letter table)
+	// the dead letters buffered per source table.
+	obs    TableObserver
+	ops    [NumOps]int64
+	chunks int64 // snapshot chunks with rows
+	txs    []txAt
+	txLSN  uint64
+	dead   map[change.TableID]int64
 }
 
 // cdcIdx are the builder indexes of the metadata columns (-1: the table has
@@ -286,6 +300,9 @@ func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Sch
 				tb.props[PropReplacedBefore] = before
 				tb.dirty = true
 			}
+		}
+		if w.obs != nil {
+			tb.obs = w.tableObserver(id)
 		}
 		w.tables[id] = tb
 		w.order = append(w.order, id)
@@ -516,6 +533,9 @@ func (w *Writer) Write(ctx context.Context, c *change.Change) error {
 	}
 	tb.bytes += n
 	w.buffered += n
+	if tb.obs != nil {
+		tb.noteTx(c)
+	}
 	return nil
 }
 
@@ -617,6 +637,9 @@ func (w *Writer) WriteBatch(ctx context.Context, id change.TableID, cs []*change
 			return err
 		}
 	}
+	if len(cs) > 0 {
+		tb.chunks++
+	}
 	tb.noteProgress(props)
 	return nil
 }
@@ -645,6 +668,12 @@ func (w *Writer) DeadLetter(ctx context.Context, d change.DeadLetter) error {
 	b.Field(tb.field[ColTxID]).(*array.Int64Builder).Append(d.TxID)
 	b.Field(tb.field[ColSeq]).(*array.Int64Builder).Append(d.Pos.Seq)
 	w.noteRow(tb, d.Pos)
+	if w.obs != nil {
+		if tb.dead == nil {
+			tb.dead = map[change.TableID]int64{}
+		}
+		tb.dead[d.Table]++
+	}
 	n := int64(len(d.Raw) + len(d.Error) + 64)
 	tb.bytes += n
 	w.buffered += n
@@ -694,6 +723,14 @@ type pendingCommit struct {
 	props  map[string]string
 	cursor change.Position // tb.pending when detached: the cursor once committed
 	rows   int
+	// For the observer (observe.go): rows by operation, the transactions
+	// the commit completes, dead letters by source table, and the bytes of
+	// the files it added (set once committed).
+	ops       [NumOps]int64
+	chunks    int64
+	txs       []int64 // source commit times, Unix µs
+	dead      map[change.TableID]int64
+	fileBytes int64
 }
 
 // detach takes tb's buffered rows and props out of its buffer, for a
@@ -717,7 +754,11 @@ func (w *Writer) detach(tb *tableBuf, cp *pipeline.Checkpoint) *pendingCommit {
 		props[PropPosition] = strconv.FormatUint(cp.Pos, 10)
 		props[PropWatermark] = cp.Watermark.UTC().Format(time.RFC3339Nano)
 	}
-	pc := &pendingCommit{tb: tb, recs: tb.recs, props: props, cursor: tb.pending, rows: tb.rows}
+	pc := &pendingCommit{tb: tb, recs: tb.recs, props: props, cursor: tb.pending, rows: tb.rows, dead: tb.dead}
+	if w.obs != nil {
+		tb.detachTxs(pc)
+		tb.dead = nil
+	}
 	w.buffered -= tb.bytes
 	tb.recs, tb.rows, tb.bytes, tb.dirty = nil, 0, 0, false
 	// The next commit's props start from these (the writer is discarded if
@@ -755,6 +796,9 @@ func (w *Writer) commit(ctx context.Context, pc *pendingCommit) error {
 	if err != nil {
 		return fault.MarkTransient(fmt.Errorf("bronze: commit %d rows to %s: %w", pc.rows, pc.tb.name(), err))
 	}
+	if w.obs != nil {
+		pc.fileBytes = addedFileBytes(pc.tb.tbl.Summary())
+	}
 	w.log.Debug("bronze commit", "table", pc.tb.name(), "rows", pc.rows, "cursor", pc.props[PropCursor], "took", time.Since(start))
 	return nil
 }
@@ -769,6 +813,7 @@ func (w *Writer) applied(pcs []*pendingCommit) {
 	if w.buffered < 0 {
 		w.buffered = 0
 	}
+	w.report(pcs)
 }
 
 // commitTable commits tb's buffered rows (and its dirty props) with cp's

@@ -40,7 +40,7 @@ func chunk(id change.TableID, lsn uint64, from, to int64) ([]*change.Change, map
 
 // openWriter opens the lake at wh and a bronze writer on it, as a session
 // starting does.
-func openWriter(t *testing.T, wh string) (*lake.Catalog, *bronze.Writer) {
+func openWriter(t testing.TB, wh string) (*lake.Catalog, *bronze.Writer) {
 	t.Helper()
 	ctx := context.Background()
 	cat, err := lake.Open(ctx, lake.Config{Warehouse: wh})

@@ -132,7 +132,9 @@ type Silver struct {
 	// Every is the merge cadence of tidemark run. Default 5s; e.g. 4h.
 	Every Duration `yaml:"every"`
 	// Buckets is N of the partitioning bucket(N, first key column); 0
-	// leaves silver unpartitioned. Default 16.
+	// leaves silver unpartitioned. Default 16 at most: a table whose
+	// bronze data at its build is under 128 MiB is unpartitioned, a larger
+	// one gets a bucket per 64 MiB (silver.AdaptedBuckets).
 	Buckets int `yaml:"buckets"`
 	// DeleteMode is merge-on-read (position deletes) or copy-on-write.
 	DeleteMode string `yaml:"delete_mode"`
@@ -462,6 +464,11 @@ func (c *Config) markSet(path string, o origin) {
 }
 
 func (c *Config) isSet(path string) bool { _, ok := c.set[path]; return ok }
+
+// BucketsGiven reports whether silver.buckets was given (file, flag or
+// environment) rather than defaulted: a default lets silver give a small
+// table fewer buckets (silver.Options.AdaptBuckets).
+func (c *Config) BucketsGiven() bool { return c.isSet("silver.buckets") }
 
 // suggest returns a "did you mean" hint for an unknown key.
 func suggest(key, parent string, siblings []string) string {

@@ -239,14 +239,21 @@ func peakRSS(t *testing.T, pid int) int64 {
 
 // stormBacklog is what `tidemark status` says silver has left to merge,
 // per silver table.
-type stormBacklog map[string]struct{ commits, changes int64 }
+// eta is status's expected time to catch up, in seconds (nil: unknown,
+// no merge step recorded its rate yet).
+type stormBacklog map[string]struct {
+	commits, changes int64
+	eta              *float64
+}
 
+// drained: both tables have a silver table, with nothing left to merge
+// and, as status says, nothing left to wait for.
 func (b stormBacklog) drained() bool {
 	if len(b) < 2 {
 		return false // both tables must have a silver table
 	}
 	for _, v := range b {
-		if v.changes != 0 {
+		if v.changes != 0 || v.eta == nil || *v.eta != 0 {
 			return false
 		}
 	}
@@ -256,7 +263,11 @@ func (b stormBacklog) drained() bool {
 func (b stormBacklog) String() string {
 	var parts []string
 	for k, v := range b {
-		parts = append(parts, fmt.Sprintf("%s: %d commits, %d changes", k[strings.LastIndex(k, ".")+1:], v.commits, v.changes))
+		eta := "unknown"
+		if v.eta != nil {
+			eta = fmt.Sprintf("%.1fs", *v.eta)
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d commits, %d changes, expected to catch up in %s", k[strings.LastIndex(k, ".")+1:], v.commits, v.changes, eta))
 	}
 	if len(parts) == 0 {
 		return "(no silver table yet)"
@@ -273,10 +284,11 @@ func (e *env) backlog() stormBacklog {
 		e.t.Fatalf("tidemark status exited %d: %s", code, out)
 	}
 	var rows []struct {
-		Table   string `json:"table"`
-		Silver  string `json:"silver"`
-		Commits int64  `json:"silver_bronze_snapshots_behind"`
-		Changes int64  `json:"silver_changes_behind"`
+		Table   string   `json:"table"`
+		Silver  string   `json:"silver"`
+		Commits int64    `json:"silver_bronze_snapshots_behind"`
+		Changes int64    `json:"silver_changes_behind"`
+		CatchUp *float64 `json:"silver_catch_up_seconds"`
 	}
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		e.t.Fatalf("tidemark status: %v\n%s", err, out)
@@ -284,7 +296,10 @@ func (e *env) backlog() stormBacklog {
 	b := stormBacklog{}
 	for _, r := range rows {
 		if strings.HasPrefix(r.Silver, "published") {
-			b[r.Table] = struct{ commits, changes int64 }{r.Commits, r.Changes}
+			b[r.Table] = struct {
+				commits, changes int64
+				eta              *float64
+			}{r.Commits, r.Changes, r.CatchUp}
 		}
 	}
 	return b

@@ -88,6 +88,12 @@ type TableSpec struct {
 	DeleteMode string
 	// Properties are further table properties.
 	Properties map[string]string
+	// PlaceAs, if set, is the identifier whose place in the warehouse the
+	// table's files take instead of the table's own: a table created
+	// under a staging name and renamed into place later (silver's build)
+	// keeps its files where a table of its final name would have them.
+	// Nothing else may be created under PlaceAs meanwhile.
+	PlaceAs []string
 }
 
 // Evolution is a schema change (Table.Evolve).

@@ -40,7 +40,27 @@ type Footprint struct {
 	DataBytes   int64 `json:"data_bytes"`
 	DeleteBytes int64 `json:"delete_bytes"`
 	Records     int64 `json:"records"` // in data files, before deletes
+	// DeletedRecords is the rows the delete files remove (position
+	// deletes: one record per row), so Records-DeletedRecords are live.
+	DeletedRecords int64 `json:"deleted_records"`
 }
+
+// LiveBytes estimates the bytes the table's live rows take in its data
+// files: DataBytes scaled by the share of rows no delete removes.
+func (f Footprint) LiveBytes() int64 {
+	if f.Records <= 0 {
+		return 0
+	}
+	live := max(f.Records-f.DeletedRecords, 0)
+	return int64(float64(f.DataBytes) * float64(live) / float64(f.Records))
+}
+
+// Bytes is what the table's current snapshot references: data and
+// delete files.
+func (f Footprint) Bytes() int64 { return f.DataBytes + f.DeleteBytes }
+
+// Files is the number of data and delete files of the current snapshot.
+func (f Footprint) Files() int { return f.DataFiles + f.DeleteFiles }
 
 // CompactOptions tune Compact.
 type CompactOptions struct {

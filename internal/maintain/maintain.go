@@ -34,6 +34,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/bronze"
@@ -51,6 +52,15 @@ const (
 	DefaultTargetFileSize = 128 << 20
 	// DefaultEvery is the period of maintenance inside `tidemark run`.
 	DefaultEvery = 10 * time.Minute
+	// DefaultCheckEvery is how often Loop measures the append-only tables
+	// between runs (Check), compacting those past their bound.
+	DefaultCheckEvery = 30 * time.Second
+	// BronzeCompactFiles: an append-only table (bronze, the checkpoint
+	// and dead-letter tables) with this many data files more than its last
+	// compaction left is compacted at the next check. Bronze writes a file
+	// per table per commit (one every --commit-interval while changes
+	// flow): between checks its files grow by the commits of one period.
+	BronzeCompactFiles = 32
 )
 
 // Options configure a Maintainer.
@@ -73,6 +83,9 @@ type Options struct {
 	WithoutSilver bool
 	// DryRun reports what would be done and changes nothing.
 	DryRun bool
+	// OnRun, if set, is told the outcome of each run of Loop (nil: it
+	// succeeded), for metrics. Called on Loop's goroutine; must not block.
+	OnRun func(err error)
 }
 
 // MinOrphanAge is the least OrphanAge accepted.
@@ -127,6 +140,10 @@ type Maintainer struct {
 	cat  lake.Catalog
 	opts Options
 	log  *slog.Logger
+	// compacted: per append-only table, its data files after its last
+	// compaction by this Maintainer (Check).
+	mu        sync.Mutex
+	compacted map[string]int
 }
 
 // New returns a Maintainer.
@@ -134,7 +151,7 @@ func New(cat lake.Catalog, opts Options, log *slog.Logger) *Maintainer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Maintainer{cat: cat, opts: opts.withDefaults(), log: log}
+	return &Maintainer{cat: cat, opts: opts.withDefaults(), log: log, compacted: map[string]int{}}
 }
 
 // Tables returns the identifiers of source's lake tables: for each source
@@ -265,6 +282,9 @@ func (m *Maintainer) Table(ctx context.Context, source string, ident []string) (
 	if res.After, err = tbl.Footprint(ctx); err != nil {
 		return res, fmt.Errorf("maintain %s: %w", res.Table, err)
 	}
+	m.mu.Lock()
+	m.compacted[res.Table] = res.After.DataFiles
+	m.mu.Unlock()
 	if res.Compact.Snapshot != 0 || res.Expired > 0 || res.Orphans > 0 {
 		m.log.Info("table maintained", "table", res.Table, "dry_run", m.opts.DryRun,
 			"data_files", fmt.Sprintf("%d->%d", res.Before.DataFiles, res.After.DataFiles),
@@ -307,25 +327,186 @@ func (m *Maintainer) keepFrom(ctx context.Context, source string, ident []string
 	return cur, "", nil
 }
 
-// Loop maintains every table of source every `every` (DefaultEvery if <= 0),
-// the first time one period after it starts, until ctx is done. It is the
-// maintenance half of `tidemark run`: a failure is logged and retried at
-// the next period, never stops the pipeline (maintenance is deferrable).
+// PropDue is the namespace property (of bronze.<source>) that says when
+// source's next maintenance run is due, in Unix milliseconds: Loop records
+// it when it starts without one and after every run, so that a process
+// that restarts (a crash loop, a redeploy) keeps the schedule instead of
+// starting a new period: a pipeline whose processes all live less than a
+// period would otherwise never be maintained.
+const PropDue = "tidemark.maintenance-due"
+
+// Loop maintains every table of source every `every` (DefaultEvery if
+// <= 0), until ctx is done. When it starts, it runs at once if the run
+// PropDue records is due (else when it is due; a pipeline without one is
+// due one period from now), or else compacts the append-only tables past
+// their bound (Check); between runs, every DefaultCheckEvery (or `every`,
+// if shorter), it checks again. It is the maintenance half of `tidemark
+// run`: a failure is logged and retried at the next period, never stops
+// the pipeline (maintenance is deferrable).
 func (m *Maintainer) Loop(ctx context.Context, source string, every time.Duration) {
 	if every <= 0 {
 		every = DefaultEvery
 	}
-	timer := time.NewTimer(every)
+	timer := time.NewTimer(m.Start(ctx, source, every))
 	defer timer.Stop()
+	check := time.NewTicker(min(every, DefaultCheckEvery))
+	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-check.C:
+			m.check(ctx, source)
+			continue
 		case <-timer.C:
 		}
-		if _, err := m.Run(ctx, source, nil); err != nil && ctx.Err() == nil {
-			m.log.Warn("maintenance failed, retrying at the next run", "error", err.Error(), "retry_in", every.String())
-		}
+		m.run(ctx, source, every)
 		timer.Reset(every)
 	}
+}
+
+// Start is what Loop does when it starts: the run PropDue records for
+// source, if it is due, or a Check. It returns how long until the next run
+// is due.
+func (m *Maintainer) Start(ctx context.Context, source string, every time.Duration) time.Duration {
+	now := time.Now()
+	due, ok := m.due(ctx, source)
+	if !ok {
+		due = now.Add(every)
+		m.setDue(ctx, source, due)
+	}
+	if due.After(now) {
+		m.check(ctx, source)
+		return due.Sub(now)
+	}
+	m.log.Info("maintenance is due (by the schedule the last process recorded): running it now", "source", source,
+		"due", due.UTC().Format(time.RFC3339))
+	m.run(ctx, source, every)
+	return every
+}
+
+// run runs maintenance once for Loop, and records when the next is due.
+func (m *Maintainer) run(ctx context.Context, source string, every time.Duration) {
+	_, err := m.Run(ctx, source, nil)
+	if ctx.Err() != nil {
+		return // cut short: still due
+	}
+	if err != nil {
+		m.log.Warn("maintenance failed, retrying at the next run", "error", err.Error(), "retry_in", every.String())
+	}
+	m.setDue(ctx, source, time.Now().Add(every))
+	if m.opts.OnRun != nil {
+		m.opts.OnRun(err)
+	}
+}
+
+// check runs Check for Loop.
+func (m *Maintainer) check(ctx context.Context, source string) {
+	if m.opts.NoCompact || m.opts.DryRun {
+		return
+	}
+	if _, err := m.Check(ctx, source); err != nil && ctx.Err() == nil {
+		m.log.Warn("maintenance check failed, retrying at the next check", "error", err.Error())
+	}
+}
+
+// due reads PropDue of source; ok is false when there is none (or no
+// bronze namespace yet, or it cannot be read: then Loop keeps its own time).
+func (m *Maintainer) due(ctx context.Context, source string) (time.Time, bool) {
+	props, err := m.cat.NamespaceProperties(ctx, []string{"bronze", source})
+	if err != nil {
+		return time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(props[PropDue], 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
+}
+
+// setDue records when source's next maintenance run is due. Without a
+// bronze namespace yet (nothing captured) there is nothing to record.
+func (m *Maintainer) setDue(ctx context.Context, source string, at time.Time) {
+	if m.opts.DryRun {
+		return
+	}
+	err := m.cat.SetNamespaceProperties(ctx, []string{"bronze", source}, map[string]string{PropDue: strconv.FormatInt(at.UnixMilli(), 10)})
+	if err != nil && !errors.Is(err, lake.ErrNoSuchNamespace) && ctx.Err() == nil {
+		m.log.Warn("could not record when maintenance is due next", "source", source, "error", err.Error())
+	}
+}
+
+// Check compacts, of source's append-only tables (bronze, its checkpoint
+// table, silver's dead letters), those with BronzeCompactFiles data files
+// more than their last compaction left (by day partition: Compact rewrites
+// each partition's small files), and returns what it compacted. Silver's
+// keyed tables are left to the merger, which compacts them by their
+// footprint between its merges (silver.CheckFootprint). Reads manifests
+// only for the tables it leaves alone.
+func (m *Maintainer) Check(ctx context.Context, source string) ([]Result, error) {
+	ids, err := m.Tables(ctx, source, nil)
+	if err != nil {
+		return nil, fmt.Errorf("maintain: list the tables of source %s: %w", source, err)
+	}
+	var (
+		out  []Result
+		errs []error
+	)
+	dead := strings.Join(silver.DeadLetterIdent(source), ".")
+	for _, id := range ids {
+		name := strings.Join(id, ".")
+		if id[0] != "bronze" && name != dead {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		r, did, err := m.checkTable(ctx, id)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if did {
+			out = append(out, r)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func (m *Maintainer) checkTable(ctx context.Context, ident []string) (Result, bool, error) {
+	res := Result{Table: strings.Join(ident, ".")}
+	t, err := m.cat.Open(ctx, ident)
+	if err != nil {
+		return res, false, fmt.Errorf("maintain %s: %w", res.Table, err)
+	}
+	tbl, ok := t.(lake.Maintained)
+	if !ok {
+		return res, false, nil
+	}
+	if res.Before, err = tbl.Footprint(ctx); err != nil {
+		return res, false, fmt.Errorf("maintain %s: %w", res.Table, err)
+	}
+	m.mu.Lock()
+	last := m.compacted[res.Table]
+	m.mu.Unlock()
+	if res.Before.DataFiles < last+BronzeCompactFiles {
+		return res, false, nil
+	}
+	c, err := tbl.Compact(ctx, lake.CompactOptions{TargetFileSize: m.opts.TargetFileSize})
+	res.Compact = c
+	if errors.Is(err, lake.ErrCommitConflict) {
+		res.CompactError = err.Error()
+		return res, true, nil
+	}
+	if err != nil {
+		return res, false, fmt.Errorf("maintain %s: %w", res.Table, err)
+	}
+	res.After = res.Before
+	res.After.DataFiles += c.AddedDataFiles - c.RemovedDataFiles
+	res.After.DeleteFiles -= c.RemovedDeleteFiles
+	m.mu.Lock()
+	m.compacted[res.Table] = res.After.DataFiles
+	m.mu.Unlock()
+	m.log.Info("table compacted by its file count", "table", res.Table,
+		"data_files", fmt.Sprintf("%d->%d", res.Before.DataFiles, res.After.DataFiles), "partitions", c.Partitions)
+	return res, true, nil
 }

@@ -3,8 +3,12 @@ package silver_test
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,32 +22,94 @@ import (
 // is merged in time that follows its changes, not its commits; the target
 // is a ratio of at most 1.5). The changes are updates that leave a TOAST
 // column unchanged, of keys spread over a silver table of as many rows.
+// The pair is measured TIDEMARK_SILVER_BENCH_REPS times (default 3), in
+// alternating order, each case in a lake of its own; it prints the medians
+// and the median of the per-repetition ratios. The heap is the peak heap in
+// use while the merge runs, above what was in use when it started (the
+// lake's and the bronze writer's state: the merge's own memory).
 // TIDEMARK_SILVER_BENCH_BACKLOG sets the changes (default 100000; the
-// issue's size is 1000000), TIDEMARK_SILVER_BENCH_COMMITS the commits.
+// issue's size is 1000000), TIDEMARK_SILVER_BENCH_COMMITS the commits;
+// TIDEMARK_SILVER_BENCH_PROFILE=DIR writes a CPU profile of each merge there, and
+// the allocation profiles before and after it.
 //
 //	go test -run '^$' -bench BacklogOfCommits -benchtime 1x ./internal/silver/
 func BenchmarkBacklogOfCommits(b *testing.B) {
-	changes, commits := 100_000, 500
+	changes, commits, reps := 100_000, 500, 3
 	if n, err := strconv.Atoi(os.Getenv("TIDEMARK_SILVER_BENCH_BACKLOG")); err == nil && n > 0 {
 		changes = n
 	}
 	if n, err := strconv.Atoi(os.Getenv("TIDEMARK_SILVER_BENCH_COMMITS")); err == nil && n > 0 {
 		commits = n
 	}
-	many, manyHeap, manyRes := backlogCost(b, changes, commits)
-	one, oneHeap, oneRes := backlogCost(b, changes, 1)
-	b.Logf("%d changes in %d bronze commits: merged in %s, %d silver commits, peak heap %d MiB", changes, commits,
-		many.Round(time.Millisecond), manyRes.Commits, manyHeap>>20)
-	b.Logf("%d changes in 1 bronze commit: merged in %s, %d silver commits, peak heap %d MiB", changes,
-		one.Round(time.Millisecond), oneRes.Commits, oneHeap>>20)
-	b.Logf("ratio: time %.2f, peak heap %.2f (target: at most 1.5)", float64(many)/float64(one), float64(manyHeap)/float64(max(oneHeap, 1)))
+	if n, err := strconv.Atoi(os.Getenv("TIDEMARK_SILVER_BENCH_REPS")); err == nil && n > 0 {
+		reps = n
+	}
+	// Printed, not logged: a benchmark with sub-benchmarks drops its own log.
+	report := func(format string, args ...any) { fmt.Printf("    "+format+"\n", args...) }
+	var manyT, oneT, timeR, manyH, oneH, heapR []float64
+	for r := 0; r < reps; r++ {
+		var many, one backlogRun
+		order := []int{commits, 1}
+		if r%2 == 1 {
+			order = []int{1, commits}
+		}
+		for _, n := range order {
+			b.Run(fmt.Sprintf("rep%d/commits=%d", r+1, n), func(b *testing.B) {
+				run := backlogCost(b, changes, n, r)
+				if n == 1 {
+					one = run
+				} else {
+					many = run
+				}
+			})
+		}
+		report("rep %d: %d changes in %d bronze commits: %s (%d silver commits), heap +%d MiB (peak %d MiB); in 1 bronze commit: %s, heap +%d MiB (peak %d MiB)",
+			r+1, changes, commits, many.took.Round(time.Millisecond), many.res.Commits, many.heap>>20, many.peak>>20,
+			one.took.Round(time.Millisecond), one.heap>>20, one.peak>>20)
+		manyT, oneT = append(manyT, many.took.Seconds()), append(oneT, one.took.Seconds())
+		manyH, oneH = append(manyH, float64(many.heap>>20)), append(oneH, float64(one.heap>>20))
+		timeR = append(timeR, many.took.Seconds()/one.took.Seconds())
+		heapR = append(heapR, float64(many.heap)/float64(max(one.heap, 1)))
+	}
+	report("medians of %d reps: %d changes in %d bronze commits merged in %.2fs, heap +%.0f MiB; in 1 bronze commit %.2fs, heap +%.0f MiB",
+		reps, changes, commits, median(manyT), median(manyH), median(oneT), median(oneH))
+	report("ratio (median of the reps' ratios): time %.2f (per rep %s), heap %.2f (per rep %s); target: at most 1.5",
+		median(timeR), fmtList(timeR), median(heapR), fmtList(heapR))
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func fmtList(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// backlogRun is one merge of backlogCost: its time, the peak heap in use
+// while it ran and that peak above the heap in use when it started.
+type backlogRun struct {
+	took       time.Duration
+	peak, heap uint64
+	res        silver.Result
 }
 
 // backlogCost builds a silver table of changes rows, writes changes
 // updates in commits bronze commits, and merges them with the defaults
 // of tidemark run's share of a 256 MiB budget; it returns the merge's time
 // and the peak heap in use seen while it ran.
-func backlogCost(b *testing.B, changes, commits int) (time.Duration, uint64, silver.Result) {
+func backlogCost(b *testing.B, changes, commits, rep int) backlogRun {
 	e := newLakeEnv(b)
 	s := ordersSchema()
 	e.open(ordersID, s)
@@ -82,6 +148,8 @@ func backlogCost(b *testing.B, changes, commits int) (time.Duration, uint64, sil
 		e.flushAt(e.lsn)
 	}
 	runtime.GC()
+	var ms0 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	stop := make(chan struct{})
 	peak := make(chan uint64)
 	go func() {
@@ -100,12 +168,42 @@ func backlogCost(b *testing.B, changes, commits int) (time.Duration, uint64, sil
 			}
 		}
 	}()
+	if dir := os.Getenv("TIDEMARK_SILVER_BENCH_PROFILE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-rep%d-commits%d.prof", rep+1, commits)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		writeAllocs(b, filepath.Join(dir, fmt.Sprintf("allocs-before-rep%d-commits%d.prof", rep+1, commits)))
+	}
 	start := time.Now()
 	res := e.merge(m, ordersID)
 	d := time.Since(start)
+	if os.Getenv("TIDEMARK_SILVER_BENCH_PROFILE") != "" {
+		pprof.StopCPUProfile()
+		writeAllocs(b, filepath.Join(os.Getenv("TIDEMARK_SILVER_BENCH_PROFILE"), fmt.Sprintf("allocs-after-rep%d-commits%d.prof", rep+1, commits)))
+	}
 	close(stop)
 	if res.Changes != int64(changes) {
 		b.Fatalf("merge: %+v, want %d changes", res, changes)
 	}
-	return d, <-peak, res
+	p := <-peak
+	return backlogRun{took: d, peak: p, heap: p - min(p, ms0.HeapInuse), res: res}
+}
+
+// writeAllocs writes the allocation profile so far (compare two with
+// go tool pprof -diff_base).
+func writeAllocs(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC() // the profile is as of the last GC
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }

@@ -45,7 +45,8 @@
 // bronze's order is not the source's: a chunk's rows sit at its low
 // watermark but are written after the changes made while it was read. So
 // the first merge folds everything up to a complete snapshot at once,
-// in a table built under silver.<source>._building.<schema>, and renames it
+// in a table built under silver.<source>._building.<schema> (its files
+// already in the published table's directory: Merger.create), and renames it
 // into place when done: readers see no table, then the whole table. When
 // that range is larger than Options.MaxChanges the build runs in passes,
 // each folding a slice of the keys over the whole range (memory is a

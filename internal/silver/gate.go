@@ -74,6 +74,10 @@ type TableState struct {
 	// Backlog is what waits to be merged: commits (Behind), changes and
 	// the age of the oldest (backlog.go).
 	Backlog Backlog `json:"backlog"`
+	// MergeRate is the bronze rows per second of the table's last merge
+	// steps (0: none recorded; backlog.go); Backlog.CatchUp(MergeRate) is
+	// the time the backlog should take to merge.
+	MergeRate float64 `json:"merge_rate,omitempty"`
 }
 
 // States reports the silver state of every bronze table of source, sorted
@@ -150,6 +154,7 @@ func State(ctx context.Context, cat lake.Catalog, source, schema, table string) 
 			st.Behind = len(h)
 			st.Backlog = backlogOf(h)
 		}
+		st.MergeRate, _ = mergeRate(s)
 		if id := resnapshotPending(cur, s.Summary()); id != "" && st.Published {
 			st.Gated, st.Reason = true, fmt.Sprintf("re-snapshot %s is complete; the next merge replaces the silver rows", id)
 			if open, why := resnapshotGate(cur, id); !open {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tidemark/tidemark/internal/bronze"
+	cdc "github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/lake"
@@ -36,6 +38,11 @@ type Options struct {
 	// Buckets is N of the partitioning bucket(N, first key column).
 	// 0: DefaultBuckets; negative: unpartitioned.
 	Buckets int
+	// AdaptBuckets makes Buckets the most a table gets: a table is created
+	// with one bucket per BucketBytes of its bronze table's data files at
+	// its build (fewer than two: unpartitioned), so that the merges of a
+	// small table write a few files rather than two per bucket.
+	AdaptBuckets bool
 	// DeleteMode is lake.MergeOnRead (position deletes; the default) or
 	// lake.CopyOnWrite (rewrite the data files that hold changed rows).
 	DeleteMode string
@@ -66,8 +73,17 @@ type Options struct {
 	// way before the failure is fault.ErrSilverMergeFailing.
 	// 0: DefaultMaxFailures.
 	MaxFailures int
+	// NoAutoCompact: a silver table is not compacted by the merger when its
+	// footprint passes its bounds (footprint.go); only `tidemark maintain`
+	// compacts it.
+	NoAutoCompact bool
+	// TargetFileSize of the files the merger's compactions write. 0: the
+	// table's default.
+	TargetFileSize int64
 	// Report, if set, is called with every table's result.
 	Report func(Result)
+	// Observer, if set, is told of every merge step and merge (metrics).
+	Observer Observer
 }
 
 func (o Options) withDefaults() Options {
@@ -110,6 +126,9 @@ type Result struct {
 	Ignored     int64 `json:"ignored"`
 	DeadLetters int64 `json:"dead_letters"`
 	Truncates   int64 `json:"truncates"`
+	// Compactions is how many times the merge compacted the table because
+	// its footprint passed its bounds (footprint.go).
+	Compactions int `json:"compactions,omitempty"`
 	// Cursor is the bronze snapshot merged through (lake.NoSnapshot: none);
 	// Position its source position (tidemark.position, the commit LSN as an
 	// integer), "" if bronze recorded none.
@@ -122,6 +141,8 @@ type Result struct {
 	Backlog       Backlog `json:"backlog"`
 	// steps is how many merge steps (silver commits after the build) ran.
 	steps int
+	// visible: the silver table is published (Visible).
+	visible bool
 }
 
 // Merger merges bronze tables into silver tables. Its methods may be
@@ -157,6 +178,18 @@ func NewMerger(cat lake.Catalog, opts Options, log *slog.Logger) *Merger {
 // merged regardless. Gated tables are not errors.
 func (m *Merger) MergeAll(ctx context.Context, source string) error {
 	_, err := m.mergeAll(ctx, source)
+	return err
+}
+
+// MergeTables merges the named tables of source as MergeAll merges every
+// table: in turns of one merge step each (turns.go), so that one table's
+// large backlog does not keep the others waiting. It returns the errors of
+// the tables that failed, joined; the others are merged regardless.
+func (m *Merger) MergeTables(ctx context.Context, source string, tables []cdc.TableID) error {
+	if len(tables) == 0 {
+		return nil
+	}
+	_, err := m.mergeInTurns(ctx, source, tables)
 	return err
 }
 
@@ -213,6 +246,9 @@ func (m *Merger) mergeLogged(ctx context.Context, source, schema, table string, 
 	if m.opts.Report != nil && report {
 		m.opts.Report(res)
 	}
+	if m.opts.Observer != nil && (err == nil || ctx.Err() == nil) {
+		m.opts.Observer.Done(cdc.TableID{Schema: schema, Name: table}, res, err)
+	}
 	return res, err
 }
 
@@ -245,13 +281,14 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 			res.Gated, res.Reason = true, why
 			return res, nil
 		}
-		if s, err = m.create(ctx, buildingIdent(source, schema, table), b, key); err != nil {
+		if s, err = m.create(ctx, buildingIdent(source, schema, table), Ident(source, schema, table), b, key); err != nil {
 			return res, err
 		}
 		building = true
 		m.log.Info("silver table build started", "table", res.Table, "bronze_snapshot", head.ID)
 	}
-	j := &job{m: m, b: b, s: s, key: key, source: source, table: schema + "." + table, res: &res}
+	j := &job{m: m, b: b, s: s, key: key, source: source, table: schema + "." + table, res: &res,
+		id: cdc.TableID{Schema: schema, Name: table}}
 	if _, ok := s.ArrowSchema().FieldsByName(ColDeleted); ok {
 		j.soft = true
 	}
@@ -279,6 +316,7 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 			}
 			res.Published = !building
 		}
+		res.visible = !building
 		if id := resnapshotPending(head, j.s.Summary()); id != "" && !building {
 			if wait, err := j.resnapshot(ctx, head, id); err != nil || wait {
 				return res, err
@@ -296,6 +334,7 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 		if cur == head.ID {
 			return res, nil
 		}
+		stepStart := m.now()
 		hist, err := b.History(cur, head.ID)
 		if err != nil {
 			return res, fault.With(fault.ErrCorruptState, fmt.Sprintf(
@@ -306,24 +345,38 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 				res.Table, cur, schema, table), err)
 		}
 		to, rows, ok, err := j.step(ctx, cur, hist)
-		if err != nil || !ok {
+		if err != nil {
 			return res, err
+		}
+		if !ok {
+			res.Backlog = backlogOf(hist) // waits: all of it is behind
+			return res, nil
 		}
 		if rows == 0 && m.opts.IdleCommit > 0 {
 			if last, ok := j.s.CurrentSnapshot(); ok && m.now().Sub(time.UnixMilli(last.TimestampMs)) < m.opts.IdleCommit {
+				res.Backlog = backlogOf(hist)
 				return res, nil
 			}
 		}
 		j.rows = rows
 		j.fillFirst = true
 		start := m.now()
+		before := res
+		j.observe = m.opts.Observer != nil && !building
+		j.stepStart = stepStart
 		err = j.merge(ctx, cur, to, part{}, true, cursorProps(to))
-		j.fillFirst = false
+		j.fillFirst, j.observe, j.stepStart = false, false, time.Time{}
 		if errors.Is(err, errFillFirst) {
 			continue
 		}
 		if err != nil {
 			return res, err
+		}
+		j.observeStep(before, start)
+		if !building {
+			if err := j.compactIfDue(ctx); err != nil {
+				return res, err
+			}
 		}
 		if j.stepDone(hist, to, start) >= steps && steps > 0 {
 			return res, nil // a turn's share (turns.go); res.More says what is left
@@ -353,6 +406,14 @@ type job struct {
 	// rows is about how many bronze rows the next merge reads (0: unknown),
 	// to size its key index once.
 	rows int64
+	// id is the source table; observe: the next merge collects the
+	// transactions it reads into txs, for Options.Observer (observe.go).
+	id      cdc.TableID
+	observe bool
+	txs     *txTimes
+	// stepStart: the next merge is a merge step that started then; its
+	// commit records it with the changes it read (PropStepStarted).
+	stepStart time.Time
 }
 
 // maxRows is how many bronze rows one commit (or build pass) may read:
@@ -718,19 +779,30 @@ func (m *Merger) openSilver(ctx context.Context, source, schema, table string) (
 	return nil, false, nil
 }
 
-// create creates a silver table for bronze table b.
-func (m *Merger) create(ctx context.Context, ident []string, b lake.Table, key []string) (lake.KeyedTable, error) {
+// create creates a silver table for bronze table b, as ident, its files
+// where a table named placeAs keeps them (a build is renamed to that name
+// when published: its files are under the name readers see).
+func (m *Merger) create(ctx context.Context, ident, placeAs []string, b lake.Table, key []string) (lake.KeyedTable, error) {
 	keyJSON := b.Properties()[bronze.PropKey]
 	props := map[string]string{bronze.PropKey: keyJSON}
 	if ids := b.Properties()[bronze.PropColumnIDs]; ids != "" {
 		props[bronze.PropColumnIDs] = ids
 	}
+	buckets := m.opts.Buckets
+	if mt, ok := b.(lake.Maintained); ok && m.opts.AdaptBuckets && buckets > 1 {
+		fp, err := mt.Footprint(ctx)
+		if err != nil {
+			return nil, err
+		}
+		buckets = AdaptedBuckets(fp.DataBytes, buckets)
+	}
 	s, err := m.cat.Create(ctx, ident, lake.TableSpec{
 		Schema:     schemaFor(b.ArrowSchema(), key, m.opts.SoftDeletes),
 		Key:        key,
-		Buckets:    m.opts.Buckets,
+		Buckets:    buckets,
 		DeleteMode: m.opts.DeleteMode,
 		Properties: props,
+		PlaceAs:    placeAs,
 	})
 	if errors.Is(err, lake.ErrTableExists) {
 		s, err = m.cat.Open(ctx, ident)
@@ -817,6 +889,9 @@ func (j *job) merge(ctx context.Context, after int64, to lake.Snapshot, p part, 
 	}
 	in := newInput(j.key, srcCols)
 	in.filterVals = priors
+	if j.observe {
+		in.txs = &txTimes{}
+	}
 	in.reserve(int(j.rows))
 	defer in.release()
 	t0 := m.now()
@@ -824,6 +899,11 @@ func (j *job) merge(ctx context.Context, after int64, to lake.Snapshot, p part, 
 		return err
 	}
 	st.Changes = int64(in.bronze)
+	if !j.stepStart.IsZero() {
+		props = maps.Clone(props)
+		props[PropStepChanges] = strconv.FormatInt(st.Changes, 10)
+		props[PropStepStarted] = strconv.FormatInt(j.stepStart.UnixMilli(), 10)
+	}
 	t1 := m.now()
 	if priors {
 		if err := in.readSilver(ctx, s, j.soft); err != nil {
@@ -948,6 +1028,9 @@ func (j *job) merge(ctx context.Context, after int64, to lake.Snapshot, p part, 
 		"changes", st.Changes, "upserts", st.Upserts, "deletes", st.Deletes, "rewritten", len(rows)-int(st.Upserts),
 		"read_bronze", t1.Sub(t0).Round(time.Millisecond).String(), "read_silver", t2.Sub(t1).Round(time.Millisecond).String(),
 		"fold", t3.Sub(t2).Round(time.Millisecond).String(), "write", m.now().Sub(t3).Round(time.Millisecond).String())
+	if in.txs != nil {
+		j.txs = in.txs
+	}
 	r := j.res
 	r.Commits++
 	r.Changes += st.Changes

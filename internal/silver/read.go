@@ -65,6 +65,9 @@ type input struct {
 	// exactly the rows it replaces. nil when silver is copy-on-write (the
 	// merge deletes by key, see filter).
 	live lake.LiveRows
+
+	// txs, when set, collects the transactions read (observe.go).
+	txs *txTimes
 }
 
 // keyRef is an input row and its encoded key.
@@ -445,6 +448,10 @@ func (in *input) addChanges(rec arrow.RecordBatch, first int) error {
 	lsns, _ := column(rec, bronze.ColLSN).(*array.Int64)
 	seqs, _ := column(rec, bronze.ColSeq).(*array.Int64)
 	unch, _ := column(rec, bronze.ColUnchanged).(*array.List)
+	var tss *array.Timestamp
+	if in.txs != nil {
+		tss, _ = column(rec, bronze.ColTS).(*array.Timestamp)
+	}
 	if ops == nil || lsns == nil || seqs == nil {
 		return fmt.Errorf("a bronze batch lacks %s, %s or %s (schema %s)", bronze.ColOp, bronze.ColLSN, bronze.ColSeq, rec.Schema())
 	}
@@ -471,6 +478,9 @@ func (in *input) addChanges(rec arrow.RecordBatch, first int) error {
 			in.dead = append(in.dead, deadRow{ref, fmt.Sprintf("unknown operation %q", op)})
 			continue
 		}
+		if in.txs != nil && op[0] != opRead {
+			in.txs.note(p.lsn, tss, i)
+		}
 		switch op[0] {
 		case opTruncate:
 			if in.trunc == nil || in.trunc.less(p) {
@@ -481,6 +491,15 @@ func (in *input) addChanges(rec arrow.RecordBatch, first int) error {
 		default:
 			in.dead = append(in.dead, deadRow{ref, fmt.Sprintf("unknown operation %q", op)})
 			continue
+		}
+		// error: this change cannot be merged, as a change silver cannot
+		// make sense of (a dead letter whatever its cause), for tests of
+		// what a dead letter does downstream (metrics, status).
+		if op[0] != opRead {
+			if err := failpoint.Err("silver-change-dead-letter"); err != nil {
+				in.dead = append(in.dead, deadRow{ref, err.Error()})
+				continue
+			}
 		}
 		var err error
 		buf, err = encodeKey(buf[:0], keyArrs, i)

@@ -58,6 +58,11 @@ func buildingIdent(source, schema, table string) []string {
 	return []string{"silver", source, buildingLevel, schema, table}
 }
 
+// BuildingIdent is the identifier of a silver table while it is built.
+func BuildingIdent(source, schema, table string) []string {
+	return buildingIdent(source, schema, table)
+}
+
 // KeyOf returns the key columns a bronze table records in its tidemark.key
 // property (a JSON list, written when bronze creates the table).
 func KeyOf(b lake.Table) ([]string, error) {

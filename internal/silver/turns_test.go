@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/silver"
@@ -76,7 +77,15 @@ func TestBacklogOfSmallCommitsMergesAsOne(t *testing.T) {
 // first table's last step comes after the second's first, so one table's
 // backlog never holds back another's (issue 22). Each table is reported
 // once, with its whole result, and progress is logged with the backlog.
+// The same holds for a merge of every table (tidemark run, tidemark merge)
+// and of named tables (tidemark merge TABLE...).
 func TestTablesTakeTurnsCatchingUp(t *testing.T) {
+	for _, named := range []bool{false, true} {
+		t.Run(map[bool]string{false: "all", true: "named"}[named], func(t *testing.T) { testTablesTakeTurns(t, named) })
+	}
+}
+
+func testTablesTakeTurns(t *testing.T, named bool) {
 	e := newLakeEnv(t)
 	s := ordersSchema()
 	e.open(ordersID, s)
@@ -94,7 +103,11 @@ func TestTablesTakeTurnsCatchingUp(t *testing.T) {
 	}
 	e.backlog(s, 10, ordersID, itemsID) // 20 changes each: 5 steps of 4
 	reports = nil
-	if err := m.MergeAll(e.ctx, e.source); err != nil {
+	merge := func() error { return m.MergeAll(e.ctx, e.source) }
+	if named {
+		merge = func() error { return m.MergeTables(e.ctx, e.source, []change.TableID{itemsID, ordersID}) }
+	}
+	if err := merge(); err != nil {
 		t.Fatal(err)
 	}
 	var first, last = map[string]int{}, map[string]int{}
@@ -134,5 +147,50 @@ func TestTablesTakeTurnsCatchingUp(t *testing.T) {
 		if got := len(e.rows(silverIdent(id), "id")); got != 11 {
 			t.Errorf("silver %s has %d rows, want 11", id.Name, got)
 		}
+	}
+}
+
+// Status tells the expected time to catch up: a merge step records the
+// changes it read and when it started, and a backlog's expected time is
+// its changes at the rate of the last steps. Unknown until a step has
+// recorded one (the build does not), zero once caught up.
+func TestExpectedTimeToCatchUp(t *testing.T) {
+	e := newLakeEnv(t)
+	s := ordersSchema()
+	e.open(ordersID, s)
+	e.tx(ordersID, s, snapDone, "r 1 a A")
+	m := e.merger(silver.Options{MaxChanges: 8})
+	e.merge(m, ordersID) // the build
+	e.backlog(s, 10, ordersID)
+	st, err := silver.State(e.ctx, e.cat, e.source, "public", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eta, ok := st.Backlog.CatchUp(st.MergeRate); ok || st.Backlog.Changes != 20 {
+		t.Errorf("before any merge step: backlog %+v, expected time %s (known %v); want 20 changes, unknown", st.Backlog, eta, ok)
+	}
+	res := e.merge(m, ordersID) // 3 steps: 8, 8, 4 changes
+	if res.Commits != 3 || res.Changes != 20 {
+		t.Fatalf("merge: %+v, want 3 commits of 20 changes", res)
+	}
+	sum := e.summary(silverIdent(ordersID))
+	if sum[silver.PropStepChanges] != "4" || sum[silver.PropStepStarted] == "" {
+		t.Errorf("last step's summary %v, want %s=4 and %s", sum, silver.PropStepChanges, silver.PropStepStarted)
+	}
+	st, err = silver.State(e.ctx, e.cat, e.source, "public", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eta, ok := st.Backlog.CatchUp(st.MergeRate); !ok || eta != 0 || st.MergeRate <= 0 {
+		t.Errorf("caught up: rate %v, expected time %s (known %v); want a rate, 0", st.MergeRate, eta, ok)
+	}
+	e.backlog(s, 50, ordersID)
+	st, err = silver.State(e.ctx, e.cat, e.source, "public", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eta, ok := st.Backlog.CatchUp(st.MergeRate)
+	if want := time.Duration(float64(st.Backlog.Changes) / st.MergeRate * float64(time.Second)); !ok || st.Backlog.Changes != 100 || eta != want {
+		t.Errorf("backlog of 100 changes: expected time %s (known %v), want %s (100 changes at %.0f/s)", eta, ok, want, st.MergeRate)
 	}
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tidemark/tidemark/internal/coltype"
 	"github.com/tidemark/tidemark/internal/source/postgres"
-	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -247,7 +247,7 @@ func TestAppendArrowField(t *testing.T) {
 	vals := []any{int32(-7), int64(1 << 40), "🌊 ü", []byte{0, 255}, true, arrow.Timestamp(-1), arrow.Date32(19724),
 		decimal128.FromI64(-1), -0.0, []any{"a", nil}}
 	for j, v := range vals {
-		if err := typemap.AppendValue(b.Field(j), v); err != nil {
+		if err := coltype.AppendValue(b.Field(j), v); err != nil {
 			t.Fatal(err)
 		}
 		b.Field(j).AppendNull()

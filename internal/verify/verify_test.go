@@ -18,6 +18,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tidemark/tidemark/internal/coltype"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
@@ -177,7 +178,7 @@ func (f *fixture) appendSilver(tbl *lake.Table, st *srcTable, rows []srcRow, o s
 	n := len(st.cols)
 	for i, r := range rows {
 		for j, c := range st.cols {
-			if err := typemap.AppendValue(b.Field(j), r[c]); err != nil {
+			if err := coltype.AppendValue(b.Field(j), r[c]); err != nil {
 				f.t.Fatal(err)
 			}
 		}

@@ -3,8 +3,11 @@ package iceberg
 import (
 	"cmp"
 	"context"
+	"runtime"
 	"slices"
 	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -32,7 +35,8 @@ func planAppended(ctx context.Context, tbl *table.Table, after, to int64) (tasks
 	if meta.Version() < 2 {
 		return nil, false, nil
 	}
-	toSnap := meta.SnapshotByID(to)
+	lookup := snapshotLookup(meta)
+	toSnap := lookup(to)
 	if toSnap == nil {
 		return nil, false, nil
 	}
@@ -53,7 +57,7 @@ func planAppended(ctx context.Context, tbl *table.Table, after, to int64) (tasks
 			}
 			break
 		}
-		if s = meta.SnapshotByID(*s.ParentSnapshotID); s == nil {
+		if s = lookup(*s.ParentSnapshotID); s == nil {
 			return nil, false, nil
 		}
 	}
@@ -65,18 +69,34 @@ func planAppended(ctx context.Context, tbl *table.Table, after, to int64) (tasks
 	if err != nil {
 		return nil, false, err
 	}
-	seen := map[string]bool{}
+	var want []iceberggo.ManifestFile
 	for _, mf := range manifests {
-		if err := ctx.Err(); err != nil {
-			return nil, false, err
-		}
 		if mf.ManifestContent() != iceberggo.ManifestContentData || mf.SequenceNum() <= afterSeq {
 			continue // deletes, or written before the range: none of its files
 		}
-		entries, err := mf.FetchEntries(fs, true)
-		if err != nil {
-			return nil, false, err
-		}
+		want = append(want, mf)
+	}
+	// A backlog of n bronze commits has n small manifests (a commit writes
+	// one): each is its own Avro file with its own schema to parse, so
+	// they are read in parallel, a worker per core.
+	fetched := make([][]iceberggo.ManifestEntry, len(want))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, mf := range want {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			entries, err := mf.FetchEntries(fs, true)
+			fetched[i] = entries
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, false, err
+	}
+	seen := map[string]bool{}
+	for _, entries := range fetched {
 		for _, e := range entries {
 			if e.Status() == iceberggo.EntryStatusDELETED || !inRange[e.SnapshotID()] {
 				continue
@@ -157,4 +177,31 @@ func (c *planCache) put(k planKey, v []table.FileScanTask) {
 	}
 	c.keys = append(c.keys, k)
 	c.vals = append(c.vals, v)
+}
+
+// snapshotLookup returns meta.SnapshotByID for a walk along a table's
+// history. iceberg-go's SnapshotByID clones the snapshot and may rebuild
+// the table's snapshot index on every call, so a walk of n snapshots of a
+// table of m cost n×m (a silver backlog of 500 bronze commits allocated
+// hundreds of MiB walking it: issue 22). A short walk uses SnapshotByID;
+// past a few steps, the lookup switches to an index of one copy of every
+// snapshot (meta.Snapshots, made once). Callers must not modify the
+// snapshots it returns.
+func snapshotLookup(meta table.Metadata) func(int64) *table.Snapshot {
+	const direct = 8
+	calls := 0
+	var byID map[int64]*table.Snapshot
+	return func(id int64) *table.Snapshot {
+		if byID == nil {
+			if calls++; calls <= direct {
+				return meta.SnapshotByID(id)
+			}
+			all := meta.Snapshots()
+			byID = make(map[int64]*table.Snapshot, len(all))
+			for i := range all {
+				byID[all[i].SnapshotID] = &all[i]
+			}
+		}
+		return byID[id]
+	}
 }

@@ -32,8 +32,18 @@ func readerProps(mem memory.Allocator) *parquet.ReaderProperties {
 	p := parquet.NewReaderProperties(mem)
 	p.MaxCompressedPageSize = maxPageSize
 	p.MaxUncompressedPageSize = maxPageSize
+	// A column chunk is read through a buffer of readBufferBytes (grown
+	// to a page larger than that), not read whole into memory: a merge
+	// reads every column of a data file it must read rows of whole, and a
+	// row group's wide column is as large as the row group (16 MiB as
+	// compaction writes them, more as iceberg-go's writes do).
+	p.BufferedStreamEnabled = true
+	p.BufferSize = readBufferBytes
 	return p
 }
+
+// readBufferBytes is the read buffer of a column chunk (readerProps).
+const readBufferBytes = 1 << 20
 
 // hasBigPages reports whether a column chunk of md is larger than a page
 // iceberg-go's reader accepts (no page is larger than its column chunk).

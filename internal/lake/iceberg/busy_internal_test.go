@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // retryBusy retries SQLite's immediate "database is locked" (seen in CI when
@@ -11,6 +13,7 @@ import (
 func TestRetryBusy(t *testing.T) {
 	busy := errors.New("database is locked (5) (SQLITE_BUSY)")
 	calls := 0
+	counted := lake.Retries(lake.RetryCatalogBusy)
 	err := retryBusy(context.Background(), func() error {
 		calls++
 		if calls < 3 {
@@ -20,6 +23,9 @@ func TestRetryBusy(t *testing.T) {
 	})
 	if err != nil || calls != 3 {
 		t.Errorf("busy twice then ok: err %v after %d calls, want nil after 3", err, calls)
+	}
+	if got := lake.Retries(lake.RetryCatalogBusy) - counted; got < 2 {
+		t.Errorf("catalog busy retries counted: %d, want >= 2", got)
 	}
 	other := errors.New("no such table")
 	calls = 0

@@ -380,6 +380,7 @@ func retryBusy(ctx context.Context, fn func() error) error {
 		if err == nil || attempt == 10 || !strings.Contains(err.Error(), "SQLITE_BUSY") {
 			return err
 		}
+		lake.CountRetry(lake.RetryCatalogBusy)
 		select {
 		case <-ctx.Done():
 			return err
@@ -523,6 +524,22 @@ type TableSpec struct {
 	// Properties are table properties. Unless set here, tidemark adds
 	// defaultTableProps.
 	Properties map[string]string
+	// PlaceAs, if set, names the identifier whose directory the table's
+	// files go to (lake.TableSpec.PlaceAs).
+	PlaceAs []string
+}
+
+// tableLocation is where a table ident keeps its files: iceberg-go's
+// default (<warehouse>/<ns>.db/<table>), spelled so that no level needs
+// URL escaping (see dirName); of placeAs instead when it is set.
+func (c *Catalog) tableLocation(ident, placeAs []string) (string, error) {
+	if len(placeAs) > 0 {
+		if err := validateTableIdent(placeAs); err != nil {
+			return "", fmt.Errorf("place as %q: %w", placeAs, err)
+		}
+		ident = placeAs
+	}
+	return c.warehouseURL + "/" + dirName(joinIdent(ident[:len(ident)-1])) + ".db/" + dirName(ident[len(ident)-1]), nil
 }
 
 // defaultTableProps are added to every created table (CreateTable and
@@ -575,9 +592,10 @@ func (c *Catalog) CreateTable(ctx context.Context, ident []string, spec TableSpe
 	for k, v := range spec.Properties {
 		props[k] = v
 	}
-	// The location is iceberg-go's default (<warehouse>/<ns>.db/<table>),
-	// but spelled so that no level needs URL escaping: see dirName.
-	loc := c.warehouseURL + "/" + dirName(joinIdent(ident[:len(ident)-1])) + ".db/" + dirName(ident[len(ident)-1])
+	loc, err := c.tableLocation(ident, spec.PlaceAs)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: create table %s: %w", name, err)
+	}
 	opts := []catalog.CreateTableOpt{catalog.WithProperties(props), catalog.WithLocation(loc)}
 	if spec.DayPartition != "" {
 		ps, err := iceberggo.NewPartitionSpecOpts(iceberggo.AddPartitionFieldByName(
@@ -591,7 +609,7 @@ func (c *Catalog) CreateTable(ctx context.Context, ident []string, spec TableSpe
 	// SQLite can answer a concurrent writer SQLITE_BUSY at once (see
 	// retryBusy): the row was not written, so creating again is safe.
 	var tbl *table.Table
-	err := retryBusy(ctx, func() (err error) {
+	err = retryBusy(ctx, func() (err error) {
 		tbl, err = c.cat.CreateTable(ctx, table.Identifier(slices.Clone(ident)), spec.Schema, opts...)
 		return err
 	})

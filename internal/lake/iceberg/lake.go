@@ -64,9 +64,9 @@ func (c *Catalog) Create(ctx context.Context, ident []string, spec lake.TableSpe
 			return nil, fmt.Errorf("iceberg: create table %s: a keyed table is partitioned by bucket, not by day", joinIdent(ident))
 		}
 		t, err = c.CreateKeyedTable(ctx, ident, KeyedTableSpec{Schema: sch, Key: spec.Key, Buckets: spec.Buckets,
-			DeleteMode: spec.DeleteMode, Properties: spec.Properties})
+			DeleteMode: spec.DeleteMode, Properties: spec.Properties, PlaceAs: spec.PlaceAs})
 	} else {
-		t, err = c.CreateTable(ctx, ident, TableSpec{Schema: sch, DayPartition: spec.DayPartition, Properties: spec.Properties})
+		t, err = c.CreateTable(ctx, ident, TableSpec{Schema: sch, DayPartition: spec.DayPartition, Properties: spec.Properties, PlaceAs: spec.PlaceAs})
 	}
 	if err != nil {
 		return nil, err

@@ -64,6 +64,9 @@ type KeyedTableSpec struct {
 	DeleteMode string
 	// Properties are further table properties (see TableSpec.Properties).
 	Properties map[string]string
+	// PlaceAs, if set, names the identifier whose directory the table's
+	// files go to (lake.TableSpec.PlaceAs).
+	PlaceAs []string
 }
 
 // CreateKeyedTable creates the table ident (and its namespace) laid out for
@@ -120,7 +123,10 @@ func (c *Catalog) CreateKeyedTable(ctx context.Context, ident []string, spec Key
 	props["write.update.mode"] = mode
 	props["write.merge.mode"] = mode
 
-	loc := c.warehouseURL + "/" + dirName(joinIdent(ident[:len(ident)-1])) + ".db/" + dirName(ident[len(ident)-1])
+	loc, err := c.tableLocation(ident, spec.PlaceAs)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg: create table %s: %w", name, err)
+	}
 	opts := []catalog.CreateTableOpt{catalog.WithProperties(props), catalog.WithLocation(loc)}
 	if spec.Buckets > 0 && bucketable(sch, spec.Key[0]) {
 		ps, err := iceberggo.NewPartitionSpecOpts(iceberggo.AddPartitionFieldByName(
@@ -232,19 +238,20 @@ func (t *Table) History(after, to int64) ([]SnapshotInfo, error) {
 	if after == to {
 		return nil, nil
 	}
-	if meta.SnapshotByID(to) == nil {
+	lookup := snapshotLookup(meta) // appended.go
+	if lookup(to) == nil {
 		return nil, fmt.Errorf("iceberg: table %s: snapshot %d: %w", t.name, to, ErrSnapshotNotFound)
 	}
 	var chain []table.Snapshot
 	if after == NoSnapshot {
-		chain = table.AncestorsOf(to, meta.SnapshotByID)
+		chain = table.AncestorsOf(to, lookup)
 		if n := len(chain); n > 0 && chain[n-1].ParentSnapshotID != nil {
 			return nil, fmt.Errorf("iceberg: table %s: the history before snapshot %d was expired: %w",
 				t.name, chain[n-1].SnapshotID, ErrSnapshotNotFound)
 		}
 	} else {
 		var ok bool
-		chain, ok = table.AncestorsBetween(to, after, meta.SnapshotByID)
+		chain, ok = table.AncestorsBetween(to, after, lookup)
 		if !ok {
 			return nil, fmt.Errorf("iceberg: table %s: snapshot %d is not an ancestor of snapshot %d (expired, or the table was replaced): %w",
 				t.name, after, to, ErrSnapshotNotFound)
@@ -397,7 +404,9 @@ func (t *Table) mergeOnce(ctx context.Context, byPos *rowDeletes, del *Filter, r
 			return fmt.Errorf("append: %w", err)
 		}
 	} else if len(recs) > 0 || del == nil || t.tbl.CurrentSnapshot() == nil {
-		rdr, err := array.NewRecordReader(sc, recs)
+		parts := writeSlices(recs)
+		defer releaseAll(parts)
+		rdr, err := array.NewRecordReader(sc, parts)
 		if err != nil {
 			return err
 		}

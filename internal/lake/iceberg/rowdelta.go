@@ -55,6 +55,43 @@ type Positions = lake.Positions
 // columns are few and narrow.
 const scanLiveBatch = 65536
 
+// liveBatchBytes bounds the decoded bytes of one batch readLive reads: it
+// reads at most scanLiveBatch rows a batch, fewer when the columns it reads
+// are wide (batchRows). A silver merge reads every column of the data
+// files holding rows it must read whole (an update that left a TOAST
+// column unchanged needs the row's prior value): with batches of 65536
+// rows, a file of 3 KB rows was decoded whole at once. Measured in
+// TestQuickCrashStorm's catch-up, whose silver table is unpartitioned
+// (adaptive buckets): 72 MiB of heap in decoded batches of two files read
+// in parallel (32 MiB one column of one batch), the session at 266-275 MiB
+// resident over its 256 MiB budget; with batches of liveBatchBytes, 4 to
+// 8 MiB a column.
+const liveBatchBytes = 4 << 20
+
+// batchRows is how many rows of pf one batch of its leaf columns leaves
+// may hold within liveBatchBytes, from the uncompressed size of those
+// columns' chunks (between 1 and scanLiveBatch).
+func batchRows(pf *file.Reader, leaves []int) int64 {
+	md := pf.MetaData()
+	var bytes, rows int64
+	for g := 0; g < md.NumRowGroups(); g++ {
+		rg := md.RowGroup(g)
+		rows += rg.NumRows()
+		for _, l := range leaves {
+			if cc, err := rg.ColumnChunk(l); err == nil {
+				bytes += cc.TotalUncompressedSize()
+			}
+		}
+	}
+	if bytes <= 0 || rows <= 0 {
+		return scanLiveBatch
+	}
+	// Arrow adds an offset (4 bytes) or less per value beyond the encoded
+	// bytes; plain or dictionary pages hold at least the values' bytes.
+	perRow := float64(bytes)/float64(rows) + 4*float64(len(leaves))
+	return max(1, min(scanLiveBatch, int64(liveBatchBytes/perRow)))
+}
+
 // MergeOnRead reports whether the table deletes rows with position delete
 // files (write.delete.mode merge-on-read on a format v2 table), which
 // MergeRows needs.
@@ -353,7 +390,7 @@ func readParquet(ctx context.Context, fs icebergio.IO, mem memory.Allocator, pat
 			return fmt.Errorf("no column with field id %d", ids[i])
 		}
 	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: scanLiveBatch}, mem)
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchRows(pf, leaves)}, mem)
 	if err != nil {
 		return err
 	}
@@ -529,7 +566,7 @@ func readLive(ctx context.Context, pf *file.Reader, mem memory.Allocator, tbl *t
 			present = append(present, l)
 		}
 	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: scanLiveBatch}, mem)
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchRows(pf, present)}, mem)
 	if err != nil {
 		return err
 	}
@@ -835,6 +872,12 @@ func (t *Table) rowDelta(ctx context.Context, tx *table.Transaction, d *rowDelet
 	}
 	rd := tx.NewRowDelta(iceberggo.Properties(maps.Clone(props))).AddDeletes(dels...)
 	if countRows(recs) > 0 {
+		// Cut into slices of about writeSliceBytes first: a Parquet
+		// writer inserts a batch into a column's dictionary whole before it
+		// checks the dictionary's size.
+		parts := writeSlices(recs)
+		defer releaseAll(parts)
+		recs = parts
 		// Through the own writer where it writes this table, as appends
 		// do (stageAppend): iceberg-go's writes dictionaries and
 		// statistics of every column, which copied a 200 MiB value of an
@@ -890,4 +933,43 @@ func (t *Table) writeOwn(ctx context.Context, recs []arrow.RecordBatch) (files [
 	}
 	files, err = w.write(ctx, own)
 	return files, err == nil, err
+}
+
+// writeSliceBytes bounds the Arrow bytes of one batch handed to a Parquet
+// writer: arrow-go's writer checks a column's dictionary against its limit
+// after each batch, so a batch is inserted into the dictionary whole before
+// the writer falls back to plain encoding. Measured in a storm of 1000-row
+// transactions of 3 KB rows: a silver merge step writing one 30 MB batch
+// held 32 MiB in the dictionary of its wide column and 36 MiB more in its
+// page buffers, the session at 279-287 MiB resident over its 256 MiB
+// budget.
+const writeSliceBytes = 4 << 20
+
+// writeSlices returns recs cut into zero-copy slices of about
+// writeSliceBytes (the same rows, in order), each retained: release them
+// with releaseAll.
+func writeSlices(recs []arrow.RecordBatch) []arrow.RecordBatch {
+	var out []arrow.RecordBatch
+	for _, r := range recs {
+		n := r.NumRows()
+		step := n
+		if b := lake.RecordBytes(r); b > writeSliceBytes && n > 1 {
+			step = max(1, int64(float64(n)*writeSliceBytes/float64(b)))
+		}
+		if step >= n {
+			r.Retain()
+			out = append(out, r)
+			continue
+		}
+		for off := int64(0); off < n; off += step {
+			out = append(out, r.NewSlice(off, min(n, off+step)))
+		}
+	}
+	return out
+}
+
+func releaseAll(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
+	}
 }

@@ -27,9 +27,16 @@ import (
 // matters when several writers hammer one table.
 const commitAttempts = 10
 
-// backoff waits before attempt n+1 (n >= 1): a random 0..n*50ms, so that
-// racing writers spread out.
+// backoff waits before attempt n+1 (n >= 1) of a commit that lost to
+// another writer (counted: lake.RetryCommitConflict): a random 0..n*50ms,
+// so that racing writers spread out.
 func backoff(ctx context.Context, n int) error {
+	lake.CountRetry(lake.RetryCommitConflict)
+	return pause(ctx, n)
+}
+
+// pause waits a random 0..n*50ms before attempt n+1 (n >= 1).
+func pause(ctx context.Context, n int) error {
 	timer := time.NewTimer(time.Duration(rand.Int64N(int64(n) * int64(50*time.Millisecond))))
 	defer timer.Stop()
 	select {
