@@ -319,7 +319,7 @@ func (m *metrics) Merged(id change.TableID, s silver.Step) {
 func (m *metrics) Done(id change.TableID, r silver.Result, err error) {
 	if err != nil {
 		m.noteError(layerSilver, err)
-		if !needsOperator(err) {
+		if !fault.NeedsOperator(err) {
 			m.retries.WithLabelValues(layerSilver).Inc()
 		}
 		return
@@ -391,21 +391,6 @@ func errorCode(err error) string {
 		return "transient"
 	}
 	return "unclassified"
-}
-
-// needsOperator reports whether err, or one it joins, is fatal or a
-// configuration error: what silver.Run stops on rather than retries.
-func needsOperator(err error) bool {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if needsOperator(e) {
-				return true
-			}
-		}
-		return false
-	}
-	c := fault.ClassOf(err)
-	return c == fault.Fatal || c == fault.Config
 }
 
 // behindCollector reports tidemark_silver_behind_seconds from each table's

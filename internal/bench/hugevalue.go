@@ -67,15 +67,8 @@ func (b *bench) hugeValue(ctx context.Context) error {
 			p.stop()
 			return err
 		}
-		peak2, err := p.peakRSS()
+		peak2, err := b.finish(ctx, p, db, name)
 		if err != nil {
-			p.stop()
-			return err
-		}
-		if err := p.stop(); err != nil {
-			return err
-		}
-		if err := b.srv.dropSlot(ctx, db, "tidemark_"+name); err != nil {
 			return err
 		}
 		streamPeak, streamRSS = max(streamPeak, peak2), append(streamRSS, float64(peak2))

@@ -70,15 +70,8 @@ func (b *bench) memory(ctx context.Context) error {
 			return err
 		}
 		took := time.Since(start)
-		peak, err := p.peakRSS()
+		peak, err := b.finish(ctx, p, db, name)
 		if err != nil {
-			p.stop()
-			return err
-		}
-		if err := p.stop(); err != nil {
-			return err
-		}
-		if err := b.srv.dropSlot(ctx, db, "tidemark_"+name); err != nil {
 			return err
 		}
 		streamPeak = max(streamPeak, peak)
@@ -95,15 +88,8 @@ func (b *bench) memory(ctx context.Context) error {
 			p.stop()
 			return err
 		}
-		peak2, err := p.peakRSS()
+		peak2, err := b.finish(ctx, p, db, name)
 		if err != nil {
-			p.stop()
-			return err
-		}
-		if err := p.stop(); err != nil {
-			return err
-		}
-		if err := b.srv.dropSlot(ctx, db, "tidemark_"+name); err != nil {
 			return err
 		}
 		snapPeak = max(snapPeak, peak2)

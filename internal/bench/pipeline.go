@@ -270,6 +270,19 @@ func (p *pipeline) cpuTime() (time.Duration, error) {
 
 // stop asks the pipeline to stop (SIGTERM: flush, confirm, exit 0) and
 // waits for it; after a minute it is killed and that is an error.
+// finish reads p's peak RSS, stops it (SIGTERM) and drops its slot name
+// (tidemark_<name>) in database db: the end of a measured pipeline.
+func (b *bench) finish(ctx context.Context, p *pipeline, db, name string) (peak int64, err error) {
+	if peak, err = p.peakRSS(); err != nil {
+		p.stop()
+		return 0, err
+	}
+	if err := p.stop(); err != nil {
+		return 0, err
+	}
+	return peak, b.srv.dropSlot(ctx, db, "tidemark_"+name)
+}
+
 func (p *pipeline) stop() error {
 	select {
 	case <-p.exited:

@@ -94,17 +94,13 @@ func (b *bench) snapshotRun(ctx context.Context, db string, t snapshotTable) err
 				p.stop()
 				return err
 			}
-			peak, err := p.peakRSS() // a high-water mark: bronze and silver
+			peak, err := b.finish(ctx, p, db, name) // a high-water mark: bronze and silver
 			if err != nil {
-				p.stop()
 				return err
 			}
 			rss = append(rss, float64(peak))
 			b.peakSnapshotRSS = max(b.peakSnapshotRSS, peak)
-			if err := p.stop(); err != nil {
-				return err
-			}
-			return b.srv.dropSlot(ctx, db, "tidemark_"+name)
+			return nil
 		}
 		runCopy := func() error {
 			devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)

@@ -164,6 +164,22 @@ func ClassOf(err error) Class {
 	return Unknown
 }
 
+// NeedsOperator reports whether err, or any of the errors it joins
+// (errors.Join), is fatal or a configuration error: retrying cannot fix
+// it, so a loop that retries everything else stops on it.
+func NeedsOperator(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if NeedsOperator(e) {
+				return true
+			}
+		}
+		return false
+	}
+	c := ClassOf(err)
+	return c == Fatal || c == Config
+}
+
 // IsTransient reports whether err looks like a connection-level problem that
 // a reconnect can fix: what a registered source classifier says of its
 // client library's errors (a server shutting down or restarting, a

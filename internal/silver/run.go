@@ -49,7 +49,7 @@ func (m *Merger) Run(ctx context.Context, source string, every time.Duration) er
 		switch {
 		case err == nil:
 			lastOK = m.now()
-		case needsOperator(err):
+		case fault.NeedsOperator(err):
 			return err
 		case m.now().Sub(lastOK) > DefaultGiveUp:
 			return fault.MarkTransient(fmt.Errorf("silver: no successful merge for %s: %w", DefaultGiveUp, err))
@@ -83,19 +83,4 @@ func (m *Merger) Wake() {
 	case m.wake <- struct{}{}:
 	default:
 	}
-}
-
-// needsOperator reports whether err, or any of the errors it joins, is a
-// fatal or configuration error: retrying cannot fix it.
-func needsOperator(err error) bool {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if needsOperator(e) {
-				return true
-			}
-		}
-		return false
-	}
-	c := fault.ClassOf(err)
-	return c == fault.Fatal || c == fault.Config
 }

@@ -1,4 +1,4 @@
-package silver
+package fault_test
 
 import (
 	"errors"
@@ -23,8 +23,8 @@ func TestNeedsOperator(t *testing.T) {
 		{errors.Join(transient, errors.New("other")), false},
 	}
 	for _, c := range cases {
-		if got := needsOperator(c.err); got != c.want {
-			t.Errorf("needsOperator(%v) = %v, want %v", c.err, got, c.want)
+		if got := fault.NeedsOperator(c.err); got != c.want {
+			t.Errorf("NeedsOperator(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }
