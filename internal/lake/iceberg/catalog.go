@@ -414,7 +414,7 @@ func (c *Catalog) EnsureNamespace(ctx context.Context, ns []string) error {
 		if ok {
 			continue
 		}
-		err = c.cat.CreateNamespace(ctx, level, nil)
+		err = retryBusy(ctx, func() error { return c.cat.CreateNamespace(ctx, level, nil) })
 		if err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
 			return c.classify(fmt.Errorf("iceberg: create namespace %s: %w", joinIdent(level), err))
 		}
@@ -451,7 +451,12 @@ func (c *Catalog) SetNamespaceProperties(ctx context.Context, ns []string, props
 	if len(props) == 0 {
 		return nil
 	}
-	_, err := c.cat.UpdateNamespaceProperties(ctx, table.Identifier(slices.Clone(ns)), nil, iceberggo.Properties(props))
+	// Setting the same keys again is harmless: SQLite's immediate
+	// SQLITE_BUSY beside a concurrent commit is retried (retryBusy).
+	err := retryBusy(ctx, func() error {
+		_, err := c.cat.UpdateNamespaceProperties(ctx, table.Identifier(slices.Clone(ns)), nil, iceberggo.Properties(props))
+		return err
+	})
 	if err != nil {
 		return c.classify(fmt.Errorf("iceberg: set namespace properties %s: %w", joinIdent(ns), err))
 	}

@@ -89,7 +89,8 @@ func (c *Catalog) Drop(ctx context.Context, ident []string) error {
 	if err := validateTableIdent(ident); err != nil {
 		return fmt.Errorf("iceberg: drop table %q: %w", ident, err)
 	}
-	if err := c.cat.DropTable(ctx, table.Identifier(slices.Clone(ident))); err != nil {
+	// SQLite's immediate SQLITE_BUSY: nothing was dropped (retryBusy).
+	if err := retryBusy(ctx, func() error { return c.cat.DropTable(ctx, table.Identifier(slices.Clone(ident))) }); err != nil {
 		return c.classify(fmt.Errorf("iceberg: drop table %s: %w", joinIdent(ident), err))
 	}
 	return nil

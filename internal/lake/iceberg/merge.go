@@ -179,7 +179,13 @@ func (c *Catalog) RenameTable(ctx context.Context, from, to []string) (*Table, e
 	if err := c.EnsureNamespace(ctx, to[:len(to)-1]); err != nil {
 		return nil, fmt.Errorf("iceberg: rename table %s: %w", joinIdent(from), err)
 	}
-	tbl, err := c.cat.RenameTable(ctx, table.Identifier(slices.Clone(from)), table.Identifier(slices.Clone(to)))
+	// SQLite's immediate SQLITE_BUSY beside a concurrent commit: nothing
+	// was renamed, so renaming again is safe (retryBusy).
+	var tbl *table.Table
+	err := retryBusy(ctx, func() (err error) {
+		tbl, err = c.cat.RenameTable(ctx, table.Identifier(slices.Clone(from)), table.Identifier(slices.Clone(to)))
+		return err
+	})
 	if err != nil {
 		return nil, neutral(fmt.Errorf("iceberg: rename table %s to %s: %w", joinIdent(from), joinIdent(to), err))
 	}
