@@ -22,6 +22,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
+	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/maintain"
 	"github.com/tidemark/tidemark/internal/pipeline"
@@ -87,20 +88,34 @@ func (e *env) start() *capture {
 			c.mu.Unlock()
 		},
 	}
-	w, err := bronze.NewWriter(ctx, cat, "src", opts.Slot, testLogger())
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	d, err := postgres.NewDialer(e.url, func(string) string { return "redacted" })
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cp := postgres.New(d, w, opts, testLogger())
-	go func() {
-		err := cp.Run(ctx)
+	// Sessions as tidemark run has them: a transient end (the walsender
+	// reset under a loaded CI machine) starts a new session with a new
+	// writer, from the lake's checkpoint; anything else ends the capture.
+	session := func() error {
+		w, err := bronze.NewWriter(ctx, cat, "src", opts.Slot, testLogger())
+		if err != nil {
+			return err
+		}
+		cp := postgres.New(d, w, opts, testLogger())
+		err = cp.Run(ctx)
 		cp.Close()
 		w.Close()
-		c.done <- err
+		return err
+	}
+	go func() {
+		for attempt := 1; ; attempt++ {
+			err := session()
+			if err == nil || ctx.Err() != nil || fault.ClassOf(err) != fault.Transient || attempt == 5 {
+				c.done <- err
+				return
+			}
+			e.t.Logf("capture session %d ended (transient, a new one starts): %v", attempt, err)
+			time.Sleep(200 * time.Millisecond)
+		}
 	}()
 	e.t.Cleanup(func() { c.stop() })
 	return c
