@@ -193,6 +193,19 @@ func loadCovered(ctx context.Context, cat *lake.Catalog, source string, t TableN
 		cov.Checkpoint = cp.Pos
 		return s, cov, nil
 	}
+	// Bronze may be ahead of silver's cursor by compactions only (replace
+	// snapshots rewrite files, they add no change): silver then holds
+	// every change bronze holds, as when cur == head.
+	if hs, err := b.History(cur, head); err == nil && len(hs) > 0 {
+		only := true
+		for _, h := range hs {
+			only = only && h.Operation == "replace"
+		}
+		if only {
+			cov.Checkpoint = cp.Pos
+			return s, cov, nil
+		}
+	}
 	// Silver may have merged a bronze snapshot newer than the one loaded.
 	if err := b.Refresh(ctx); err == nil {
 		if _, err := b.History(head, cur); err == nil {
