@@ -416,6 +416,31 @@ func TestDDLMatrix(t *testing.T) {
 	}
 	checkSilver(t, r, srcURL, wh, source, tables)
 	checkMatrix(t, srcURL, wh, m, tables)
+	// A dropped column stays in bronze and silver (docs/silver.md), NULL
+	// in the rows changed after the drop.
+	for _, ident := range [][]string{m.bronze("dropped"), m.silver("dropped")} {
+		if m.column(ident, "gone") == "" {
+			t.Errorf("%s lost column gone after DROP COLUMN gone; the documented behaviour keeps it", strings.Join(ident, "."))
+		}
+	}
+	if os.Getenv("TIDEMARK_PYTHON") != "" {
+		rows := pyText(t, wh, strings.Join(m.silver("dropped"), "."))
+		checked := 0
+		for id := 7; id <= matrixRows; id += 7 {
+			row, ok := rows[strconv.Itoa(id)]
+			if !ok {
+				continue // deleted by the workload
+			}
+			checked++
+			if v := row["gone"]; v != nil {
+				t.Errorf("silver dropped row %d: gone = %v, want NULL (updated after DROP COLUMN gone)", id, v)
+				break
+			}
+		}
+		if checked == 0 {
+			t.Error("silver dropped: no row updated after DROP COLUMN gone is left to check")
+		}
+	}
 	// Renamed columns are renamed, not added beside the old one.
 	for _, table := range []string{"ren_live", "ren_stopped"} {
 		for _, ident := range [][]string{m.bronze(table), m.silver(table)} {
