@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -204,9 +202,7 @@ func (s *stream) partitions(ctx context.Context, content []byte) error {
 	// A snapshot of the table still running starts again from its first
 	// key (reread).
 	why := fmt.Sprintf("partitions changed (attached %s; detached or dropped %s)", strings.Join(added, ","), strings.Join(gone, ","))
-	var b [3]byte
-	rand.Read(b[:])
-	req := "reread-" + time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+	req := partitionRequestID(time.Now())
 	s.c.log.Info("re-reading table online", "table", t.id.String(), "request", req, "reason", why)
 	return s.reread(ctx, t, req, why, props)
 }

@@ -276,9 +276,23 @@ func (s *stream) reread(ctx context.Context, t *table, id, reason string, props 
 // rewriteRequestID names the re-snapshot request of a detected rewrite
 // (the shape of `tidemark resnapshot`'s ids, marked as tidemark's own).
 func rewriteRequestID(now time.Time) string {
+	return now.UTC().Format(requestTimeLayout) + "-rewrite-" + requestTag()
+}
+
+// partitionRequestID names the re-read a partition change starts. The
+// format is persisted in the lake (existing lakes resume on it): keep it.
+func partitionRequestID(now time.Time) string {
+	return "reread-" + now.UTC().Format(requestTimeLayout) + "-" + requestTag()
+}
+
+// requestTimeLayout is the time stamp in re-read request ids.
+const requestTimeLayout = "20060102T150405Z"
+
+// requestTag is the random part of a re-read request id: 6 hex digits.
+func requestTag() string {
 	var b [3]byte
 	rand.Read(b[:])
-	return now.UTC().Format("20060102T150405Z") + "-rewrite-" + hex.EncodeToString(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // startFilenodes compares, at start, the relfilenode bronze records for
