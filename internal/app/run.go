@@ -143,6 +143,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	defer func() { err = config.RedactError(err, cfg.Secrets()...) }()
 	defer fault.Recover("pipeline", &err)
 	defer applyMemoryLimit(cfg, log)()
+	warnDeprecations(cfg, log)
 	cat, err := OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
 	if err != nil {
 		return err
@@ -290,6 +291,18 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 		if backoff > time.Duration(cfg.Retry.MaxBackoff) {
 			backoff = time.Duration(cfg.Retry.MaxBackoff)
 		}
+	}
+}
+
+// warnDeprecations logs, once at start, each deprecated key the config
+// file gave: where, and its new spelling (never its value).
+func warnDeprecations(cfg *config.Config, log *slog.Logger) {
+	for _, d := range cfg.Deprecations {
+		attrs := []any{"key", d.Key, "use", d.Use, "file", d.File}
+		if d.Line > 0 {
+			attrs = append(attrs, "line", d.Line)
+		}
+		log.Warn("deprecated config key", attrs...)
 	}
 }
 

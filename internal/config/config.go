@@ -90,6 +90,12 @@ type Config struct {
 	// SpoolDir holds data spilled to disk. Default <warehouse>/_tidemark/spool.
 	SpoolDir string `yaml:"spool_dir"`
 
+	// Deprecations lists the deprecated keys the file gave (top-level
+	// slot: and publication:), in a fixed order; Load fills it, flags do
+	// not change it. Each names the key, its line and its new spelling,
+	// never its value.
+	Deprecations []Deprecation `yaml:"-"`
+
 	// set holds the YAML paths given explicitly in the file or by flags,
 	// and where: an explicit zero ("parallelism: 0") is checked, not
 	// defaulted, and Validate's errors point at the line or the flag.

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -49,13 +50,21 @@ func (d *decoder) sourceBlock(n *yaml.Node) {
 
 // foldSourceBlock moves the typed source block into the settings it
 // stands for, once the whole file is read: a key given both in the block
-// and at the top level is an error naming both.
+// and at the top level is an error naming both. It first notes the
+// deprecated top-level keys the file gave (Config.Deprecations).
 func (d *decoder) foldSourceBlock() {
+	c := d.cfg
+	// The deprecated keys the file itself gave, read before fold marks
+	// the top-level keys as set on behalf of the block.
+	for _, k := range deprecatedKeys {
+		if o, ok := c.set[k.key]; ok {
+			c.Deprecations = append(c.Deprecations, Deprecation{Key: k.key, Use: k.use, File: d.file, Line: o.line})
+		}
+	}
 	b := d.block
 	if b == nil {
 		return
 	}
-	c := d.cfg
 	if b.Type == SourceMySQL {
 		for _, k := range []string{"slot", "publication"} {
 			if o, ok := b.set["source."+k]; ok {
@@ -85,6 +94,29 @@ func (d *decoder) foldSourceBlock() {
 		c.sourceType = b.Type
 		c.markSet("source.type", o)
 	}
+}
+
+// deprecatedKeys are the top-level keys that have a new spelling in the
+// source block.
+var deprecatedKeys = []struct{ key, use string }{
+	{"slot", "source.slot"},
+	{"publication", "source.publication"},
+}
+
+// Deprecation is a deprecated key the config file gave: Key (its YAML
+// path), at File:Line, is now spelled Use. It never holds the key's value,
+// which may be a secret.
+type Deprecation struct {
+	Key  string // "slot"
+	Use  string // "source.slot"
+	File string
+	Line int // 0 when unknown
+}
+
+// String is "file:line: slot: is deprecated; use source.slot instead".
+func (d Deprecation) String() string {
+	e := &Error{Path: d.Key, File: d.File, Line: d.Line, Msg: "is deprecated; use " + d.Use + " instead (the old key still works)"}
+	return strings.TrimPrefix(e.Error(), "config: ")
 }
 
 // checkSourceType: source.type, when given, agrees with the connection
