@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tidemark/tidemark/internal/testenv"
 )
@@ -140,29 +138,10 @@ func (s *server) createSlot(ctx context.Context, db, slot string) error {
 	return s.exec(ctx, db, fmt.Sprintf(`SELECT pg_create_logical_replication_slot('%s', 'pgoutput')`, slot))
 }
 
-// dropSlot drops a slot (and lets its WAL go), ignoring a missing one. A
-// reader that has just stopped may leave its walsender holding the slot for
-// a moment (SQLSTATE 55006, "is active"): the bench is done with the slot,
-// so that walsender is ended and the drop tried again, for up to 10 s.
+// dropSlot drops a slot (and lets its WAL go), ignoring a missing one,
+// ending a walsender still holding it (testenv.PG.DropSlot).
 func (s *server) dropSlot(ctx context.Context, db, slot string) error {
-	drop := fmt.Sprintf(`SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '%s'`, slot)
-	end := fmt.Sprintf(`SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '%s' AND active_pid IS NOT NULL`, slot)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := s.exec(ctx, db, drop)
-		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
-			return err
-		}
-		if err := s.exec(ctx, db, end); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return s.pg.DropSlot(ctx, db, slot)
 }
 
 // tool returns a command running PostgreSQL client program name (pgbench,

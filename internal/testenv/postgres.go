@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // PG is a running throwaway PostgreSQL server (wal_level=logical) listening on
@@ -337,12 +338,7 @@ func (p *PG) dropDB(name string) error {
 	}
 	defer conn.Close(context.Background())
 	for {
-		_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
-			WHERE database = $1 AND active_pid IS NOT NULL`, name)
-		if err == nil {
-			_, err = conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
-				WHERE database = $1 AND NOT active`, name)
-		}
+		err = dropSlots(ctx, conn, "database = $1", name)
 		if err == nil {
 			_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 		}
@@ -353,6 +349,47 @@ func (p *PG) dropDB(name string) error {
 		case <-ctx.Done():
 			return err
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// DropSlot drops replication slot slot of database db, and the WAL it
+// holds; a missing slot is not an error. It is for a caller done with the
+// slot: a walsender still holding it (a reader that has just stopped
+// leaves one for a moment) is terminated.
+func (p *PG) DropSlot(ctx context.Context, db, slot string) error {
+	conn, err := pgx.Connect(ctx, p.URL(db))
+	if err != nil {
+		return fmt.Errorf("connect to database %s: %w", db, err)
+	}
+	defer conn.Close(context.Background())
+	if err := dropSlots(ctx, conn, "slot_name = $1", slot); err != nil {
+		return fmt.Errorf("database %s: drop replication slot %s: %w", db, slot, err)
+	}
+	return nil
+}
+
+// dropSlots drops the replication slots matching where (a condition on
+// pg_replication_slots with one parameter, arg). A slot still held by a
+// walsender (SQLSTATE 55006, "is active") has its walsender terminated and
+// the drop tried again, every 200 ms for up to 10 s.
+func dropSlots(ctx context.Context, conn *pgx.Conn, where string, arg any) error {
+	drop := `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE ` + where
+	end := `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE ` + where + ` AND active_pid IS NOT NULL`
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := conn.Exec(ctx, drop, arg)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
+			return err
+		}
+		if _, err := conn.Exec(ctx, end, arg); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

@@ -2,8 +2,10 @@ package testenv_test
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +78,49 @@ func TestCreateDBDropsSlots(t *testing.T) {
 	admin := pg.URL("postgres")
 	if got := queryString(t, admin, "SELECT count(*)::text FROM pg_replication_slots WHERE slot_name = 'testenv_slot'"); got != "0" {
 		t.Errorf("%s slots named testenv_slot left after the test ended, want 0", got)
+	}
+}
+
+// TestDropSlotEndsItsReader: DropSlot drops a slot that a walsender is
+// still streaming from (terminating it), and a missing slot is no error.
+func TestDropSlotEndsItsReader(t *testing.T) {
+	pg := testenv.Shared(t)
+	dbURL := pg.CreateDB(t, "testenv_dropslot")
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rconn, err := pgconn.Connect(ctx, dbURL+"&replication=database")
+	if err != nil {
+		t.Fatalf("replication connect: %v", err)
+	}
+	defer rconn.Close(context.Background())
+	slot, err := pglogrepl.CreateReplicationSlot(ctx, rconn, "testenv_held", "test_decoding", pglogrepl.CreateReplicationSlotOptions{})
+	if err != nil {
+		t.Fatalf("create slot: %v", err)
+	}
+	lsn, err := pglogrepl.ParseLSN(slot.ConsistentPoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pglogrepl.StartReplication(ctx, rconn, "testenv_held", lsn, pglogrepl.StartReplicationOptions{}); err != nil {
+		t.Fatalf("start replication: %v", err)
+	}
+	held := "SELECT count(*)::text FROM pg_replication_slots WHERE slot_name = 'testenv_held' AND active"
+	if got := queryString(t, dbURL, held); got != "1" {
+		t.Fatalf("%s active slots, want the one being streamed", got)
+	}
+	if err := pg.DropSlot(ctx, db, "testenv_held"); err != nil {
+		t.Fatalf("DropSlot of a slot being streamed: %v", err)
+	}
+	if got := queryString(t, dbURL, "SELECT count(*)::text FROM pg_replication_slots WHERE slot_name = 'testenv_held'"); got != "0" {
+		t.Errorf("%s slots named testenv_held after DropSlot, want 0", got)
+	}
+	if err := pg.DropSlot(ctx, db, "testenv_held"); err != nil {
+		t.Errorf("DropSlot of a missing slot: %v", err)
 	}
 }
 
