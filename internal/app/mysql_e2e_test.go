@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
@@ -666,5 +668,83 @@ func TestMySQLBinlogPurged(t *testing.T) {
 	}
 	if code != 3 || !strings.Contains(string(out), "[binlog_purged]") || !strings.Contains(string(out), "tidemark resnapshot --all") {
 		t.Fatalf("tidemark run after the purge: exit %d (want 3, binlog_purged with the recovery command):\n%s", code, out)
+	}
+}
+
+// TestMySQLNoTableBlocksTheOthers: a MariaDB table without a primary key
+// and one with a column named like a metadata column are each left out on
+// their own: the run starts, the other tables reach silver, status names
+// both with the named error and the fix; a key added while the pipeline
+// runs gets the table picked up with a backfill. Listed by name (tables:),
+// a keyless table refuses the run.
+func TestMySQLNoTableBlocksTheOthers(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Tidemark(t)
+	m, srcURL, db, dbname := newMySQLSource(t, 50, 10)
+	m.ExecIn(t, dbname, `
+		CREATE TABLE logs (id int NOT NULL, msg varchar(20));
+		INSERT INTO logs VALUES (1, 'one'), (2, 'two');
+		CREATE TABLE clash (id int PRIMARY KEY, cdc_op varchar(5));
+		INSERT INTO clash VALUES (1, 'x');`)
+
+	out, err := osexec.Command(bin, "run", "--source", srcURL, "--warehouse", t.TempDir(), "--tables", dbname+".items,"+dbname+".logs").CombinedOutput()
+	var ee *osexec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != fault.ExitConfig {
+		t.Fatalf("tidemark run --tables <db>.items,<db>.logs: %v, want exit %d; output:\n%s", err, fault.ExitConfig, out)
+	}
+	if !strings.Contains(string(out), "[no_primary_key]") || !strings.Contains(string(out), "ADD PRIMARY KEY") {
+		t.Errorf("the refusal does not name no_primary_key and the fix:\n%s", out)
+	}
+
+	r, wh := newRunner(t, bin, srcURL, "--silver-every", "300ms")
+	l := myLake{t: t, wh: wh, source: dbname, dbname: dbname}
+	s := r.start()
+	myWaitFor(t, s, 2*time.Minute, "the snapshots to finish", func() bool {
+		a, _ := l.snapshot("items")
+		b, _ := l.snapshot("accounts")
+		return a == "done" && b == "done"
+	})
+	out, err = osexec.Command(bin, "status", "--warehouse", wh).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tidemark status: %v\n%s", err, out)
+	}
+	for _, w := range []string{
+		"not captured: " + dbname + ": " + dbname + ".logs: [no_primary_key]",
+		"not captured: " + dbname + ": " + dbname + ".clash: [column_collision]",
+		"ADD PRIMARY KEY", "RENAME COLUMN",
+	} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("tidemark status does not say %q:\n%s", w, out)
+		}
+	}
+	if st, _ := l.snapshot("logs"); st != "" {
+		t.Errorf("the keyless table has a bronze table (snapshot %q) although it is not captured", st)
+	}
+
+	// Fixed at the source: picked up at the ALTER TABLE, with a backfill.
+	for _, q := range []string{"ALTER TABLE logs ADD PRIMARY KEY (id)", "INSERT INTO logs VALUES (3, 'three')", "UPDATE items SET version = version + 1 WHERE id <= 5"} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	myWaitFor(t, s, 2*time.Minute, "the fixed table's snapshot", func() bool { st, _ := l.snapshot("logs"); return st == "done" })
+	target := binlogLSN(t, db)
+	myWaitFor(t, s, 2*time.Minute, "the checkpoint to reach the binlog end", func() bool { return l.position() >= target })
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with %d after SIGTERM", code)
+	}
+	if out, err := osexec.Command(bin, "merge", "--warehouse", wh, "--name", dbname).CombinedOutput(); err != nil {
+		t.Fatalf("tidemark merge: %v\n%s", err, out)
+	}
+	checkMySQLSilver(t, db, wh, dbname, dbname, []myTable{
+		{"items", []string{"id"}, []string{"id", "version", "payload", "amount", "updated"}},
+		{"logs", []string{"id"}, []string{"id", "msg"}},
+	})
+	out, err = osexec.Command(bin, "status", "--warehouse", wh).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tidemark status: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), ".logs: [no_primary_key]") {
+		t.Errorf("tidemark status still names the fixed table as not captured:\n%s", out)
 	}
 }

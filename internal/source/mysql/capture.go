@@ -80,6 +80,9 @@ type Capture struct {
 	basename string
 	// startWM is the watermark of the checkpoint the session starts from.
 	startWM time.Time
+	// refused are the tables left out on their own (refusable), with why;
+	// status names them. Used by Run, then by the stream goroutine only.
+	refused map[change.TableID]error
 }
 
 // New returns a Capture; nothing happens until Run.
@@ -165,10 +168,18 @@ func (c *Capture) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Every table is checked before a lake table is created for any. A
+	// table refused on its own (no key, a reserved column name) is left
+	// out and named in status; the others run.
 	tables := map[change.TableID]*table{}
 	var problems []error
+	c.refused = map[change.TableID]error{}
 	for _, id := range ids {
 		t, err := c.describe(ctx, id)
+		if c.refusable(id, err) {
+			c.refused[id] = err
+			continue
+		}
 		if err != nil {
 			problems = append(problems, err)
 			continue
@@ -178,6 +189,10 @@ func (c *Capture) Run(ctx context.Context) error {
 	if len(problems) > 0 {
 		return errors.Join(problems...)
 	}
+	if err := c.recordRefused(ctx); err != nil {
+		return err
+	}
+	ids = slices.DeleteFunc(ids, func(id change.TableID) bool { return tables[id] == nil })
 	for _, id := range ids {
 		if err := c.open(ctx, tables[id]); err != nil {
 			return err
@@ -258,6 +273,23 @@ func (c *Capture) listTables(ctx context.Context) ([]change.TableID, error) {
 	return out, nil
 }
 
+// refusable reports whether err, describing table id, leaves that table
+// out on its own rather than stopping the run: a table with no key to
+// merge by, or with a column named like a metadata column, that tables:
+// does not list by name (capturing less than the list says is refused).
+func (c *Capture) refusable(id change.TableID, err error) bool {
+	if !errors.Is(err, fault.ErrNoPrimaryKey) && !errors.Is(err, fault.ErrColumnCollision) {
+		return false
+	}
+	return !slices.Contains(c.opts.Tables, id.Name)
+}
+
+// recordRefused logs and records the tables refused on their own (the
+// whole set, so a table fixed since is no longer named).
+func (c *Capture) recordRefused(ctx context.Context) error {
+	return pipeline.RecordRefused(ctx, c.sink, c.log, c.refused, func(id change.TableID) string { return id.String() })
+}
+
 // wanted reports whether a table of the database is captured.
 func (c *Capture) wanted(name string) bool {
 	if len(c.opts.Tables) == 0 {
@@ -288,7 +320,9 @@ func (c *Capture) tableOf(ctx context.Context, id change.TableID, cols []Column,
 	t := &table{id: id, cols: cols, schema: &change.Schema{Key: key}}
 	for _, col := range cols {
 		if reservedColumn(col.Name) {
-			return nil, fault.With(fault.ErrColumnCollision, fmt.Sprintf("table %s: column %q collides with a bronze metadata column (cdc_*): rename it at the source", id, col.Name), nil)
+			return nil, fault.With(fault.ErrColumnCollision, fmt.Sprintf(
+				"table %s: column %q collides with a bronze metadata column (cdc_*), so the table is not captured: rename it at the source (ALTER TABLE %s RENAME COLUMN %s TO ...), or leave the table out with tables:",
+				id, col.Name, quoteTable(id), QuoteIdent(col.Name)), nil)
 		}
 		m, err := Map(col)
 		if err != nil {
@@ -299,7 +333,7 @@ func (c *Capture) tableOf(ctx context.Context, id change.TableID, cols []Column,
 	}
 	if len(key) == 0 {
 		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
-			"table %s has no primary key (nor a unique index on NOT NULL columns): its changes cannot be merged into a replica by key. Add one (ALTER TABLE %s ADD PRIMARY KEY (...)), or leave the table out with tables:",
+			"table %s has no primary key (nor a unique index on NOT NULL columns): its changes cannot be merged into a replica by key, so it is not captured. Add one (ALTER TABLE %s ADD PRIMARY KEY (...)), or leave the table out with tables:",
 			id, quoteTable(id)), nil)
 	}
 	for _, k := range key {

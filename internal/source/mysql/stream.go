@@ -657,8 +657,12 @@ func (s *stream) ddl(ctx context.Context, schema, q string, h *replication.Event
 			}
 		}
 	case AlterTable:
+		fixed := false
 		for _, n := range d.Tables {
 			t := s.tables[idOf(n)]
+			if _, refused := s.c.refused[idOf(n)]; t == nil && refused {
+				fixed = true // perhaps: described again below
+			}
 			if t == nil {
 				continue
 			}
@@ -676,6 +680,11 @@ func (s *stream) ddl(ctx context.Context, schema, q string, h *replication.Event
 				return err
 			}
 		}
+		if fixed {
+			if err := s.pickUpNewTables(ctx); err != nil {
+				return err
+			}
+		}
 	case RenameTable:
 		for _, rn := range d.Renames {
 			if err := s.renamed(ctx, rn); err != nil {
@@ -683,10 +692,20 @@ func (s *stream) ddl(ctx context.Context, schema, q string, h *replication.Event
 			}
 		}
 	case DropTable:
+		unrefused := false
 		for _, n := range d.Tables {
 			if _, ok := s.tables[idOf(n)]; ok {
 				delete(s.tables, idOf(n))
 				s.c.log.Warn("captured table dropped at the source: its bronze and silver tables stay as they were", "table", idOf(n).String())
+			}
+			if _, ok := s.c.refused[idOf(n)]; ok {
+				delete(s.c.refused, idOf(n))
+				unrefused = true
+			}
+		}
+		if unrefused {
+			if err := s.c.recordRefused(ctx); err != nil {
+				return err
 			}
 		}
 	case DropDatabase:
@@ -803,28 +822,50 @@ func alteredColumns(cols []Column, changes []ColumnChange) []Column {
 }
 
 // pickUpNewTables sets up tables of the database that appeared since the
-// start and queues their snapshot.
+// start, or that were refused and are fixed (ALTER TABLE … ADD PRIMARY
+// KEY), and queues their snapshot. A table still refused stays out, named
+// in status.
 func (s *stream) pickUpNewTables(ctx context.Context) error {
 	ids, err := s.c.listTables(ctx)
 	if err != nil {
 		return err
+	}
+	changed := false
+	for id := range s.c.refused {
+		if !slices.Contains(ids, id) { // dropped or renamed since
+			delete(s.c.refused, id)
+			changed = true
+		}
 	}
 	for _, id := range ids {
 		if _, ok := s.tables[id]; ok {
 			continue
 		}
 		t, err := s.c.describe(ctx, id)
+		if s.c.refusable(id, err) {
+			if prev, was := s.c.refused[id]; !was || prev.Error() != err.Error() {
+				s.c.refused[id], changed = err, true
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
 		if err := s.c.open(ctx, t); err != nil {
 			return err
 		}
+		if _, was := s.c.refused[id]; was {
+			delete(s.c.refused, id)
+			changed = true
+		}
 		s.tables[id] = t
 		s.c.log.Info("new table picked up", "table", id.String())
 		if _, err := s.snap.sched.Admit(ctx, t.id, &t.snap, t); err != nil {
 			return err
 		}
+	}
+	if changed {
+		return s.c.recordRefused(ctx)
 	}
 	return nil
 }

@@ -631,10 +631,14 @@ func TestNamedErrors(t *testing.T) {
 		}
 	})
 	t.Run("column named like a cdc column", func(t *testing.T) {
+		// Asked for by name, it refuses the run (left out on its own
+		// otherwise: TestBadInputRefusedIdentifiers).
 		h := newHarness(t, pg, `CREATE TABLE c (id int primary key, cdc_op text)`)
-		err := h.runErr(h.opts())
-		if !errors.Is(err, fault.ErrColumnCollision) {
-			t.Fatalf("err = %v, want ErrColumnCollision", err)
+		opts := h.opts()
+		opts.Tables = []change.TableID{{Schema: "public", Name: "c"}}
+		err := h.runErr(opts)
+		if !errors.Is(err, fault.ErrColumnCollision) || fault.ExitCode(err) != fault.ExitConfig {
+			t.Fatalf("err = %v, want ErrColumnCollision (exit 2)", err)
 		}
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -33,24 +32,36 @@ func IsReservedColumn(name string) bool {
 	return len(name) >= len(reservedPrefix) && strings.EqualFold(name[:len(reservedPrefix)], reservedPrefix)
 }
 
-// columnCollision is the error for a source column named like a metadata column.
-func columnCollision(t change.TableID, col string) error {
-	return fault.With(fault.ErrColumnCollision, fmt.Sprintf("table %s: column %q starts with %q, which tidemark reserves for its metadata columns; "+
-		"rename it at the source (ALTER TABLE %s RENAME COLUMN %s TO ...) or %s", showTable(t), col, reservedPrefix, showTable(t), quoteIdent(col), leaveOut(t)), nil)
+// columnCollision is the error for a source column named like a metadata
+// column. refused says the table is left out on its own (found when the
+// table is described); otherwise the column appeared on a captured table.
+func columnCollision(t change.TableID, col string, refused bool) error {
+	return fault.With(fault.ErrColumnCollision, fmt.Sprintf("table %s: column %q starts with %q, which tidemark reserves for its metadata columns%s",
+		showTable(t), col, reservedPrefix, collisionFix(t, refused, fmt.Sprintf("(ALTER TABLE %s RENAME COLUMN %s TO ...)", showTable(t), quoteIdent(col)))), nil)
+}
+
+// collisionFix ends a column_collision message: how to rename (rename is
+// the statement), and, for a captured table, how to leave it out.
+func collisionFix(t change.TableID, refused bool, rename string) string {
+	if refused {
+		return ", so the table is not captured; rename it at the source " + rename
+	}
+	return "; rename it at the source " + rename + " or " + leaveOut(t)
 }
 
 // elementCollision refuses a column named "<c>.element" when c is an array
 // column: Iceberg names a list's element field "<c>.element", and a schema
 // with two fields of one full name is invalid (readers index fields by it).
-func elementCollision(t change.TableID, cols []string, isList func(string) bool) error {
+// refused is columnCollision's.
+func elementCollision(t change.TableID, cols []string, isList func(string) bool, refused bool) error {
 	have := map[string]bool{}
 	for _, c := range cols {
 		have[c] = true
 	}
 	for _, c := range cols {
 		if isList(c) && have[c+".element"] {
-			return fault.With(fault.ErrColumnCollision, fmt.Sprintf("table %s: column %q has the name Iceberg gives to the elements of the array column %q; "+
-				"rename one of them at the source or %s", showTable(t), c+".element", c, leaveOut(t)), nil)
+			return fault.With(fault.ErrColumnCollision, fmt.Sprintf("table %s: column %q has the name Iceberg gives to the elements of the array column %q%s",
+				showTable(t), c+".element", c, collisionFix(t, refused, "(ALTER TABLE ... RENAME COLUMN ...) one of them")), nil)
 		}
 	}
 	return nil
@@ -313,9 +324,11 @@ func describeKeyed(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 	if err := rows.Err(); err != nil {
 		return nil, classify(fmt.Errorf("table %s: read columns: %w", t, err))
 	}
+	// A column name the lake cannot hold refuses this table only: the
+	// others run, and status names it with the fix.
 	for _, c := range rel.Columns {
 		if IsReservedColumn(c.Name) {
-			return nil, columnCollision(t, c.Name)
+			return nil, refuse(columnCollision(t, c.Name, true))
 		}
 	}
 	if err := mapColumns(t, rel.Columns, lookup); err != nil {
@@ -327,8 +340,8 @@ func describeKeyed(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 		names[i] = c.Name
 		_, lists[c.Name] = c.Map.IcebergType().(*iceberg.ListType)
 	}
-	if err := elementCollision(t, names, func(c string) bool { return lists[c] }); err != nil {
-		return nil, err
+	if err := elementCollision(t, names, func(c string) bool { return lists[c] }, true); err != nil {
+		return nil, refuse(err)
 	}
 	keys, err := tableKey(ctx, conn, oid, replid)
 	if err != nil {
@@ -441,16 +454,7 @@ func createPublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 	// A partitioned table is published (and captured) as its root: one
 	// lake table, not one per leaf partition (partition.go).
 	sql += " WITH (publish_via_partition_root = true)"
-	// Created in a transaction that is rolled back if a table it would
-	// publish is refused: a pipeline refused at its first start leaves no
-	// FOR ALL TABLES publication behind, so rerunning it with a tables
-	// list that leaves the table out works.
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return classify(fmt.Errorf("create publication %q: %w", pub, err))
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, sql); err != nil {
+	if _, err := conn.Exec(ctx, sql); err != nil {
 		if isPermissionDenied(err) {
 			need := "FOR ALL TABLES needs a superuser"
 			if len(tables) > 0 {
@@ -462,67 +466,12 @@ func createPublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 		}
 		return classify(fmt.Errorf("create publication %q: %w", pub, err))
 	}
-	if err := checkPublished(ctx, tx, pub); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return classify(fmt.Errorf("create publication %q: %w", pub, err))
-	}
 	return nil
 }
 
 func isPermissionDenied(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "42501"
-}
-
-// checkPublished checks the column names of every table pub publishes
-// (IsReservedColumn, elementCollision), reporting every refused table at
-// once.
-func checkPublished(ctx context.Context, tx pgx.Tx, pub string) error {
-	// pg_attribute, not pg_publication_tables.attnames (PostgreSQL 15+):
-	// tidemark supports 14, and creates publications without column lists.
-	rows, err := tx.Query(ctx, `SELECT p.schemaname::text, p.tablename::text,
-			ARRAY(SELECT a.attname::text FROM pg_attribute a
-			      WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
-			ARRAY(SELECT a.attname::text FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
-			      WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND ty.typcategory = 'A')
-		FROM pg_publication_tables p
-		JOIN pg_namespace n ON n.nspname = p.schemaname
-		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
-		WHERE p.pubname = $1 ORDER BY 1, 2`, pub)
-	if err != nil {
-		return classify(fmt.Errorf("list the tables of publication %q: %w", pub, err))
-	}
-	defer rows.Close()
-	var problems []error
-	for rows.Next() {
-		var (
-			t           change.TableID
-			cols, lists []string
-		)
-		if err := rows.Scan(&t.Schema, &t.Name, &cols, &lists); err != nil {
-			return classify(fmt.Errorf("list the tables of publication %q: %w", pub, err))
-		}
-		// A name the lake cannot hold refuses that table only (describe),
-		// not the publication.
-		bad := false
-		for _, c := range cols {
-			if IsReservedColumn(c) {
-				problems, bad = append(problems, columnCollision(t, c)), true
-				break
-			}
-		}
-		if !bad {
-			if err := elementCollision(t, cols, func(c string) bool { return slices.Contains(lists, c) }); err != nil {
-				problems = append(problems, err)
-			}
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return classify(fmt.Errorf("list the tables of publication %q: %w", pub, err))
-	}
-	return errors.Join(problems...)
 }
 
 // addToPublication adds tables missing from a table-list publication.

@@ -42,11 +42,11 @@ func TestCheckTableName(t *testing.T) {
 			t.Errorf("checkTableName(%q): the message has a raw newline: %q", id, err)
 		}
 	}
-	err := elementCollision(change.TableID{Schema: "public", Name: "t"}, []string{"id", "tags", "tags.element"}, func(c string) bool { return c == "tags" })
+	err := elementCollision(change.TableID{Schema: "public", Name: "t"}, []string{"id", "tags", "tags.element"}, func(c string) bool { return c == "tags" }, true)
 	if !errors.Is(err, fault.ErrColumnCollision) {
 		t.Errorf("elementCollision = %v, want column_collision", err)
 	}
-	if err := elementCollision(change.TableID{Schema: "public", Name: "t"}, []string{"id", "tags", "tags.element"}, func(string) bool { return false }); err != nil {
+	if err := elementCollision(change.TableID{Schema: "public", Name: "t"}, []string{"id", "tags", "tags.element"}, func(string) bool { return false }, true); err != nil {
 		t.Errorf("elementCollision without a list = %v, want nil", err)
 	}
 }

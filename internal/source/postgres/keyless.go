@@ -19,6 +19,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
 // orderableSQL is true for a column (a of pg_attribute, ty its pg_type)
@@ -153,30 +154,8 @@ func declaredKey(t change.TableID, rel *Relation, replid string, ident, declared
 		showTable(t), strings.Join(declared, ", "), strings.Join(ident, ", "), quoteTable(t)), nil))
 }
 
-// refusalRecorder is the Sink side of refused tables: bronze.Writer keeps
-// them beside the checkpoint, for `tidemark status`. Optional: a Sink
-// without it (a test's) is told nothing.
-type refusalRecorder interface {
-	// SetRefused replaces the recorded set of refused tables and why.
-	SetRefused(ctx context.Context, refused map[change.TableID]string) error
-}
-
 // recordRefused logs and records the tables refused on their own (the
 // whole set, so a table fixed since is no longer named).
 func (c *Capture) recordRefused(ctx context.Context) error {
-	out := make(map[change.TableID]string, len(c.refused))
-	for id, err := range c.refused {
-		out[id] = err.Error()
-		var fe *fault.Error
-		if errors.As(err, &fe) {
-			out[id] = "[" + fe.Code + "] " + out[id]
-		}
-	}
-	for id, why := range out {
-		c.log.Warn("table not captured", "table", showTable(id), "reason", why)
-	}
-	if r, ok := c.w.(refusalRecorder); ok {
-		return r.SetRefused(ctx, out)
-	}
-	return nil
+	return pipeline.RecordRefused(ctx, c.w, c.log, c.refused, showTable)
 }

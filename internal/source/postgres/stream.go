@@ -413,7 +413,7 @@ func (s *stream) applyRelation(ctx context.Context, m *pglogrepl.RelationMessage
 	rel := &Relation{ID: m.RelationID, Table: id}
 	for _, col := range m.Columns {
 		if IsReservedColumn(col.Name) {
-			return columnCollision(id, col.Name)
+			return columnCollision(id, col.Name, false)
 		}
 		rel.Columns = append(rel.Columns, Column{Name: col.Name, TypeOID: col.DataType, TypeMod: col.TypeModifier})
 	}

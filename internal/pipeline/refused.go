@@ -1,0 +1,40 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/fault"
+)
+
+// RefusalRecorder is the Sink side of the tables a source leaves out on
+// their own (no key it can merge by, a name the lake cannot hold):
+// bronze.Writer keeps them beside the checkpoint, for `tidemark status`.
+// Optional: a Sink without it (a test's) is told nothing.
+type RefusalRecorder interface {
+	// SetRefused replaces the recorded set of refused tables and why.
+	SetRefused(ctx context.Context, refused map[change.TableID]string) error
+}
+
+// RecordRefused logs each table of refused (with why, its named error's
+// code first) and records the whole set in sink, so a table fixed since
+// is no longer named. show names a table in the log.
+func RecordRefused(ctx context.Context, sink Sink, log *slog.Logger, refused map[change.TableID]error, show func(change.TableID) string) error {
+	out := make(map[change.TableID]string, len(refused))
+	for id, err := range refused {
+		out[id] = err.Error()
+		var fe *fault.Error
+		if errors.As(err, &fe) {
+			out[id] = "[" + fe.Code + "] " + out[id]
+		}
+	}
+	for id, why := range out {
+		log.Warn("table not captured", "table", show(id), "reason", why)
+	}
+	if r, ok := sink.(RefusalRecorder); ok {
+		return r.SetRefused(ctx, out)
+	}
+	return nil
+}
