@@ -26,95 +26,96 @@ import (
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
-// wholeCol is a column of whole_types and how its value is compared: the
-// kind names a canonical form, computed at the source by SQL that does not
-// go through tidemark's decoder and from PyIceberg's JSON (see wholeExpr and
-// wholeCanonPy); "list:<kind>" is an array of values of that kind.
-type wholeCol struct{ name, typ, kind string }
+// wholeCol is a column of whole_types, how its value is compared and its
+// lake type (docs/type-mapping.md). The kind names a canonical form,
+// computed at the source by SQL that does not go through tidemark's decoder
+// and from PyIceberg's JSON (see wholeExpr and wholeCanonPy); "list:<kind>"
+// is an array of values of that kind.
+type wholeCol struct{ name, typ, kind, lake string }
 
 // wholeCols has one column per row of docs/type-mapping.md's table (the
 // extension types aside: the test server has none installed).
 var wholeCols = []wholeCol{
-	{"c_smallint", "smallint", "text"},
-	{"c_integer", "integer", "text"},
-	{"c_bigint", "bigint", "text"},
-	{"c_oid", "oid", "text"},
-	{"c_xid", "xid", "text"},
-	{"c_cid", "cid", "text"},
-	{"c_xid8", "xid8", "text"},
-	{"c_real", "real", "float4"},
-	{"c_double", "double precision", "float8"},
-	{"c_numeric", "numeric", "text"},
-	{"c_numeric_12_2", "numeric(12,2)", "text"},
-	{"c_numeric_38_10", "numeric(38,10)", "text"},
-	{"c_numeric_40_5", "numeric(40,5)", "text"},
-	{"c_numeric_2_5", "numeric(2,5)", "text"},
-	{"c_numeric_2_m3", "numeric(2,-3)", "text"},
-	{"c_bool", "boolean", "bool"},
-	{"c_text", "text", "text"},
-	{"c_varchar", "varchar(10)", "text"},
-	{"c_char", "char(5)", "text"},
-	{"c_name", "name", "text"},
-	{"c_qchar", `"char"`, "text"},
-	{"c_bytea", "bytea", "bytes"},
-	{"c_date", "date", "date"},
-	{"c_time", "time", "time"},
-	{"c_time3", "time(3)", "time"},
-	{"c_timetz", "timetz", "text"},
-	{"c_timestamp", "timestamp", "ts"},
-	{"c_timestamp3", "timestamp(3)", "ts"},
-	{"c_timestamptz", "timestamptz", "ts"},
-	{"c_timestamptz0", "timestamptz(0)", "ts"},
-	{"c_interval", "interval", "text"},
-	{"c_uuid", "uuid", "text"},
-	{"c_json", "json", "text"},
-	{"c_jsonb", "jsonb", "text"},
-	{"c_xml", "xml", "text"},
-	{"c_money", "money", "text"},
-	{"c_inet", "inet", "text"},
-	{"c_cidr", "cidr", "text"},
-	{"c_macaddr", "macaddr", "text"},
-	{"c_macaddr8", "macaddr8", "text"},
-	{"c_bit", "bit(4)", "text"},
-	{"c_varbit", "bit varying(8)", "text"},
-	{"c_tsvector", "tsvector", "text"},
-	{"c_tsquery", "tsquery", "text"},
-	{"c_point", "point", "text"},
-	{"c_line", "line", "text"},
-	{"c_lseg", "lseg", "text"},
-	{"c_box", "box", "text"},
-	{"c_path", "path", "text"},
-	{"c_polygon", "polygon", "text"},
-	{"c_circle", "circle", "text"},
-	{"c_int4range", "int4range", "text"},
-	{"c_tstzrange", "tstzrange", "text"},
-	{"c_int4multirange", "int4multirange", "text"},
-	{"c_pg_lsn", "pg_lsn", "text"},
-	{"c_mood", "mood", "text"},
-	{"c_pair", "pair", "text"},
-	{"c_price", "price", "text"},
-	{"c_pos_price", "pos_price", "text"}, // a domain over a domain
-	{"c_int4_arr", "int4[]", "list:text"},
-	{"c_text_arr", "text[]", "list:text"},
-	{"c_bool_arr", "bool[]", "list:bool"},
-	{"c_numeric_arr", "numeric[]", "list:text"},
-	{"c_numeric_10_2_arr", "numeric(10,2)[]", "list:text"},
-	{"c_timestamptz_arr", "timestamptz[]", "list:ts"},
-	{"c_timestamp_arr", "timestamp[]", "list:ts"},
-	{"c_time_arr", "time[]", "list:time"},
-	{"c_date_arr", "date[]", "list:date"},
-	{"c_bytea_arr", "bytea[]", "list:bytes"},
-	{"c_float8_arr", "float8[]", "list:float8"},
-	{"c_box_arr", "box[]", "list:text"},
-	{"c_mood_arr", "mood[]", "list:text"},
-	{"c_price_arr", "price[]", "list:text"},
-	{"c_pair_arr", "pair[]", "list:text"},
-	{"c_int4range_arr", "int4range[]", "list:text"},
+	{"c_smallint", "smallint", "text", "int"},
+	{"c_integer", "integer", "text", "int"},
+	{"c_bigint", "bigint", "text", "long"},
+	{"c_oid", "oid", "text", "long"},
+	{"c_xid", "xid", "text", "long"},
+	{"c_cid", "cid", "text", "long"},
+	{"c_xid8", "xid8", "text", "long"},
+	{"c_real", "real", "float4", "float"},
+	{"c_double", "double precision", "float8", "double"},
+	{"c_numeric", "numeric", "text", "string"},
+	{"c_numeric_12_2", "numeric(12,2)", "text", "decimal(12, 2)"},
+	{"c_numeric_38_10", "numeric(38,10)", "text", "decimal(38, 10)"},
+	{"c_numeric_40_5", "numeric(40,5)", "text", "string"},
+	{"c_numeric_2_5", "numeric(2,5)", "text", "decimal(5, 5)"},
+	{"c_numeric_2_m3", "numeric(2,-3)", "text", "decimal(5, 0)"},
+	{"c_bool", "boolean", "bool", "boolean"},
+	{"c_text", "text", "text", "string"},
+	{"c_varchar", "varchar(10)", "text", "string"},
+	{"c_char", "char(5)", "text", "string"},
+	{"c_name", "name", "text", "string"},
+	{"c_qchar", `"char"`, "text", "string"},
+	{"c_bytea", "bytea", "bytes", "binary"},
+	{"c_date", "date", "date", "date"},
+	{"c_time", "time", "time", "time"},
+	{"c_time3", "time(3)", "time", "time"},
+	{"c_timetz", "timetz", "text", "string"},
+	{"c_timestamp", "timestamp", "ts", "timestamp"},
+	{"c_timestamp3", "timestamp(3)", "ts", "timestamp"},
+	{"c_timestamptz", "timestamptz", "ts", "timestamptz"},
+	{"c_timestamptz0", "timestamptz(0)", "ts", "timestamptz"},
+	{"c_interval", "interval", "text", "string"},
+	{"c_uuid", "uuid", "text", "string"},
+	{"c_json", "json", "text", "string"},
+	{"c_jsonb", "jsonb", "text", "string"},
+	{"c_xml", "xml", "text", "string"},
+	{"c_money", "money", "text", "string"},
+	{"c_inet", "inet", "text", "string"},
+	{"c_cidr", "cidr", "text", "string"},
+	{"c_macaddr", "macaddr", "text", "string"},
+	{"c_macaddr8", "macaddr8", "text", "string"},
+	{"c_bit", "bit(4)", "text", "string"},
+	{"c_varbit", "bit varying(8)", "text", "string"},
+	{"c_tsvector", "tsvector", "text", "string"},
+	{"c_tsquery", "tsquery", "text", "string"},
+	{"c_point", "point", "text", "string"},
+	{"c_line", "line", "text", "string"},
+	{"c_lseg", "lseg", "text", "string"},
+	{"c_box", "box", "text", "string"},
+	{"c_path", "path", "text", "string"},
+	{"c_polygon", "polygon", "text", "string"},
+	{"c_circle", "circle", "text", "string"},
+	{"c_int4range", "int4range", "text", "string"},
+	{"c_tstzrange", "tstzrange", "text", "string"},
+	{"c_int4multirange", "int4multirange", "text", "string"},
+	{"c_pg_lsn", "pg_lsn", "text", "string"},
+	{"c_mood", "mood", "text", "string"},
+	{"c_pair", "pair", "text", "string"},
+	{"c_price", "price", "text", "decimal(10, 2)"},
+	{"c_pos_price", "pos_price", "text", "decimal(10, 2)"}, // a domain over a domain
+	{"c_int4_arr", "int4[]", "list:text", "list<int>"},
+	{"c_text_arr", "text[]", "list:text", "list<string>"},
+	{"c_bool_arr", "bool[]", "list:bool", "list<boolean>"},
+	{"c_numeric_arr", "numeric[]", "list:text", "list<string>"},
+	{"c_numeric_10_2_arr", "numeric(10,2)[]", "list:text", "list<decimal(10, 2)>"},
+	{"c_timestamptz_arr", "timestamptz[]", "list:ts", "list<timestamptz>"},
+	{"c_timestamp_arr", "timestamp[]", "list:ts", "list<timestamp>"},
+	{"c_time_arr", "time[]", "list:time", "list<time>"},
+	{"c_date_arr", "date[]", "list:date", "list<date>"},
+	{"c_bytea_arr", "bytea[]", "list:bytes", "list<binary>"},
+	{"c_float8_arr", "float8[]", "list:float8", "list<double>"},
+	{"c_box_arr", "box[]", "list:text", "list<string>"},
+	{"c_mood_arr", "mood[]", "list:text", "list<string>"},
+	{"c_price_arr", "price[]", "list:text", "list<decimal(10, 2)>"},
+	{"c_pair_arr", "pair[]", "list:text", "list<string>"},
+	{"c_int4range_arr", "int4range[]", "list:text", "list<string>"},
 }
 
 // matrixCols are the columns of the tables matrixTable creates (and of
 // the other tables the matrix workload writes).
-var matrixCols = []wholeCol{{"id", "bigint", "text"}, {"version", "int", "text"}, {"payload", "text", "text"}}
+var matrixCols = []wholeCol{{"id", "bigint", "text", "long"}, {"version", "int", "text", "int"}, {"payload", "text", "text", "string"}}
 
 func wholeDDL() string {
 	cols := []string{"id bigint PRIMARY KEY", "version int NOT NULL", "payload text"}
@@ -133,11 +134,10 @@ func wholeDDL() string {
 }
 
 // wholeRows inserts the edge values, ids base+1 to base+5: ordinary
-// values, NULL everywhere, special values, extremes. Arrays hold no ±infinity
-// and no date or timestamp outside years 1 to 9999: PyArrow converts list
-// elements to Python's datetime, which cannot hold them (top-level columns
-// are read as day and µs counts by scripts/pyiceberg_read.py; the typemap
-// golden test covers such elements).
+// values, NULL everywhere, special values, extremes (the rows of the typemap
+// golden test, with xid, cid, timestamp(3), a domain over a domain and
+// bool[] added). Values with no exact lake form (dead letters) are left out:
+// verify reports their rows as differing (TestBadInputSpecialValues).
 func wholeRows(base int) string {
 	return strings.ReplaceAll(`
 INSERT INTO whole_types (id, version, c_smallint, c_integer, c_bigint, c_oid, c_xid, c_cid, c_xid8, c_real, c_double,
@@ -181,7 +181,7 @@ VALUES (BASE + 3, 1, -32768, -2147483648, -9223372036854775808, 0, 'NaN', '-0', 
 	'[12345678901234567890123, 1e400, -0, 1.0]', '{"big": 123456789012345678901234567890}',
 	-0.01, 'empty', '(,infinity)', '{}', 'so so', 0, '(,)',
 	'{}', E'{"a,b","c\\"d","e\\\\f",NULL,"NULL",""," x ","{}"}', '{}', '{NaN,Infinity,-Infinity}',
-	'{NULL}', '{NULL,"1970-01-01 00:00:00+00"}', '{}',
+	'{NULL}', '{infinity,-infinity,NULL}', '{infinity,-infinity,"0044-03-15 BC"}',
 	'{"\\x",NULL}', '{Infinity,-Infinity,-0,NaN}', '{}', '{NULL,0}', '{"(,)",NULL}');
 INSERT INTO whole_types (id, version, c_smallint, c_integer, c_bigint, c_oid, c_xid8, c_real, c_double, c_numeric,
 	c_numeric_12_2, c_numeric_38_10, c_numeric_40_5, c_date, c_time, c_timestamp, c_timestamp3, c_timestamptz,
@@ -192,13 +192,13 @@ VALUES (BASE + 4, 1, 32767, 2147483647, 9223372036854775807, 4294967295, '922337
 	'0044-03-15 BC', '23:59:59.999999', '0044-03-15 12:00:00 BC', '-infinity', '4714-11-24 00:00:00+00 BC',
 	'1969-12-31 23:59:59+00', 'P-1Y-2M3DT-4H-5M-6S', 'null', 'null',
 	'{"2024-01-02 03:04:05+00","2024-01-02 03:04:05.1+00","2024-01-02 03:04:05.123456+00"}',
-	'{"1970-01-01 00:00:00","1969-12-31 23:59:59.999999","0001-01-01 00:00:00"}',
+	'{"1970-01-01 00:00:00","1969-12-31 23:59:59.999999","0001-01-01 00:00:00","0001-12-31 23:59:59.5 BC"}',
 	'{00:00:00.000001,12:00:00.5}');
 INSERT INTO whole_types (id, version, c_real, c_double, c_numeric, c_date, c_timestamp, c_timestamptz,
 	c_float8_arr, c_date_arr)
 VALUES (BASE + 5, 1, '-Infinity', '1.7976931348623157e+308', '-Infinity', '5874897-12-31',
 	'10000-01-01 00:00:00', '294247-01-10 04:00:54.775806+00',
-	'{1e+300,1234567,0.30000000000000004,1e-05}', '{0001-02-28,9999-12-31,NULL}');
+	'{1e+300,1234567,0.30000000000000004,1e-05}', '{4714-11-24 BC,10000-01-01,0001-02-29 BC,NULL}');
 UPDATE whole_types SET c_date = '-infinity', c_timestamptz0 = '-infinity' WHERE id = BASE + 2;`, "BASE", strconv.Itoa(base))
 }
 
@@ -330,6 +330,18 @@ func TestWholeSchema(t *testing.T) {
 	if got := silverTables["sales"]; !slices.Equal(got, []string{"orders"}) {
 		t.Errorf("silver.%s.sales holds %q, want [orders]", source, got)
 	}
+	// Each column has the lake type docs/type-mapping.md gives its type.
+	if tbl, err := lk.cat.LoadTable(context.Background(), silver.Ident(source, "public", "whole_types")); err != nil {
+		t.Errorf("load silver whole_types: %v", err)
+	} else {
+		for _, c := range append(slices.Clip(matrixCols), wholeCols...) {
+			if f, ok := tbl.Schema().FindFieldByName(c.name); !ok {
+				t.Errorf("silver whole_types has no column %s", c.name)
+			} else if got := f.Type.String(); got != c.lake {
+				t.Errorf("silver whole_types column %s (%s) is %s, docs/type-mapping.md says %s", c.name, c.typ, got, c.lake)
+			}
+		}
+	}
 	for _, nc := range notCaptured[:2] {
 		if _, err := lk.cat.LoadTable(context.Background(), silver.Ident(source, nc.id.Schema, nc.id.Name)); err == nil {
 			t.Errorf("silver %s exists for a table with no usable key", nc.id)
@@ -430,7 +442,7 @@ func TestWholeSchema(t *testing.T) {
 		case "whole_types":
 			cols = append(slices.Clip(matrixCols), wholeCols...)
 		case "orders":
-			cols = append(slices.Clip(matrixCols), wholeCol{"placed", "date", "date"})
+			cols = append(slices.Clip(matrixCols), wholeCol{"placed", "date", "date", "date"})
 		}
 		want := wholeSource(t, srcURL, tb.id, cols)
 		got := pyRead(t, wh, silver.Ident(source, tb.id.Schema, tb.id.Name))
