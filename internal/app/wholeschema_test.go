@@ -584,7 +584,11 @@ func wholeCanonPy(t *testing.T, rows []map[string]any, cols []wholeCol) map[stri
 			b, _ := json.Marshal(canon(col.kind, v))
 			row[col.name] = string(b)
 		}
-		out[fmt.Sprint(r["id"])] = row
+		id := fmt.Sprint(r["id"])
+		if _, dup := out[id]; dup {
+			t.Errorf("PyIceberg reads id %s twice", id) // each table's ids are unique at the source
+		}
+		out[id] = row
 	}
 	return out
 }
