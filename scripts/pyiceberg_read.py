@@ -22,7 +22,8 @@ Prints one JSON object:
                 microseconds (timestamptz in UTC with "+00:00"), lists as
                 arrays, NaN/Infinity as strings; the infinity sentinels as
                 "infinity"/"-infinity", and dates/timestamps Python cannot hold
-                (before year 1, after 9999) as "days:N"/"us:N" (since 1970)
+                (before year 1, after 9999) as "days:N"/"us:N" (since 1970),
+                in list elements too
     summary     the current snapshot's summary, "operation" included ({} if
                 the table has no snapshot)
     schema      the current schema's top-level field names, in order
@@ -88,42 +89,54 @@ INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 NEG_INF = {-INT32_MAX, -(2**31), -INT64_MAX, -(2**63)}
 
 
+def temporal(v, t):
+    """The Python value of a date32 / timestamp count v of arrow type t."""
+    import pyarrow as pa
+
+    hi = INT32_MAX if pa.types.is_date32(t) else INT64_MAX
+    if v is None:
+        return None
+    if v == hi:
+        return "infinity"
+    if v in NEG_INF:
+        return "-infinity"
+    if pa.types.is_date32(t):
+        try:
+            return datetime.date(1970, 1, 1) + datetime.timedelta(days=v)
+        except OverflowError:  # before year 1 or after 9999
+            return "days:%d" % v
+    try:
+        ts = datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=v)
+    except OverflowError:
+        return "us:%d" % v
+    if t.tz is not None:
+        ts = ts.replace(tzinfo=datetime.timezone.utc)
+    return ts
+
+
 def to_rows(arrow_table):
     """Like to_pylist, but renders tidemark's documented infinity sentinels
     (date: ±(2^31-1) days; timestamp: ±(2^63-1) µs, as DuckDB stores them)
-    as "infinity"/"-infinity", which Python's datetime cannot hold."""
+    as "infinity"/"-infinity", which Python's datetime cannot hold; in list
+    columns too."""
     import pyarrow as pa
+
+    def is_temporal(t):
+        return pa.types.is_date32(t) or pa.types.is_timestamp(t)
+
+    def count_type(t):
+        return pa.int32() if pa.types.is_date32(t) else pa.int64()
 
     cols = {}
     for name in arrow_table.column_names:
         col = arrow_table.column(name)
         t = col.type
-        if pa.types.is_date32(t) or pa.types.is_timestamp(t):
-            raw = col.cast(pa.int32() if pa.types.is_date32(t) else pa.int64()).to_pylist()
-            hi = INT32_MAX if pa.types.is_date32(t) else INT64_MAX
-            out = []
-            for v in raw:
-                if v is None:
-                    out.append(None)
-                elif v == hi:
-                    out.append("infinity")
-                elif v in NEG_INF:
-                    out.append("-infinity")
-                elif pa.types.is_date32(t):
-                    try:
-                        out.append(datetime.date(1970, 1, 1) + datetime.timedelta(days=v))
-                    except OverflowError:  # before year 1 or after 9999
-                        out.append("days:%d" % v)
-                else:
-                    try:
-                        ts = datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=v)
-                    except OverflowError:
-                        out.append("us:%d" % v)
-                        continue
-                    if t.tz is not None:
-                        ts = ts.replace(tzinfo=datetime.timezone.utc)
-                    out.append(ts)
-            cols[name] = out
+        if is_temporal(t):
+            cols[name] = [temporal(v, t) for v in col.cast(count_type(t)).to_pylist()]
+        elif pa.types.is_list(t) and is_temporal(t.value_type):
+            et = t.value_type
+            raw = col.cast(pa.list_(count_type(et))).to_pylist()
+            cols[name] = [None if l is None else [temporal(v, et) for v in l] for l in raw]
         else:
             cols[name] = col.to_pylist()
     n = arrow_table.num_rows

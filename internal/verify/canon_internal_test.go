@@ -40,7 +40,7 @@ CREATE TABLE canon (
 	c_box box, c_int4range int4range, c_mood mood, c_price price, c_pair pair,
 	c_int4_arr int4[], c_text_arr text[], c_numeric_arr numeric[], c_numeric_10_2_arr numeric(10,2)[],
 	c_timestamptz_arr timestamptz[], c_date_arr date[], c_bytea_arr bytea[], c_float8_arr float8[],
-	c_box_arr box[], c_bool_arr bool[], c_time_arr time[]
+	c_box_arr box[], c_bool_arr bool[], c_time_arr time[], c_pair_arr pair[]
 );
 INSERT INTO canon VALUES (1, 12, 1234567890123, 4000000000, '12884902642', 1.1, 0.1,
 	123.4500, -1234567890.12, '1234567890123456789012345678.0123456789', 0.00012, 12345,
@@ -50,12 +50,12 @@ INSERT INTO canon VALUES (1, 12, 1234567890123, 4000000000, '12884902642', 1.1, 
 	'(1,1),(0,0)', '[1,10)', 'happy', 12.5, '(1,"a b")',
 	'{1,2,NULL}', '{a,"b,c",NULL,"NULL",""}', '{1.5,NaN,-Infinity}', '{1.5,NULL}',
 	'{"2024-01-02 03:04:05+00",infinity}', '{2024-01-02,-infinity}', '{"\\x0102",NULL}', '{1e+300,1234567,-0,NaN}',
-	'{(1,1),(0,0);(3,3),(2,2)}', '{t,f}', '{00:00:00.000001,23:59:59.999999}');
+	'{(1,1),(0,0);(3,3),(2,2)}', '{t,f}', '{00:00:00.000001,23:59:59.999999}', '{"(1,x)","(2,\"a b\")",NULL}');
 INSERT INTO canon (id) VALUES (2);
 INSERT INTO canon (id, c_smallint, c_bigint, c_real, c_double, c_numeric, c_numeric_12_2, c_numeric_2_5, c_bool, c_text, c_char, c_bytea,
-	c_date, c_time, c_timestamp, c_timestamptz, c_int4_arr, c_text_arr)
+	c_date, c_time, c_timestamp, c_timestamptz, c_int4_arr, c_text_arr, c_pair, c_pair_arr)
 VALUES (3, -32768, -9223372036854775808, 'NaN', '-0', 'NaN', -0.01, -0.00001, false, E'tab\there\nnl "q" \\ ', '', '\x',
-	'infinity', '00:00:00', '-infinity', 'infinity', '{}', '{}');
+	'infinity', '00:00:00', '-infinity', 'infinity', '{}', '{}', '(,)', '{"(,)",NULL}');
 INSERT INTO canon (id, c_real, c_double, c_numeric, c_date, c_timestamp, c_timestamptz, c_numeric_12_2)
 VALUES (4, '-Infinity', '1.7976931348623157e+308', '-Infinity', '0044-03-15 BC', '0044-03-15 12:00:00 BC', '4714-11-24 00:00:00+00 BC', 0);
 INSERT INTO canon (id, c_date, c_timestamp, c_timestamptz, c_double, c_numeric_38_10)

@@ -64,20 +64,24 @@ func sqlCanon(expr string, t arrow.DataType, oid uint32) (string, bool) {
 		if _, nested := elem.(arrow.ListLikeType); nested {
 			return "", false
 		}
-		ec, ok := sqlCanon("e_", elem, 0)
+		// Elements by subscript: unnest would expand a composite element
+		// into its fields.
+		e := "(" + expr + ")[o_]"
+		ec, ok := sqlCanon(e, elem, 0)
 		if !ok {
 			return "", false
 		}
-		return fmt.Sprintf("'[' || coalesce((SELECT string_agg(%s, ',' ORDER BY o_) FROM unnest(%s) WITH ORDINALITY AS u_(e_, o_)), '') || ']'",
-			sqlFieldOf("e_", ec), expr), true
+		return fmt.Sprintf("'[' || coalesce((SELECT string_agg(%s, ',' ORDER BY o_) FROM generate_subscripts(%s, 1) AS u_(o_)), '') || ']'",
+			sqlFieldOf(e, ec), expr), true
 	}
 	return "", false
 }
 
 // sqlFieldOf wraps a canonical expression c of expr into a field (see
-// appendField): 'N' for NULL, else 'V' <length> ':' <text>.
+// appendField): 'N' for NULL, else 'V' <length> ':' <text>. num_nulls, not
+// IS NULL: a composite value whose fields are all NULL, (,), IS NULL.
 func sqlFieldOf(expr, c string) string {
-	return fmt.Sprintf("CASE WHEN (%s) IS NULL THEN 'N' ELSE 'V' || octet_length(%s) || ':' || %s END", expr, c, c)
+	return fmt.Sprintf("CASE WHEN num_nulls(%s) = 1 THEN 'N' ELSE 'V' || octet_length(%s) || ':' || %s END", expr, c, c)
 }
 
 // sqlFields returns the SQL expression of the canonical concatenation of
