@@ -54,6 +54,10 @@ func TestE2EPartitionedTableIsOneTable(t *testing.T) {
 	if st := state(); st.Rows != 900 {
 		t.Fatalf("the snapshot of payments read %d rows, the table has 900 (state %+v)", st.Rows, st)
 	}
+	// Its progress estimate is the leaves' (the root holds no rows itself).
+	if st := state(); st.Estimate != 900 {
+		t.Errorf("the snapshot of payments estimated %d rows, its partitions hold 900 (state %+v)", st.Estimate, st)
+	}
 
 	// Streamed changes in several partitions, and an update that moves a
 	// row from January to March (a delete and an insert on the root).

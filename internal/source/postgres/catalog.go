@@ -295,8 +295,14 @@ func describeKeyed(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 		estimate float64
 	)
 	// reltuples is -1 until the table is analyzed; n_live_tup is kept by
-	// the statistics collector without ANALYZE. Either is an estimate.
-	err := conn.QueryRow(ctx, `SELECT c.oid, c.relreplident::text, GREATEST(c.reltuples, coalesce(s.n_live_tup, -1))::float8
+	// the statistics collector without ANALYZE. Either is an estimate. A
+	// partitioned table holds no rows itself: its estimate is its leaf
+	// partitions'.
+	err := conn.QueryRow(ctx, `SELECT c.oid, c.relreplident::text, CASE WHEN c.relkind = 'p' THEN
+			(SELECT coalesce(sum(GREATEST(lc.reltuples, coalesce(ls.n_live_tup, -1), 0)), 0)
+			 FROM pg_partition_tree(c.oid) pt JOIN pg_class lc ON lc.oid = pt.relid LEFT JOIN pg_stat_user_tables ls ON ls.relid = lc.oid
+			 WHERE pt.isleaf)
+			ELSE GREATEST(c.reltuples, coalesce(s.n_live_tup, -1)) END::float8
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
 		WHERE n.nspname = $1 AND c.relname = $2`, t.Schema, t.Name).Scan(&oid, &replid, &estimate)
 	if err != nil {
