@@ -308,8 +308,10 @@ func resolveConfig(cmd *cobra.Command, cfgPath string) (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	log := app.NewLogger(cfg)
 	if cfg.PasswordOnCommandLine() {
-		app.NewLogger(cfg).Warn(config.PasswordWarning("--source"))
+		log.Warn(config.PasswordWarning("--source"))
 	}
+	app.WarnDeprecations(cfg, log)
 	return cfg, nil
 }

@@ -10,8 +10,9 @@ import (
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
-// TestRunWarnsDeprecatedKeys: `tidemark run` with a config file that uses
-// the top-level slot: and publication: logs one WARN for each at start,
+// TestRunWarnsDeprecatedKeys: `tidemark run` (and verify) with a config
+// file that uses the top-level slot: and publication: logs one WARN for
+// each at start,
 // naming the key, the file and line, and the new spelling, never a value;
 // the same settings in the source block log none. The source is a closed
 // port: the warning comes before any connection.
@@ -65,6 +66,12 @@ func TestRunWarnsDeprecatedKeys(t *testing.T) {
 		if !strings.Contains(ws[i], want) {
 			t.Errorf("warning %q, want it to contain %q", ws[i], want)
 		}
+	}
+
+	// Every command that reads the config warns, not only run.
+	_, out = runBin(t, bin, nil, "verify", "--config", old, "--warehouse", t.TempDir())
+	if ws := warnings(out); len(ws) != 2 {
+		t.Errorf("tidemark verify logs %d deprecation warnings, want 2; output:\n%s", len(ws), out)
 	}
 
 	block := write("source:\n  url: " + src + "\n  slot: shop_slot\n  publication: shop_pub\n")

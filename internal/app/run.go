@@ -143,7 +143,6 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	defer func() { err = config.RedactError(err, cfg.Secrets()...) }()
 	defer fault.Recover("pipeline", &err)
 	defer applyMemoryLimit(cfg, log)()
-	warnDeprecations(cfg, log)
 	cat, err := OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
 	if err != nil {
 		return err
@@ -294,9 +293,10 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	}
 }
 
-// warnDeprecations logs, once at start, each deprecated key the config
-// file gave: where, and its new spelling (never its value).
-func warnDeprecations(cfg *config.Config, log *slog.Logger) {
+// WarnDeprecations logs each deprecated key the config file gave: where,
+// and its new spelling (never its value). Every command that reads the
+// config calls it once, at start.
+func WarnDeprecations(cfg *config.Config, log *slog.Logger) {
 	for _, d := range cfg.Deprecations {
 		attrs := []any{"key", d.Key, "use", d.Use, "file", d.File}
 		if d.Line > 0 {
