@@ -87,6 +87,11 @@ func sqlFields(cols []*column) (string, bool) {
 	for _, c := range cols {
 		q := quoteIdent(c.name)
 		cn, ok := sqlCanon(q, c.arrow, c.typeOID)
+		if c.micros {
+			// time_as: micros: the time's microseconds since midnight
+			// (24:00:00 is 86400000000), as the lake holds them.
+			cn = fmt.Sprintf("round(date_part('epoch', %s) * 1000000)::bigint::text", q)
+		}
 		if !ok {
 			return "", false
 		}

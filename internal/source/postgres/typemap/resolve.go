@@ -241,7 +241,9 @@ func (o Options) builtinKind(oid uint32, typmod int32, name string) kind {
 		case TimeAsText:
 			return stringKind(source)
 		case TimeAsMicros:
-			return scalarKind[int64, *array.Int64Builder](source, iceberg.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Int64, parseTimeMicros)
+			k := scalarKind[int64, *array.Int64Builder](source, iceberg.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Int64, parseTimeMicros)
+			k.micros = true
+			return k
 		}
 		return scalarKind[arrow.Time64, *array.Time64Builder](source, iceberg.PrimitiveTypes.Time, arrow.FixedWidthTypes.Time64us, parseTime)
 	case pgtype.TimestampOID:

@@ -55,6 +55,7 @@ type kind struct {
 	dec    decodeFunc
 	app    appendFunc // nil: AppendText decodes with dec, then AppendValue
 	delim  byte       // typdelim, used when this type is an array element
+	micros bool       // a time (or a domain over one) landing as TimeAsMicros
 }
 
 // Mapping decides one column's Iceberg type and decodes its text values.
@@ -121,6 +122,11 @@ func (m Mapping) IcebergType() iceberg.Type { return m.k.ice }
 // table.TypeToArrowType converts it (without field IDs, without large
 // types). Decoded values append to a builder of this type.
 func (m Mapping) ArrowType() arrow.DataType { return m.k.arrow }
+
+// TimeMicros reports whether the column is a time, or a domain over one,
+// that lands as microseconds since midnight (TimeAsMicros): its values
+// are int64 but its PostgreSQL input is a time's text.
+func (m Mapping) TimeMicros() bool { return m.k.micros }
 
 // SourceType names the PostgreSQL type as format_type would, e.g.
 // "numeric(12,2)", "integer[]", "mood"; for docs and error messages.
