@@ -74,6 +74,16 @@ func sqlCanon(expr string, t arrow.DataType, oid uint32) (string, bool) {
 	return "", false
 }
 
+// microsCanon is sqlCanon of a time (or time[]) column landing as
+// microseconds since midnight (time_as: micros; 24:00:00 is 86400000000).
+func microsCanon(expr string, t arrow.DataType) string {
+	if t.ID() == arrow.LIST || t.ID() == arrow.LARGE_LIST {
+		return fmt.Sprintf("'[' || coalesce((SELECT string_agg(%s, ',' ORDER BY o_) FROM unnest(%s) WITH ORDINALITY AS u_(e_, o_)), '') || ']'",
+			sqlFieldOf("e_", microsCanon("e_", listElem(t))), expr)
+	}
+	return fmt.Sprintf("round(date_part('epoch', %s) * 1000000)::bigint::text", expr)
+}
+
 // sqlFieldOf wraps a canonical expression c of expr into a field (see
 // appendField): 'N' for NULL, else 'V' <length> ':' <text>.
 func sqlFieldOf(expr, c string) string {
@@ -88,9 +98,7 @@ func sqlFields(cols []*column) (string, bool) {
 		q := quoteIdent(c.name)
 		cn, ok := sqlCanon(q, c.arrow, c.typeOID)
 		if c.micros {
-			// time_as: micros: the time's microseconds since midnight
-			// (24:00:00 is 86400000000), as the lake holds them.
-			cn = fmt.Sprintf("round(date_part('epoch', %s) * 1000000)::bigint::text", q)
+			cn, ok = microsCanon(q, c.arrow), true
 		}
 		if !ok {
 			return "", false

@@ -276,6 +276,7 @@ func listKind(elem kind) kind {
 		arrow:  arrow.ListOfField(arrow.Field{Name: "element", Type: elem.arrow, Nullable: true}),
 		dec:    arrayDecoder(elem.dec, elem.delim),
 		delim:  ',',
+		micros: elem.micros,
 	}
 }
 

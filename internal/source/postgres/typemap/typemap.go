@@ -123,9 +123,10 @@ func (m Mapping) IcebergType() iceberg.Type { return m.k.ice }
 // types). Decoded values append to a builder of this type.
 func (m Mapping) ArrowType() arrow.DataType { return m.k.arrow }
 
-// TimeMicros reports whether the column is a time, or a domain over one,
-// that lands as microseconds since midnight (TimeAsMicros): its values
-// are int64 but its PostgreSQL input is a time's text.
+// TimeMicros reports whether the column is a time, a domain over one, or
+// a list of them, that lands as microseconds since midnight
+// (TimeAsMicros): its values are int64 but its PostgreSQL input is a
+// time's text.
 func (m Mapping) TimeMicros() bool { return m.k.micros }
 
 // SourceType names the PostgreSQL type as format_type would, e.g.
