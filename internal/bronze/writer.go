@@ -392,8 +392,9 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 		}
 		if timeAsChanged(have.Type, f) {
 			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
-				"table %s column %q (%s at the source) is %s in bronze %s but the setting time_as now lands it as %s: "+
-					"the two are not mixed in one table. Set time_as back to what it was, or rebuild the table under the new setting "+
+				"table %s column %q (%s at the source) is %s in bronze %s but lands as %s now: the setting time_as "+
+					"(time, text or micros) differs from the one the table was built under, and the two forms are not mixed in one table. "+
+					"Set time_as back to what it was, or rebuild the table under the current setting "+
 					"with `tidemark resnapshot --replace %s` (docs/type-mapping.md, time columns and Spark)",
 				id, f.Name, f.SourceType, have.Type, tb.name(), f.Type, id), nil)
 		}
