@@ -15,6 +15,7 @@ import (
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/testenv"
+	"github.com/tidemark/tidemark/internal/verify"
 )
 
 // TestTimeAs: with time_as: text a PostgreSQL time column (24:00:00,
@@ -46,6 +47,12 @@ func TestTimeAs(t *testing.T) {
 	if code := s.stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
+	// verify under another time_as says so instead of reporting every row.
+	out, code := tidemarkArgs(t, "verify", "--source", srcURL, "--warehouse", wh, "--name", source, "--wait", "10s")
+	if code != verify.ExitIncomplete || !strings.Contains(out, "time_as") || !strings.Contains(out, "--time-as text") {
+		t.Errorf("verify without --time-as on a time_as: text lake exited %d, want %d naming --time-as text:\n%s", code, verify.ExitIncomplete, out)
+	}
+	t.Logf("tidemark verify without --time-as:\n%s", strings.TrimSpace(out))
 	types, rows := pyReadTyped(t, wh, silver.Ident(source, "public", "clock"))
 	wantTypes := map[string]string{"t": "string", "t3": "string", "ta": "list<string>", "tz": "string"}
 	for c, w := range wantTypes {
