@@ -55,7 +55,7 @@ type kind struct {
 	dec    decodeFunc
 	app    appendFunc // nil: AppendText decodes with dec, then AppendValue
 	delim  byte       // typdelim, used when this type is an array element
-	micros bool       // a time (or a domain over one) landing as TimeAsMicros
+	micros bool       // a time (a domain over one, a list of them) landing as TimeAsMicros
 }
 
 // Mapping decides one column's Iceberg type and decodes its text values.
@@ -71,7 +71,7 @@ type Mapping struct {
 const maxDepth = 32
 
 // TimeAs is how a `time without time zone` column lands in the lake
-// (config time_as; docs/type-mapping.md, Times).
+// (config time_as; docs/type-mapping.md, time columns and Spark).
 type TimeAs string
 
 const (
