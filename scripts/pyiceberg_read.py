@@ -27,6 +27,8 @@ Prints one JSON object:
     summary     the current snapshot's summary, "operation" included ({} if
                 the table has no snapshot)
     schema      the current schema's top-level field names, in order
+    types       the current schema's top-level field types by name, as
+                PyIceberg prints them ("string", "time", "long", "list<string>")
     snapshots   how many snapshots the table's metadata holds
     namespaces  every namespace PyIceberg lists, walking down from the root,
                 as dotted strings, sorted
@@ -173,6 +175,7 @@ def main():
             "rows": [{k: json_safe(v) for k, v in r.items()} for r in rows],
             "summary": summary,
             "schema": [f.name for f in tbl.schema().fields],
+            "types": {f.name: str(f.field_type) for f in tbl.schema().fields},
             "snapshots": len(tbl.metadata.snapshots),
             "namespaces": all_namespaces(cat),
             "tables": sorted(".".join(t) for t in cat.list_tables(namespace)),

@@ -43,6 +43,11 @@ func mysqlOptions(cfg *config.Config) (mysql.Options, error) {
 		// would let the values it was set against through.
 		return mysql.Options{}, fault.With(fault.ErrBadConfig, "max_value_bytes: not supported for MySQL/MariaDB sources yet (PostgreSQL only); remove it", nil)
 	}
+	if cfg.TimeAs != "" && cfg.TimeAs != config.DefaultTimeAs {
+		// A MySQL TIME (-838:59:59 to 838:59:59) always lands as long
+		// microseconds, which every reader opens.
+		return mysql.Options{}, fault.With(fault.ErrBadConfig, "time_as: "+cfg.TimeAs+" applies to PostgreSQL sources only (a MySQL/MariaDB TIME always lands as long microseconds, docs/type-mapping.md); remove it", nil)
+	}
 	return mysql.Options{
 		Host: conn.Host, Port: conn.Port, User: conn.User, Password: conn.Password, Database: conn.Database,
 		Tables:            tables,

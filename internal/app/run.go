@@ -24,6 +24,7 @@ import (
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
 
 // OpenCatalog opens the lake catalog of cfg, creating it if needed.
@@ -91,6 +92,7 @@ func captureOptions(cfg *config.Config) (postgres.Options, error) {
 		CommitInterval:    time.Duration(cfg.CommitInterval),
 		CommitBytes:       int64(cfg.CommitBytes),
 		MaxValueBytes:     int64(cfg.MaxValueBytes),
+		Types:             typemap.Options{TimeAs: typemap.TimeAs(cfg.TimeAs)},
 		HeartbeatInterval: time.Duration(cfg.HeartbeatInterval),
 		PublicationPoll:   time.Duration(cfg.PublicationPoll),
 		Snapshot: postgres.SnapshotOptions{

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 )
 
@@ -43,5 +44,24 @@ func TestSourceNamed(t *testing.T) {
 	}
 	if got := sourceNamed("postgres").formatPos(0x16_B374D848); got != "16/B374D848" {
 		t.Errorf("postgres formats 0x16B374D848 as %q", got)
+	}
+}
+
+// time_as is PostgreSQL's: a MySQL source, whose TIME always lands as long
+// microseconds, refuses any other value than the default by name.
+func TestMySQLRefusesTimeAs(t *testing.T) {
+	for _, as := range []string{"", "time", "text", "micros"} {
+		cfg := &config.Config{Source: config.NewSecret("mysql://u:secret@h:3306/shop"), TimeAs: as}
+		_, err := mysqlOptions(cfg)
+		switch as {
+		case "", "time":
+			if err != nil {
+				t.Errorf("time_as %q: %v", as, err)
+			}
+		default:
+			if !errors.Is(err, fault.ErrBadConfig) || !strings.Contains(err.Error(), "time_as: "+as) || !strings.Contains(err.Error(), "PostgreSQL sources only") {
+				t.Errorf("time_as %q: %v; want bad_config naming time_as and PostgreSQL", as, err)
+			}
+		}
 	}
 }

@@ -390,6 +390,14 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 			widens = append(widens, widen{f.Name, f.Type})
 			continue
 		}
+		if timeAsChanged(have.Type, f) {
+			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
+				"table %s column %q (%s at the source) is %s in bronze %s but lands as %s now: the setting time_as "+
+					"(time, text or micros) differs from the one the table was built under, and the two forms are not mixed in one table. "+
+					"Set time_as back to what it was, or rebuild the table under the current setting "+
+					"with `tidemark resnapshot --replace %s` (docs/type-mapping.md, time columns and Spark)",
+				id, f.Name, f.SourceType, have.Type, tb.name(), f.Type, id), nil)
+		}
 		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
 			"table %s column %q changed type from %s to %s (%s at the source), which Iceberg cannot evolve: "+
 				"bronze %s keeps its old type. Restore the type at the source, or rebuild the table under its new schema "+
@@ -466,6 +474,27 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 	}
 	tb.reset(w.mem)
 	return nil
+}
+
+// timeAsChanged reports whether a PostgreSQL time column's lake type
+// differs from the bronze table's because config time_as changed (time,
+// text and micros land as time, string and long; a list of them for
+// time[]), rather than because the source's type did.
+func timeAsChanged(have iceberg.Type, f change.Field) bool {
+	if !strings.HasPrefix(f.SourceType, "time") || !strings.Contains(f.SourceType, "without time zone") {
+		return false
+	}
+	elem := func(t iceberg.Type) iceberg.Type {
+		if l, ok := t.(*iceberg.ListType); ok {
+			return l.Element
+		}
+		return t
+	}
+	isTimeForm := func(t iceberg.Type) bool {
+		t = elem(t)
+		return t.Equals(iceberg.PrimitiveTypes.Time) || t.Equals(iceberg.PrimitiveTypes.String) || t.Equals(iceberg.PrimitiveTypes.Int64)
+	}
+	return isTimeForm(have) && isTimeForm(f.Type)
 }
 
 // layout is tb.layoutFor(s), evolving the table first when s has columns

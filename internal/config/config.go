@@ -72,6 +72,11 @@ type Config struct {
 	// dead-letter table, with its key, instead of bronze. 0 (the default):
 	// no maximum.
 	MaxValueBytes ByteSize `yaml:"max_value_bytes"`
+	// TimeAs is how a PostgreSQL `time` column lands in the lake: "time"
+	// (Iceberg time, the default), "text" (Iceberg string, PostgreSQL's
+	// text of it) or "micros" (Iceberg long, microseconds since midnight),
+	// for readers that cannot open Iceberg time (Spark 3.5).
+	TimeAs string `yaml:"time_as"`
 	// HeartbeatInterval is how often a heartbeat logical message is written
 	// to the source; its commit moves the watermark and lets the slot advance
 	// on an idle database. Default 1s.
@@ -579,6 +584,7 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("commit_interval", c.CommitInterval.String()),
 		slog.String("commit_bytes", c.CommitBytes.String()),
 		slog.String("max_value_bytes", c.MaxValueBytes.String()),
+		slog.String("time_as", c.TimeAs),
 		slog.String("memory_budget", c.MemoryBudget.String()),
 		slog.String("heartbeat_interval", c.HeartbeatInterval.String()),
 		slog.String("publication_poll", c.PublicationPoll.String()),

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -186,5 +187,31 @@ source:
 	_, err = config.Resolve(newFlags(t, "--source", "mysql://app@db/shop", "--slot", "x"), writeFile(t, "source:\n  type: postgres\n"))
 	if err == nil || !strings.Contains(err.Error(), "source.type: is postgres, but the source connection string is a mysql one") {
 		t.Errorf("type mismatch with --source: %v", err)
+	}
+}
+
+// TestTimeAsFlag: --time-as takes the values of time_as, over the file's,
+// and any other value is a bad_config error naming the key, the flag and
+// the values allowed.
+func TestTimeAsFlag(t *testing.T) {
+	file := writeFile(t, "source: postgres://u@h/shop\ntime_as: micros\n")
+	c, err := config.Resolve(newFlags(t), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "time_as (file)", c.TimeAs, "micros")
+	c, err = config.Resolve(newFlags(t, "--time-as", "text"), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "time_as (flag)", c.TimeAs, "text")
+	_, err = config.Resolve(newFlags(t, "--time-as=string"), file)
+	want := `config: time_as: must be one of time, text, micros, got "string" (set by --time-as)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+	var ce *config.Error
+	if !errors.As(err, &ce) || ce.Path != "time_as" {
+		t.Errorf("error is not a *config.Error of time_as (exit 2, as every bad setting): %#v", err)
 	}
 }

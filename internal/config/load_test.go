@@ -58,6 +58,7 @@ func TestGoodFiles(t *testing.T) {
 			eq(t, "log.format", c.Log.Format, "text")
 			eq(t, "catalog", c.Catalog.IsZero(), true)
 			eq(t, "metrics_addr", c.MetricsAddr, "")
+			eq(t, "time_as", c.TimeAs, "time")
 			eq(t, "tables", len(c.Tables), 0)
 		},
 		"full.good.yml": func(t *testing.T, c *config.Config) {
@@ -192,6 +193,7 @@ func TestBadFiles(t *testing.T) {
 			`bad_reference.bad.yml:2: invalid variable reference`,
 			`bad_reference.bad.yml:3: unterminated "${"`,
 		},
+		"bad_time_as.bad.yml":   {`bad_time_as.bad.yml:2: time_as: must be one of time, text, micros, got "microseconds"`},
 		"duplicate_key.bad.yml": {`duplicate_key.bad.yml:4: log.level: duplicate key (first set on line 3)`},
 		"bad_merge_keys.bad.yml": {
 			`merge_keys["events"]: missing schema in "events"`,

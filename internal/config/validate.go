@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,10 +35,15 @@ const (
 	DefaultSilverMaxChanges  = 500000
 	DefaultLogLevel          = "info"
 	DefaultLogFormat         = "text"
+	DefaultTimeAs            = "time"
 
 	// namePrefix prefixes the default publication and slot names.
 	namePrefix = "tidemark_"
 )
+
+// TimeAsValues are the values of time_as, the default first (the
+// postgres typemap.TimeAs constants).
+var TimeAsValues = []string{DefaultTimeAs, "text", "micros"}
 
 // How memory_budget is shared (docs/configuration.md, Commits and memory).
 // The buffers a setting bounds, commit_bytes of rows waiting for a commit
@@ -215,6 +221,12 @@ func (c *Config) validate(requireSource bool) error {
 	}
 	if c.MaxValueBytes < 0 {
 		k.bad("max_value_bytes", "must be 0 (no maximum) or positive, got %s", c.MaxValueBytes)
+	}
+	if c.TimeAs == "" {
+		c.TimeAs = DefaultTimeAs
+	}
+	if !slices.Contains(TimeAsValues, c.TimeAs) {
+		k.bad("time_as", "must be one of %s, got %q", strings.Join(TimeAsValues, ", "), c.TimeAs)
 	}
 	c.durationDefault("heartbeat_interval", &c.HeartbeatInterval, DefaultHeartbeatInterval)
 	k.atLeast("heartbeat_interval", c.HeartbeatInterval, Duration(10*time.Millisecond))

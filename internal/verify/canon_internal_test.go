@@ -18,6 +18,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/coltype"
 	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -262,5 +263,86 @@ func TestAppendArrowField(t *testing.T) {
 				t.Errorf("column %s row %d: %q, want %q", sc.Field(j).Name, i, got, want)
 			}
 		}
+	}
+}
+
+// TestSQLCanonTimeAs checks, under time_as text and micros, that the SQL
+// canonical forms of time columns (a key, a domain over time, time[]) agree
+// with the Go ones, and that a key value in lake form (24:00:00 included)
+// is found by its literal.
+func TestSQLCanonTimeAs(t *testing.T) {
+	pg := testenv.Shared(t)
+	url := pg.CreateDB(t, "canon_timeas")
+	pg.Exec(t, url, `CREATE DOMAIN clock AS time(3);
+		CREATE TABLE clocks (k time PRIMARY KEY, d clock, ta time[]);
+		INSERT INTO clocks VALUES ('24:00:00', '12:00:00.5', '{00:00:00,24:00:00,NULL}'), ('00:00:00', NULL, NULL),
+			('23:59:59.999999', '23:59:59.999', '{}'), ('03:04:05.1', '00:00:00.001', '{12:34:56.789}')`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d, err := postgres.NewDialer(url, func(s string) string { return "x" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		as   typemap.TimeAs
+		keys [][]any
+	}{
+		{typemap.TimeAsText, [][]any{{"24:00:00"}, {"03:04:05.1"}, {"01:00:00"}}},
+		{typemap.TimeAsMicros, [][]any{{int64(86_400_000_000)}, {int64(11_045_100_000)}, {int64(3_600_000_000)}}},
+	} {
+		t.Run(string(c.as), func(t *testing.T) {
+			src := NewPostgresWith(d, typemap.Options{TimeAs: c.as})
+			defer src.Close()
+			s0, err := src.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s0.Close()
+			snap := s0.(*pgSnap)
+			st, err := snap.Describe(ctx, TableName{Schema: "public", Table: "clocks"})
+			if err != nil || st == nil {
+				t.Fatalf("describe: %v, %v", st, err)
+			}
+			var exprs []string
+			for _, col := range st.cols {
+				one, ok := sqlFields([]*column{col})
+				if !ok {
+					t.Fatalf("column %s: no SQL canonical form", col.name)
+				}
+				exprs = append(exprs, one)
+			}
+			rows, err := textQuery(ctx, snap.tx, fmt.Sprintf("SELECT %s, %s FROM clocks", st.selectList(), strings.Join(exprs, ", ")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, seen := len(st.cols), 0
+			for rows.Next() {
+				raw := rows.RawValues()
+				vals := decodeRow(st.cols, raw[:n])
+				for i, col := range st.cols {
+					if u, bad := vals[i].(undecodable); bad {
+						t.Errorf("row %s column %s: %q does not decode", raw[0], col.name, u.raw)
+					}
+					if goField, sqlField := string(appendField(nil, vals[i], col.arrow)), string(raw[n+i]); goField != sqlField {
+						t.Errorf("row %s column %s (%s): SQL canonical %q, Go %q", raw[0], col.name, col.typeName, sqlField, goField)
+					}
+				}
+				seen++
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if seen != 4 {
+				t.Fatalf("read %d rows, want 4", seen)
+			}
+			got, err := snap.Fetch(ctx, st, c.keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 2 {
+				t.Errorf("fetch of keys %v found %d rows, want 2 (24:00:00 and 03:04:05.1)", c.keys, len(got))
+			}
+		})
 	}
 }

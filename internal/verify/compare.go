@@ -129,6 +129,9 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 	if len(st.key) == 0 {
 		return fmt.Errorf("the source table %s has no primary key or replica identity index to compare by", t)
 	}
+	if msg := timeAsMismatch(st, s.ArrowSchema()); msg != "" {
+		return fmt.Errorf("silver table %s: %s", tr.Table, msg)
+	}
 	if sk != nil && !slices.Equal(sk, st.keyNames()) {
 		tr.Status = StatusDifferent
 		tr.Reason = fmt.Sprintf("the source table's key is (%s) but silver is keyed by (%s)",

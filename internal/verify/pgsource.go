@@ -43,10 +43,17 @@ func (st *sourceTable) selectList() string {
 // pushdown (unless the server's encoding is not UTF8: md5() and
 // octet_length() see the server's bytes, the Go side UTF-8) chunk hashes
 // are computed in SQL (sqlcanon.go).
-func NewPostgres(d *postgres.Dialer) Source { return &pgSource{d: d} }
+func NewPostgres(d *postgres.Dialer) Source { return NewPostgresWith(d, typemap.Options{}) }
+
+// NewPostgresWith is NewPostgres for a pipeline whose columns are mapped
+// by o (config time_as): verify decodes values as the capture does.
+func NewPostgresWith(d *postgres.Dialer, o typemap.Options) Source {
+	return &pgSource{d: d, opts: o}
+}
 
 type pgSource struct {
 	d     *postgres.Dialer
+	opts  typemap.Options
 	conn  *pgx.Conn // reconnected when a canceled query closed it
 	types *postgres.TypeCache
 	utf8  bool
@@ -104,6 +111,7 @@ func (p *pgSource) Nudge(ctx context.Context) {
 // capture uses). It returns nil, nil when the table does not exist.
 func (s *pgSnap) Describe(ctx context.Context, t TableName) (*sourceTable, error) {
 	q, lookup, schema, table := s.tx, s.types.Lookup, t.Schema, t.Table
+	opts := s.opts
 	var (
 		oid      uint32
 		replid   string
@@ -137,11 +145,11 @@ func (s *pgSnap) Describe(ctx context.Context, t TableName) (*sourceTable, error
 		return nil, fmt.Errorf("read the columns of %s.%s: %w", schema, table, err)
 	}
 	for _, c := range st.cols {
-		m, err := typemap.Map(typemap.Column{Name: c.name, TypeOID: c.typeOID, TypeMod: c.typeMod}, lookup)
+		m, err := opts.Map(typemap.Column{Name: c.name, TypeOID: c.typeOID, TypeMod: c.typeMod}, lookup)
 		if err != nil {
 			return nil, fmt.Errorf("table %s.%s: %w", schema, table, err)
 		}
-		c.arrow, c.decode = m.ArrowType(), m.Decode
+		c.arrow, c.decode, c.micros = m.ArrowType(), m.Decode, m.TimeMicros()
 	}
 	var pk, ri []string
 	krows, err := q.Query(ctx, `SELECT i.indisprimary, i.indisreplident,
@@ -189,6 +197,7 @@ type pgSnap struct {
 	tx    pgx.Tx
 	lsn   uint64
 	types *postgres.TypeCache
+	opts  typemap.Options
 	utf8  bool
 }
 
@@ -218,7 +227,7 @@ func (p *pgSource) Snapshot(ctx context.Context) (Snapshot, error) {
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("set work_mem on the source: %w", err)
 	}
-	return &pgSnap{tx: tx, lsn: lsn, types: p.types, utf8: p.utf8}, nil
+	return &pgSnap{tx: tx, lsn: lsn, types: p.types, opts: p.opts, utf8: p.utf8}, nil
 }
 
 func (s *pgSnap) Position() uint64 { return s.lsn }
@@ -358,6 +367,15 @@ func (s *pgSnap) Fetch(ctx context.Context, st *sourceTable, keys [][]any) (map[
 		lits := make([]string, len(kv))
 		ok := true
 		for i, v := range kv {
+			if us, isInt := v.(int64); isInt && st.key[i].micros {
+				// time_as: micros: microseconds since midnight, 24:00:00
+				// (which a Time64 cannot hold) included.
+				lits[i] = "24:00:00"
+				if us != 86_400_000_000 {
+					lits[i], _ = keyLiteral(arrow.Time64(us), st.key[i].arrow)
+				}
+				continue
+			}
 			if lits[i], ok = keyLiteral(v, st.key[i].arrow); !ok {
 				break
 			}

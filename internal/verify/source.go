@@ -79,6 +79,9 @@ type column struct {
 	typeOID  uint32
 	typeMod  int32
 	typeName string
+	// micros: a PostgreSQL time landing as microseconds (time_as: micros,
+	// typemap.Mapping.TimeMicros); its int64 values are not its input text.
+	micros bool
 	// native is the source's own description of the column (MySQL: its
 	// *mysql.Mapping); nil for PostgreSQL.
 	native any

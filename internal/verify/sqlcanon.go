@@ -77,6 +77,16 @@ func sqlCanon(expr string, t arrow.DataType, oid uint32) (string, bool) {
 	return "", false
 }
 
+// microsCanon is sqlCanon of a time (or time[]) column landing as
+// microseconds since midnight (time_as: micros; 24:00:00 is 86400000000).
+func microsCanon(expr string, t arrow.DataType) string {
+	if t.ID() == arrow.LIST || t.ID() == arrow.LARGE_LIST {
+		return fmt.Sprintf("'[' || coalesce((SELECT string_agg(%s, ',' ORDER BY o_) FROM unnest(%s) WITH ORDINALITY AS u_(e_, o_)), '') || ']'",
+			sqlFieldOf("e_", microsCanon("e_", listElem(t))), expr)
+	}
+	return fmt.Sprintf("round(date_part('epoch', %s) * 1000000)::bigint::text", expr)
+}
+
 // sqlFieldOf wraps a canonical expression c of expr into a field (see
 // appendField): 'N' for NULL, else 'V' <length> ':' <text>. num_nulls, not
 // IS NULL: a composite value whose fields are all NULL, (,), IS NULL.
@@ -91,6 +101,9 @@ func sqlFields(cols []*column) (string, bool) {
 	for _, c := range cols {
 		q := quoteIdent(c.name)
 		cn, ok := sqlCanon(q, c.arrow, c.typeOID)
+		if c.micros {
+			cn, ok = microsCanon(q, c.arrow), true
+		}
 		if !ok {
 			return "", false
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/pipeline"
+	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 )
 
 // Options configure a Capture.
@@ -34,6 +35,9 @@ type Options struct {
 	SpoolDir       string
 	CommitInterval time.Duration
 	CommitBytes    int64
+	// Types chooses between the lake types of the source types that have
+	// more than one (config time_as).
+	Types typemap.Options
 	// MaxValueBytes: a row with a column value longer than this (its text
 	// as PostgreSQL sends it) is a dead letter (tooLarge); 0: no maximum.
 	MaxValueBytes     int64
@@ -306,7 +310,7 @@ func (c *Capture) openTable(ctx context.Context, meta *pgx.Conn, id change.Table
 
 // describe is describeTable with the table's declared merge key.
 func (c *Capture) describe(ctx context.Context, meta *pgx.Conn, id change.TableID) (*TableInfo, error) {
-	info, err := describeKeyed(ctx, meta, id, c.types.Lookup, c.opts.MergeKeys[id])
+	info, err := describeKeyed(ctx, meta, id, c.types.Lookup, c.opts.Types, c.opts.MergeKeys[id])
 	var r *refusedTable
 	if errors.As(err, &r) && slices.Contains(c.opts.Tables, id) {
 		// Asked for by name: capturing less than the list says is refused

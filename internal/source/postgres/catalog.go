@@ -280,12 +280,12 @@ func quoteTable(t change.TableID) string { return pgx.Identifier{t.Schema, t.Nam
 
 // describeTable reads a table's columns and key from the catalog.
 func describeTable(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup typemap.Lookup) (*TableInfo, error) {
-	return describeKeyed(ctx, conn, t, lookup, nil)
+	return describeKeyed(ctx, conn, t, lookup, typemap.Options{}, nil)
 }
 
 // describeKeyed is describeTable for a table with a declared merge key
-// (nil: none), keyed by chooseKey.
-func describeKeyed(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup typemap.Lookup, declared []string) (*TableInfo, error) {
+// (nil: none), keyed by chooseKey, its columns mapped by o.
+func describeKeyed(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup typemap.Lookup, o typemap.Options, declared []string) (*TableInfo, error) {
 	if err := checkTableName(t); err != nil {
 		return nil, err
 	}
@@ -337,7 +337,7 @@ func describeKeyed(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 			return nil, refuse(columnCollision(t, c.Name, true))
 		}
 	}
-	if err := mapColumns(t, rel.Columns, lookup); err != nil {
+	if err := mapColumns(t, rel.Columns, lookup, o); err != nil {
 		return nil, err
 	}
 	names := make([]string, len(rel.Columns))

@@ -80,10 +80,10 @@ func (r *Relation) keyString(raw [][]byte) (string, bool) {
 	return b.String(), true
 }
 
-// mapColumns fills each column's mapping.
-func mapColumns(table change.TableID, cols []Column, lookup typemap.Lookup) error {
+// mapColumns fills each column's mapping, chosen by o.
+func mapColumns(table change.TableID, cols []Column, lookup typemap.Lookup, o typemap.Options) error {
 	for i := range cols {
-		m, err := typemap.Map(typemap.Column{Name: cols[i].Name, TypeOID: cols[i].TypeOID, TypeMod: cols[i].TypeMod}, lookup)
+		m, err := o.Map(typemap.Column{Name: cols[i].Name, TypeOID: cols[i].TypeOID, TypeMod: cols[i].TypeMod}, lookup)
 		if err != nil {
 			return fmt.Errorf("table %s column %q: %w", table, cols[i].Name, err)
 		}

@@ -20,7 +20,7 @@ func BenchmarkColChunk(b *testing.B) {
 		b.Fatalf("lookup of oid %d", oid)
 		return typemap.TypeInfo{}, nil
 	}
-	if err := mapColumns(rel.Table, rel.Columns, noLookup); err != nil {
+	if err := mapColumns(rel.Table, rel.Columns, noLookup, typemap.Options{}); err != nil {
 		b.Fatal(err)
 	}
 	const rows = 10000

@@ -571,7 +571,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	for _, fd := range fds {
 		rel.Columns = append(rel.Columns, Column{Name: fd.Name, TypeOID: fd.DataTypeOID, TypeMod: fd.TypeModifier, AttNum: int16(fd.TableAttributeNumber)})
 	}
-	if err := mapColumns(t.id, rel.Columns, sn.c.types.Lookup); err != nil {
+	if err := mapColumns(t.id, rel.Columns, sn.c.types.Lookup, sn.c.opts.Types); err != nil {
 		rows.Close()
 		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", t.id), err)
 	}

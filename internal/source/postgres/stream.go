@@ -417,7 +417,7 @@ func (s *stream) applyRelation(ctx context.Context, m *pglogrepl.RelationMessage
 		}
 		rel.Columns = append(rel.Columns, Column{Name: col.Name, TypeOID: col.DataType, TypeMod: col.TypeModifier})
 	}
-	if err := mapColumns(id, rel.Columns, s.c.types.Lookup); err != nil {
+	if err := mapColumns(id, rel.Columns, s.c.types.Lookup, s.c.opts.Types); err != nil {
 		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", id), err)
 	}
 	if s.tx.commitLSN >= t.replacedBefore {

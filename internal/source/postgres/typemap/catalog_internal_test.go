@@ -37,7 +37,7 @@ func TestBuiltinsMatchCatalog(t *testing.T) {
 		if formatted != name {
 			t.Errorf("type oid %d: builtinNames says %q, format_type %q", oid, name, formatted)
 		}
-		k, _ := resolve(oid, -1, nil, 0)
+		k, _ := Options{}.resolve(oid, -1, nil, 0)
 		if string(k.delim) != delim {
 			t.Errorf("type %s: delimiter %q, pg_type %q", name, k.delim, delim)
 		}

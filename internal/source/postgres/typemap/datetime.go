@@ -64,6 +64,19 @@ func parseTime(text []byte) (arrow.Time64, error) {
 	return arrow.Time64(us), nil
 }
 
+// parseTimeMicros is parseTime for time_as: micros, where 24:00:00 is
+// 86400000000.
+func parseTimeMicros(text []byte) (int64, error) {
+	us, n, err := parseClock(text)
+	if err != nil {
+		return 0, err
+	}
+	if n != len(text) {
+		return 0, errMalformed
+	}
+	return us, nil
+}
+
 func parseTimestampNaive(text []byte) (arrow.Timestamp, error) { return parseTimestamp(text, false) }
 
 func parseTimestamptz(text []byte) (arrow.Timestamp, error) { return parseTimestamp(text, true) }

@@ -342,3 +342,67 @@ func TestZeroMapping(t *testing.T) {
 		t.Fatal("Decode on a zero Mapping succeeded")
 	}
 }
+
+// TestTimeAs: time_as chooses how a time column (and a time[] or a domain
+// over time) lands; the text mode keeps PostgreSQL's text as it is, 24:00:00
+// included, and micros counts microseconds since midnight.
+func TestTimeAs(t *testing.T) {
+	timeDom := func(oid uint32) (typemap.TypeInfo, error) {
+		return typemap.TypeInfo{OID: oid, Name: "clock", Kind: 'd', BaseOID: pgtype.TimeOID, Delim: ',', TypMod: -1}, nil
+	}
+	cases := []struct {
+		as      typemap.TimeAs
+		oid     uint32
+		iceberg string
+		text    string
+		want    string
+		err     string
+	}{
+		{"", pgtype.TimeOID, "time", "03:04:05", "11045000000 (03:04:05)", ""},
+		{"", pgtype.TimeOID, "time", "24:00:00", "", "24:00:00 is outside"},
+		{typemap.TimeAsTime, pgtype.TimeOID, "time", "00:00:00.5", "500000 (00:00:00.5)", ""},
+		{typemap.TimeAsText, pgtype.TimeOID, "string", "03:04:05", `"03:04:05"`, ""},
+		{typemap.TimeAsText, pgtype.TimeOID, "string", "23:59:59.999999", `"23:59:59.999999"`, ""},
+		{typemap.TimeAsText, pgtype.TimeOID, "string", "24:00:00", `"24:00:00"`, ""},
+		{typemap.TimeAsText, pgtype.TimeOID, "string", null, "NULL", ""},
+		{typemap.TimeAsText, pgtype.TimeArrayOID, "list<string>", "{12:00:00,NULL,24:00:00}", `["12:00:00", NULL, "24:00:00"]`, ""},
+		{typemap.TimeAsText, 50100, "string", "00:00:00.25", `"00:00:00.25"`, ""},
+		{typemap.TimeAsMicros, pgtype.TimeOID, "long", "03:04:05", "11045000000", ""},
+		{typemap.TimeAsMicros, pgtype.TimeOID, "long", "00:00:00.000001", "1", ""},
+		{typemap.TimeAsMicros, pgtype.TimeOID, "long", "24:00:00", "86400000000", ""},
+		{typemap.TimeAsMicros, pgtype.TimeOID, "long", "24:00:00.5", "", "malformed"},
+		{typemap.TimeAsMicros, pgtype.TimeArrayOID, "list<long>", "{00:00:01}", "[1000000]", ""},
+		{typemap.TimeAsMicros, 50100, "long", "00:00:00.25", "250000", ""},
+		// timetz is a string whatever time_as says.
+		{typemap.TimeAsMicros, pgtype.TimetzOID, "string", "03:04:05+02", `"03:04:05+02"`, ""},
+	}
+	for _, c := range cases {
+		name := fmt.Sprintf("%s/%d/%s", c.as, c.oid, c.text)
+		m, err := typemap.Options{TimeAs: c.as}.Map(typemap.Column{Name: "c", TypeOID: c.oid, TypeMod: -1}, timeDom)
+		if err != nil {
+			t.Fatalf("%s: Map: %v", name, err)
+		}
+		if got := m.IcebergType().String(); got != c.iceberg {
+			t.Errorf("%s: Iceberg type %s, want %s", name, got, c.iceberg)
+		}
+		var text []byte
+		if c.text != null {
+			text = []byte(c.text)
+		}
+		v, err := m.Decode(text)
+		if aerr := checkAppendText(m, text, v, err); aerr != nil {
+			t.Errorf("%s: %v", name, aerr)
+		}
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: Decode = %s, %v; want an error containing %q", name, render(v, m.ArrowType()), err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: Decode: %v", name, err)
+		} else if got := render(v, m.ArrowType()); got != c.want {
+			t.Errorf("%s: Decode = %s, want %s", name, got, c.want)
+		}
+	}
+}

@@ -16,6 +16,9 @@
 //     output, which is lossless by definition.
 //   - Domains take the mapping of their base type; one-dimensional arrays
 //     become lists of their element's mapping.
+//   - Options choose between mappings where a type has more than one:
+//     TimeAs lands time as Iceberg time, as its text, or as long
+//     microseconds (config time_as; Spark 3.5 cannot read Iceberg time).
 //   - A value that has no exact lake representation (a NaN in a decimal
 //     column, a timestamp beyond int64 microseconds, a multi-dimensional
 //     array, malformed text) is never approximated: Decode returns a

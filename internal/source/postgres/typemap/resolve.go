@@ -150,12 +150,12 @@ var builtinArrays = map[uint32]uint32{
 }
 
 // resolve turns a type OID and modifier into a kind.
-func resolve(oid uint32, typmod int32, lookup Lookup, depth int) (kind, error) {
+func (o Options) resolve(oid uint32, typmod int32, lookup Lookup, depth int) (kind, error) {
 	if depth > maxDepth {
 		return kind{}, errors.New("type nesting deeper than 32 levels (domain or array cycle?)")
 	}
 	if name, ok := builtinNames[oid]; ok {
-		k := builtinKind(oid, typmod, name)
+		k := o.builtinKind(oid, typmod, name)
 		k.delim = ','
 		if oid == pgtype.BoxOID {
 			k.delim = ';'
@@ -163,7 +163,7 @@ func resolve(oid uint32, typmod int32, lookup Lookup, depth int) (kind, error) {
 		return k, nil
 	}
 	if elem, ok := builtinArrays[oid]; ok {
-		ek, err := resolve(elem, typmod, lookup, depth+1)
+		ek, err := o.resolve(elem, typmod, lookup, depth+1)
 		if err != nil {
 			return kind{}, err
 		}
@@ -190,7 +190,7 @@ func resolve(oid uint32, typmod int32, lookup Lookup, depth int) (kind, error) {
 		if info.TypMod != -1 {
 			typmod = info.TypMod
 		}
-		bk, err := resolve(info.BaseOID, typmod, lookup, depth+1)
+		bk, err := o.resolve(info.BaseOID, typmod, lookup, depth+1)
 		if err != nil {
 			return kind{}, fmt.Errorf("domain %s: %w", info.Name, err)
 		}
@@ -198,7 +198,7 @@ func resolve(oid uint32, typmod int32, lookup Lookup, depth int) (kind, error) {
 		bk.delim = delim
 		return bk, nil
 	case info.ElemOID != 0:
-		ek, err := resolve(info.ElemOID, typmod, lookup, depth+1)
+		ek, err := o.resolve(info.ElemOID, typmod, lookup, depth+1)
 		if err != nil {
 			return kind{}, err
 		}
@@ -215,7 +215,7 @@ func resolve(oid uint32, typmod int32, lookup Lookup, depth int) (kind, error) {
 }
 
 // builtinKind is the mapping of a built-in scalar type.
-func builtinKind(oid uint32, typmod int32, name string) kind {
+func (o Options) builtinKind(oid uint32, typmod int32, name string) kind {
 	source := formatType(oid, typmod, name)
 	switch oid {
 	case pgtype.Int2OID, pgtype.Int4OID:
@@ -237,6 +237,14 @@ func builtinKind(oid uint32, typmod int32, name string) kind {
 	case pgtype.DateOID:
 		return scalarKind[arrow.Date32, *array.Date32Builder](source, iceberg.PrimitiveTypes.Date, arrow.FixedWidthTypes.Date32, parseDate)
 	case pgtype.TimeOID:
+		switch o.TimeAs {
+		case TimeAsText:
+			return stringKind(source)
+		case TimeAsMicros:
+			k := scalarKind[int64, *array.Int64Builder](source, iceberg.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Int64, parseTimeMicros)
+			k.micros = true
+			return k
+		}
 		return scalarKind[arrow.Time64, *array.Time64Builder](source, iceberg.PrimitiveTypes.Time, arrow.FixedWidthTypes.Time64us, parseTime)
 	case pgtype.TimestampOID:
 		return scalarKind[arrow.Timestamp, *array.TimestampBuilder](source, iceberg.PrimitiveTypes.Timestamp, &arrow.TimestampType{Unit: arrow.Microsecond}, parseTimestampNaive)
@@ -268,6 +276,7 @@ func listKind(elem kind) kind {
 		arrow:  arrow.ListOfField(arrow.Field{Name: "element", Type: elem.arrow, Nullable: true}),
 		dec:    arrayDecoder(elem.dec, elem.delim),
 		delim:  ',',
+		micros: elem.micros,
 	}
 }
 

@@ -55,6 +55,7 @@ type kind struct {
 	dec    decodeFunc
 	app    appendFunc // nil: AppendText decodes with dec, then AppendValue
 	delim  byte       // typdelim, used when this type is an array element
+	micros bool       // a time (a domain over one, a list of them) landing as TimeAsMicros
 }
 
 // Mapping decides one column's Iceberg type and decodes its text values.
@@ -69,11 +70,42 @@ type Mapping struct {
 // error instead of a stack overflow.
 const maxDepth = 32
 
+// TimeAs is how a `time without time zone` column lands in the lake
+// (config time_as; docs/type-mapping.md, time columns and Spark).
+type TimeAs string
+
+const (
+	// TimeAsTime lands time as Iceberg time (microseconds since midnight).
+	// 24:00:00, which PostgreSQL allows, has no Iceberg time: such a row is
+	// a dead letter. Spark 3.5 cannot read Iceberg time columns.
+	TimeAsTime TimeAs = "time"
+	// TimeAsText lands time as an Iceberg string holding PostgreSQL's text
+	// of it, HH:MM:SS[.ffffff] (the fraction trimmed of trailing zeros),
+	// 24:00:00 included.
+	TimeAsText TimeAs = "text"
+	// TimeAsMicros lands time as an Iceberg long: microseconds since
+	// midnight, 0 to 86400000000 (24:00:00).
+	TimeAsMicros TimeAs = "micros"
+)
+
+// TimeAsValues are the accepted TimeAs values, the default first.
+var TimeAsValues = []TimeAs{TimeAsTime, TimeAsText, TimeAsMicros}
+
+// Options choose between the mappings of the types that have more than
+// one. The zero Options is the default mapping.
+type Options struct {
+	// TimeAs: "" is TimeAsTime.
+	TimeAs TimeAs
+}
+
+// Map is Options{}.Map: every type takes its default mapping.
+func Map(col Column, lookup Lookup) (Mapping, error) { return Options{}.Map(col, lookup) }
+
 // Map resolves a column's type (following domains and arrays through
 // lookup) and returns its Mapping. It fails only when the type cannot be
 // resolved; every resolvable type has a mapping (string at worst).
-func Map(col Column, lookup Lookup) (Mapping, error) {
-	k, err := resolve(col.TypeOID, col.TypeMod, lookup, 0)
+func (o Options) Map(col Column, lookup Lookup) (Mapping, error) {
+	k, err := o.resolve(col.TypeOID, col.TypeMod, lookup, 0)
 	if err != nil {
 		return Mapping{}, fmt.Errorf("can't map column %q (type oid %d): %w", col.Name, col.TypeOID, err)
 	}
@@ -90,6 +122,12 @@ func (m Mapping) IcebergType() iceberg.Type { return m.k.ice }
 // table.TypeToArrowType converts it (without field IDs, without large
 // types). Decoded values append to a builder of this type.
 func (m Mapping) ArrowType() arrow.DataType { return m.k.arrow }
+
+// TimeMicros reports whether the column is a time, a domain over one, or
+// a list of them, that lands as microseconds since midnight
+// (TimeAsMicros): its values are int64 but its PostgreSQL input is a
+// time's text.
+func (m Mapping) TimeMicros() bool { return m.k.micros }
 
 // SourceType names the PostgreSQL type as format_type would, e.g.
 // "numeric(12,2)", "integer[]", "mood"; for docs and error messages.
