@@ -96,6 +96,12 @@ func TestE2EPartitionedTableIsOneTable(t *testing.T) {
 	s.kill(t)
 	s = r.start()
 	waitReread(s, "the re-read after DETACH PARTITION")
+
+	// A TRUNCATE of one partition is not published under
+	// publish_via_partition_root: its rows leave the root with no change
+	// event. tidemark sees the leaf's new relfilenode and re-reads the table.
+	pg.Exec(t, srcURL, `TRUNCATE payments_2024_03; INSERT INTO payments VALUES (1006, '2024-03-21', 6, 'after truncate');`)
+	waitReread(s, "the re-read after TRUNCATE of a partition")
 	pg.Exec(t, srcURL, `UPDATE payments SET amount = 0 WHERE id = 1005; DELETE FROM payments WHERE id = 3;`)
 	lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, "payments")
 	if code := s.stop(t, time.Minute); code != 0 {

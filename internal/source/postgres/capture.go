@@ -108,6 +108,9 @@ type table struct {
 	// leaves are a partitioned table's leaf partitions as last recorded
 	// (PropPartitions; "" for other tables). Stream goroutine only.
 	leaves string
+	// leafNodes are their relfilenodes as last recorded
+	// (PropLeafFilenodes; nil when none are).
+	leafNodes map[string]uint32
 }
 
 // Run runs one capture session: it verifies or creates the publication, the
@@ -349,7 +352,7 @@ func (c *Capture) openDescribed(ctx context.Context, meta *pgx.Conn, id change.T
 			return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: %s = %q in the lake is not a position", id, pipeline.PropReplacedBefore, v), err)
 		}
 	}
-	if err := c.openLeaves(ctx, meta, t, st.Props[PropPartitions]); err != nil {
+	if err := c.openLeaves(ctx, meta, t, st.Props); err != nil {
 		return nil, err
 	}
 	return t, nil

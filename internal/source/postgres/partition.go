@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,17 +71,36 @@ func checkPartitionRoot(ctx context.Context, conn *pgx.Conn, pub string) error {
 // marker sits at the message's place in the stream, every change before
 // it is superseded by the re-read, and every change after it applies on
 // top. A new, empty leaf (CREATE TABLE … PARTITION OF) needs no re-read.
+//
+// A leaf can also lose or change its rows with no change event while it
+// stays attached: PostgreSQL does not publish a TRUNCATE of a leaf under
+// publish_via_partition_root (only one of the root), and a rewrite of a
+// leaf (VACUUM FULL, CLUSTER, the leaves of an ALTER TABLE … TYPE … USING
+// or a volatile default on the root) emits none either, while the root
+// has no relfilenode of its own for rewrite.go to watch. So each leaf's
+// relfilenode is recorded too (tidemark.partition-filenodes), and the
+// poll's list carries it with the xmin of the leaf's pg_class row: a leaf
+// whose relfilenode changed in a transaction other than a TRUNCATE of the
+// root the stream decoded (whose xid rewrite.go keeps) was truncated or
+// rewritten unseen, and the table is re-read.
 
 // PropPartitions records, in a partitioned table's bronze summary, its
 // leaf partitions when tidemark last looked (comma-separated, sorted,
 // quoted as identifiers).
 const PropPartitions = "tidemark.partitions"
 
+// PropLeafFilenodes records, beside PropPartitions, each leaf's
+// pg_class.relfilenode when tidemark last looked (a JSON object, leaf name
+// to relfilenode).
+const PropLeafFilenodes = "tidemark.partition-filenodes"
+
 // leaf is a leaf partition: its name (schema.name, quoted as needed) and
 // whether its heap holds any page (pg_relation_size > 0: it may hold rows).
 type leaf struct {
 	Name string `json:"n"`
 	Data bool   `json:"d,omitempty"`
+	Node uint32 `json:"f,omitempty"` // its relfilenode
+	Xmin uint32 `json:"x,omitempty"` // the xmin of its pg_class row: the transaction that last changed it
 }
 
 // partsMessage is the content of a <prefix>parts message.
@@ -96,6 +118,40 @@ func leafNames(ls []leaf) string {
 	return strings.Join(names, ",")
 }
 
+// leafFilenodes maps each leaf's name to its relfilenode.
+func leafFilenodes(ls []leaf) map[string]uint32 {
+	m := make(map[string]uint32, len(ls))
+	for _, l := range ls {
+		m[l.Name] = l.Node
+	}
+	return m
+}
+
+// leafState is what a change of the leaves is told by: their names and
+// relfilenodes.
+func leafState(ls []leaf) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = l.Name + "=" + strconv.FormatUint(uint64(l.Node), 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseLeafFilenodes reads PropLeafFilenodes (nil when absent or
+// unreadable: a lake written before it was recorded).
+func parseLeafFilenodes(v string) map[string]uint32 {
+	var m map[string]uint32
+	if v == "" || json.Unmarshal([]byte(v), &m) != nil {
+		return nil
+	}
+	return m
+}
+
+func formatLeafFilenodes(m map[string]uint32) string {
+	b, _ := json.Marshal(m) // sorted by key
+	return string(b)
+}
+
 // partitionLeaves returns the leaf partitions of table id, sorted by
 // name, and whether id is a partitioned table at all.
 func partitionLeaves(ctx context.Context, conn *pgx.Conn, id change.TableID) ([]leaf, bool, error) {
@@ -103,6 +159,8 @@ func partitionLeaves(ctx context.Context, conn *pgx.Conn, id change.TableID) ([]
 		kind  string
 		names []string
 		data  []bool
+		nodes []int64
+		xmins []int64
 	)
 	// pg_relation_size needs no privilege on the leaf: the role may SELECT
 	// only the root.
@@ -112,28 +170,34 @@ func partitionLeaves(ctx context.Context, conn *pgx.Conn, id change.TableID) ([]
 			      WHERE pt.isleaf ORDER BY 1),
 			ARRAY(SELECT pg_relation_size(l.oid) > 0 FROM pg_partition_tree(c.oid) pt
 			      JOIN pg_class l ON l.oid = pt.relid JOIN pg_namespace ln ON ln.oid = l.relnamespace
+			      WHERE pt.isleaf ORDER BY format('%I.%I', ln.nspname, l.relname)),
+			ARRAY(SELECT l.relfilenode::bigint FROM pg_partition_tree(c.oid) pt
+			      JOIN pg_class l ON l.oid = pt.relid JOIN pg_namespace ln ON ln.oid = l.relnamespace
+			      WHERE pt.isleaf ORDER BY format('%I.%I', ln.nspname, l.relname)),
+			ARRAY(SELECT l.xmin::text::bigint FROM pg_partition_tree(c.oid) pt
+			      JOIN pg_class l ON l.oid = pt.relid JOIN pg_namespace ln ON ln.oid = l.relnamespace
 			      WHERE pt.isleaf ORDER BY format('%I.%I', ln.nspname, l.relname))
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2`, id.Schema, id.Name).Scan(&kind, &names, &data)
+		WHERE n.nspname = $1 AND c.relname = $2`, id.Schema, id.Name).Scan(&kind, &names, &data, &nodes, &xmins)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, classify(fmt.Errorf("list the partitions of %s: %w", id, err))
 	}
-	if kind != "p" || len(names) != len(data) {
+	if kind != "p" || len(names) != len(data) || len(names) != len(nodes) || len(names) != len(xmins) {
 		return nil, false, nil
 	}
 	out := make([]leaf, len(names))
 	for i := range names {
-		out[i] = leaf{Name: names[i], Data: data[i]}
+		out[i] = leaf{Name: names[i], Data: data[i], Node: uint32(nodes[i]), Xmin: uint32(xmins[i])}
 	}
 	return out, true, nil
 }
 
 // notePartitions emits a <prefix>parts message for each captured
-// partitioned table whose leaves differ from the list in sent (the
-// poller's last message; updated).
+// partitioned table whose leaves (or their relfilenodes) differ from the
+// list in sent (the poller's last message; updated).
 func (c *Capture) notePartitions(ctx context.Context, conn *pgx.Conn, ids []change.TableID, sent map[change.TableID]string) error {
 	for _, id := range ids {
 		ls, parted, err := partitionLeaves(ctx, conn, id)
@@ -143,7 +207,7 @@ func (c *Capture) notePartitions(ctx context.Context, conn *pgx.Conn, ids []chan
 		if !parted {
 			continue
 		}
-		names := leafNames(ls)
+		names := leafState(ls)
 		if prev, ok := sent[id]; ok && prev == names {
 			continue
 		}
@@ -157,8 +221,9 @@ func (c *Capture) notePartitions(ctx context.Context, conn *pgx.Conn, ids []chan
 }
 
 // partitions handles a <prefix>parts message (stream goroutine): it
-// records the table's new leaves and, when a leaf is gone or a new one
-// holds data, requests an online re-read of the table.
+// records the table's new leaves and their relfilenodes and, when a leaf
+// is gone, a new one holds data, or one was truncated or rewritten with no
+// change event, requests an online re-read of the table.
 func (s *stream) partitions(ctx context.Context, content []byte) error {
 	var m partsMessage
 	if err := json.Unmarshal(content, &m); err != nil {
@@ -170,7 +235,8 @@ func (s *stream) partitions(ctx context.Context, content []byte) error {
 		return nil
 	}
 	names := leafNames(m.Leaves)
-	if t.leaves == names {
+	nodes := leafFilenodes(m.Leaves)
+	if t.leaves == names && maps.Equal(t.leafNodes, nodes) {
 		return nil
 	}
 	was := map[string]bool{}
@@ -179,11 +245,16 @@ func (s *stream) partitions(ctx context.Context, content []byte) error {
 			was[n] = true
 		}
 	}
-	var gone, added []string
+	var gone, added, rewritten []string
 	reread := false
 	for _, l := range m.Leaves {
 		if was[l.Name] {
 			delete(was, l.Name)
+			// A new relfilenode not made by a TRUNCATE of the root that
+			// bronze holds: truncated or rewritten unseen.
+			if old, ok := t.leafNodes[l.Name]; ok && l.Node != 0 && old != l.Node && !slices.Contains(t.truncXids, l.Xmin) {
+				rewritten = append(rewritten, l.Name)
+			}
 			continue
 		}
 		added = append(added, l.Name)
@@ -192,33 +263,45 @@ func (s *stream) partitions(ctx context.Context, content []byte) error {
 	for n := range was {
 		gone = append(gone, n)
 	}
-	reread = reread || len(gone) > 0
-	t.leaves = names
-	props := map[string]string{PropPartitions: names}
+	reread = reread || len(gone) > 0 || len(rewritten) > 0
+	t.leaves, t.leafNodes = names, nodes
+	props := map[string]string{PropPartitions: names, PropLeafFilenodes: formatLeafFilenodes(nodes)}
 	if !reread {
-		s.c.log.Info("partitions changed", "table", id.String(), "added", strings.Join(added, ","), "detached", strings.Join(gone, ","))
+		if len(added) > 0 || len(gone) > 0 {
+			s.c.log.Info("partitions changed", "table", id.String(), "added", strings.Join(added, ","), "detached", strings.Join(gone, ","))
+		}
 		return s.c.w.WriteBatch(ctx, id, nil, props)
 	}
 	// A snapshot of the table still running starts again from its first
 	// key (reread).
-	why := fmt.Sprintf("partitions changed (attached %s; detached or dropped %s)", strings.Join(added, ","), strings.Join(gone, ","))
+	var whys []string
+	if len(added) > 0 || len(gone) > 0 {
+		whys = append(whys, fmt.Sprintf("partitions changed (attached %s; detached or dropped %s)", strings.Join(added, ","), strings.Join(gone, ",")))
+	}
+	if len(rewritten) > 0 {
+		whys = append(whys, fmt.Sprintf("partition %s truncated or rewritten at the source without change events (a TRUNCATE of a partition is not published under publish_via_partition_root)",
+			strings.Join(rewritten, ",")))
+	}
+	why := strings.Join(whys, "; ")
 	req := partitionRequestID(time.Now())
 	s.c.log.Info("re-reading table online", "table", t.id.String(), "request", req, "reason", why)
 	return s.reread(ctx, t, req, why, props)
 }
 
-// openLeaves sets t.leaves from the recorded list, or, for a partitioned
-// table that has none recorded yet (new, or captured by an older
-// tidemark), records its current leaves.
-func (c *Capture) openLeaves(ctx context.Context, meta *pgx.Conn, t *table, recorded string) error {
-	if recorded != "" {
-		t.leaves = recorded
+// openLeaves sets t.leaves (and t.leafNodes) from the recorded list in
+// props, or, for a partitioned table that has none recorded yet (new, or
+// captured by an older tidemark), records its current leaves. Leaves
+// recorded without relfilenodes get them from the poll's first list, with
+// no re-read.
+func (c *Capture) openLeaves(ctx context.Context, meta *pgx.Conn, t *table, props map[string]string) error {
+	if recorded := props[PropPartitions]; recorded != "" {
+		t.leaves, t.leafNodes = recorded, parseLeafFilenodes(props[PropLeafFilenodes])
 		return nil
 	}
 	ls, parted, err := partitionLeaves(ctx, meta, t.id)
 	if err != nil || !parted {
 		return err
 	}
-	t.leaves = leafNames(ls)
-	return c.w.WriteBatch(ctx, t.id, nil, map[string]string{PropPartitions: t.leaves})
+	t.leaves, t.leafNodes = leafNames(ls), leafFilenodes(ls)
+	return c.w.WriteBatch(ctx, t.id, nil, map[string]string{PropPartitions: t.leaves, PropLeafFilenodes: formatLeafFilenodes(t.leafNodes)})
 }
