@@ -152,3 +152,31 @@ func droppedAfter(have, dropped []string, ids map[string]int, s *change.Schema, 
 	}
 	return out
 }
+
+// readdedColumns returns the columns of s that the source dropped and added
+// again under the same name (ALTER TABLE … DROP COLUMN c, … ADD COLUMN c):
+// a column of the table (have) whose recorded source id (ids) is not the
+// id s gives it, both known, and not renamed onto (renamedTo), while the
+// old id is no column of s (else names were swapped, which is not told
+// apart). Attnums are never reused, so it is a new column. Key columns are
+// left out: a changed key is refused (checkKey).
+func readdedColumns(have []string, ids map[string]int, s *change.Schema, renamedTo map[string]string) []string {
+	inS := map[int]bool{}
+	for _, f := range s.Fields {
+		if f.ID != 0 {
+			inS[f.ID] = true
+		}
+	}
+	var out []string
+	for _, f := range s.Fields {
+		old := ids[f.Name]
+		if f.ID == 0 || old == 0 || old == f.ID || inS[old] || slices.Contains(s.Key, f.Name) {
+			continue
+		}
+		if _, ok := renamedTo[f.Name]; ok || !slices.Contains(have, f.Name) {
+			continue
+		}
+		out = append(out, f.Name)
+	}
+	return out
+}

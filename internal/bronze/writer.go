@@ -368,6 +368,7 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 	for _, r := range renames {
 		renamedTo[r.To] = r.From
 	}
+	readded := readdedColumns(have, ids, s, renamedTo)
 	var add []iceberg.NestedField
 	type widen struct {
 		name string
@@ -380,7 +381,7 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 			name = old
 		}
 		have, ok := cur.FindFieldByName(name)
-		if !ok {
+		if !ok || slices.Contains(readded, f.Name) {
 			add = append(add, iceberg.NestedField{Name: f.Name, Type: f.Type})
 			continue
 		}
@@ -443,6 +444,20 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 	idProps := map[string]string{PropColumnIDs: EncodeColumnIDs(nextIDs)}
 	if dropChanged {
 		idProps[PropDroppedColumns] = encodeDropped(dropped)
+	}
+	if len(readded) > 0 {
+		// The old column goes first (its values stay in the data files, for
+		// a time-travel read), then the new one is added below, with a new
+		// field id: null in every older row, or its recorded default. A
+		// crash in between leaves the column missing: added at the restart.
+		props := map[string]string{}
+		tb.forgetDefaults(readded, props)
+		if err := tb.tbl.DeleteColumns(ctx, readded, props); err != nil {
+			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: delete from %s the columns dropped and added again %v", id, tb.name(), readded), err)
+		}
+		for _, n := range readded {
+			w.log.Info("bronze column dropped and added again at the source: the old column is deleted, a new one added", "table", tb.name(), "column", n)
+		}
 	}
 	if len(renames) > 0 {
 		props := maps.Clone(idProps)

@@ -75,14 +75,33 @@ func TestDropColumnsDeletesFromSilver(t *testing.T) {
 	}
 	equalLines(t, "column added again", e.rows(sIdent, "id", "v", "big"), []string{"id=1 v=a2 big=-", "id=2 v=b2 big=B2", "id=3 v=c big=-"})
 
-	// DROP COLUMN big, ADD COLUMN big between two merges (attnum 5).
+	// DROP COLUMN big, ADD COLUMN big between two merges (attnum 5): bronze
+	// too makes it a new column.
+	bronzeBig := fieldID(bIdent, "big")
 	s = schema(field("v", 2), field("big", 5))
 	e.open(ordersID, s)
+	if id := fieldID(bIdent, "big"); id == 0 || id == bronzeBig {
+		t.Fatalf("bronze big added again under a new attnum has field id %d (was %d): want a new field", id, bronzeBig)
+	}
 	e.tx(ordersID, s, nil, "u 3 c2 C2")
 	e.merge(drop, ordersID)
-	if third := fieldID(sIdent, "big"); third == 0 || third == second {
+	third := fieldID(sIdent, "big")
+	if third == 0 || third == second {
 		t.Fatalf("big dropped and added again between merges has field id %d (was %d): want a new field", third, second)
 	}
 	equalLines(t, "column dropped and added again between merges", e.rows(sIdent, "id", "v", "big"),
 		[]string{"id=1 v=a2 big=-", "id=2 v=b2 big=-", "id=3 v=c2 big=C2"})
+	equalLines(t, "bronze after the column was added again", e.rows(bIdent, "id", "big"),
+		[]string{"id=1 big=-", "id=1 big=-", "id=2 big=-", "id=2 big=-", "id=3 big=-", "id=3 big=C2"})
+
+	// The same in keep mode: a column added again is a new column there too.
+	s = schema(field("v", 2), field("big", 6))
+	e.open(ordersID, s)
+	e.tx(ordersID, s, nil, "u 1 a3 A3")
+	e.merge(keep, ordersID)
+	if id := fieldID(sIdent, "big"); id == 0 || id == third {
+		t.Fatalf("keep mode: big dropped and added again has field id %d (was %d): want a new field", id, third)
+	}
+	equalLines(t, "keep mode: column dropped and added again", e.rows(sIdent, "id", "v", "big"),
+		[]string{"id=1 v=a3 big=A3", "id=2 v=b2 big=-", "id=3 v=c2 big=-"})
 }

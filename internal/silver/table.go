@@ -153,8 +153,9 @@ func schemaFor(b *arrow.Schema, key []string, soft bool, omit []string) *arrow.S
 // type is widened. A column the source dropped (bronze.PropDroppedColumns)
 // is deleted from silver when drop is set (silver.drop_column: drop), and
 // kept otherwise; in both modes it is never added (back) to silver, since
-// bronze no longer fills it. Anything else is fault.ErrIncompatibleSchema
-// naming the table and column.
+// bronze no longer fills it. A column dropped and added again at the source
+// is deleted and added again in both modes: it is a new column. Anything
+// else is fault.ErrIncompatibleSchema naming the table and column.
 func evolve(ctx context.Context, s lake.KeyedTable, b lake.Table, key []string, drop bool) error {
 	bname := strings.Join(b.Ident(), ".")
 	defs, err := bronze.Defaults(b.Properties())
@@ -169,10 +170,12 @@ func evolve(ctx context.Context, s lake.KeyedTable, b lake.Table, key []string, 
 	if err != nil {
 		return err
 	}
+	var del []string
 	if drop {
-		if err := deleteDropped(ctx, s, dropped, ids, key); err != nil {
-			return err
-		}
+		del = dropped
+	}
+	if err := deleteDropped(ctx, s, del, ids, key); err != nil {
+		return err
 	}
 	if err := renameLike(ctx, s, b.ArrowSchema(), ids); err != nil {
 		return err
@@ -189,13 +192,14 @@ func droppedOf(b lake.Table) ([]string, error) {
 	return dropped, nil
 }
 
-// deleteDropped deletes from silver table s (silver.drop_column: drop) the
-// source columns the source no longer has: those its bronze table lists as
-// dropped, and those dropped and added again under the same name since the
-// last merge, which bronze fills again but under a new source column id
-// (bIDs): silver records the old id for the name, and bronze records that
-// id for no column now. The second kind is added back by evolveSchema, as a
-// new column (null in every older row, as at the source). Key columns are
+// deleteDropped deletes from silver table s the source columns the source
+// no longer has: those of dropped (what its bronze table lists as dropped,
+// with silver.drop_column: drop; nil otherwise), and those dropped and
+// added again under the same name since the last merge, which bronze
+// records under a new source column id (bIDs; bronze made it a new column
+// too): silver records the old id for the name, and bronze records that id
+// for no column now. The second kind is added back by evolveSchema, as a
+// new column (null in every older row, or its default, as at the source). Key columns are
 // never deleted (a key the source changed stops the merge in checkKey).
 // One commit, which also drops the deleted names from silver's column ids
 // and from its pending fills.
