@@ -199,8 +199,9 @@ func droppedOf(b lake.Table) ([]string, error) {
 // records under a new source column id (bIDs; bronze made it a new column
 // too): silver records the old id for the name, and bronze records that id
 // for no column now. The second kind is added back by evolveSchema, as a
-// new column (null in every older row, or its default, as at the source). Key columns are
-// never deleted (a key the source changed stops the merge in checkKey).
+// new column (null in every older row, or its default, as at the source).
+// Key columns are never deleted (a key the source changed stops the merge
+// in checkKey).
 // One commit, which also drops the deleted names from silver's column ids
 // and from its pending fills.
 func deleteDropped(ctx context.Context, s lake.KeyedTable, dropped []string, bIDs map[string]int, key []string) error {
