@@ -50,3 +50,33 @@ func TestDroppedAfter(t *testing.T) {
 		t.Error("DroppedColumns of an unreadable property: no error")
 	}
 }
+
+// readdedColumns: a name the source now gives another attnum is a column
+// dropped and added again, unless names were swapped or it is the key.
+func TestReaddedColumns(t *testing.T) {
+	f := func(name string, id int) change.Field { return change.Field{Name: name, ID: id} }
+	have := []string{"id", "a", "b"}
+	ids := map[string]int{"id": 1, "a": 2, "b": 3}
+	for _, c := range []struct {
+		name      string
+		s         *change.Schema
+		renamedTo map[string]string
+		want      []string
+	}{
+		{"same columns", &change.Schema{Key: []string{"id"}, Fields: []change.Field{f("id", 1), f("a", 2), f("b", 3)}}, nil, nil},
+		{"b added again", &change.Schema{Key: []string{"id"}, Fields: []change.Field{f("id", 1), f("a", 2), f("b", 4)}}, nil, []string{"b"}},
+		{"a and b swapped", &change.Schema{Key: []string{"id"}, Fields: []change.Field{f("id", 1), f("a", 3), f("b", 2)}}, nil, nil},
+		{"id unknown (older layout replayed)", &change.Schema{Key: []string{"id"}, Fields: []change.Field{f("id", 1), f("a", 2), f("b", 0)}}, nil, nil},
+		{"the key", &change.Schema{Key: []string{"id"}, Fields: []change.Field{f("id", 9), f("a", 2), f("b", 3)}}, nil, nil},
+		{"renamed onto", &change.Schema{Key: []string{"id"}, Fields: []change.Field{f("id", 1), f("b", 4)}}, map[string]string{"b": "a"}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := readdedColumns(have, ids, c.s, c.renamedTo); !slices.Equal(got, c.want) {
+				t.Errorf("readdedColumns = %q, want %q", got, c.want)
+			}
+		})
+	}
+	if got := readdedColumns(have, nil, &change.Schema{Fields: []change.Field{f("b", 4)}}, nil); got != nil {
+		t.Errorf("without recorded ids: %q, want none", got)
+	}
+}
