@@ -105,3 +105,32 @@ func TestDropColumnsDeletesFromSilver(t *testing.T) {
 	equalLines(t, "keep mode: column dropped and added again", e.rows(sIdent, "id", "v", "big"),
 		[]string{"id=1 v=a3 big=A3", "id=2 v=b2 big=-", "id=3 v=c2 big=-"})
 }
+
+// TestDropColumnsBuildsWithout: a silver table built (first merge, or a
+// rebuild) after the source dropped a column has no such column with
+// DropColumns, and has it (NULL in rows changed since) without.
+func TestDropColumnsBuildsWithout(t *testing.T) {
+	for _, drop := range []bool{true, false} {
+		e := newLakeEnv(t)
+		s := ordersSchema()
+		e.open(ordersID, s)
+		e.tx(ordersID, s, snapDone, "r 1 a A", "r 2 b B")
+		s2 := &change.Schema{Key: s.Key, Fields: s.Fields[:2]}
+		e.open(ordersID, s2)
+		e.tx(ordersID, s2, nil, "u 1 a2", "c 3 c")
+		e.merge(e.merger(silver.Options{DropColumns: drop}), ordersID)
+		tbl, err := e.cat.LoadTable(e.ctx, silverIdent(ordersID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, has := tbl.Schema().FindFieldByName("big")
+		if has == drop {
+			t.Fatalf("DropColumns %v: silver built after DROP COLUMN big has big: %v", drop, has)
+		}
+		if drop {
+			equalLines(t, "built without big", e.rows(silverIdent(ordersID), "id", "v"), []string{"id=1 v=a2", "id=2 v=b", "id=3 v=c"})
+		} else {
+			equalLines(t, "built with big", e.rows(silverIdent(ordersID), "id", "v", "big"), []string{"id=1 v=a2 big=-", "id=2 v=b big=B", "id=3 v=c big=-"})
+		}
+	}
+}
