@@ -331,7 +331,7 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 		}
 		// Columns bronze gained (even without rows since), and the
 		// defaults of the rows that predate them (defaults.go).
-		if err := evolve(ctx, j.s, j.b, j.key, m.opts.DropColumns); err != nil {
+		if err := evolve(ctx, j.s, j.b, j.key, m.opts.DropColumns, m.log); err != nil {
 			return res, err
 		}
 		if err := j.fill(ctx); err != nil {
@@ -885,7 +885,7 @@ func cursorOf(s lake.KeyedTable) (int64, error) {
 // carrying props. priors: read back the silver rows of the touched keys.
 func (j *job) merge(ctx context.Context, after int64, to lake.Snapshot, p part, priors bool, props map[string]string) error {
 	m, s := j.m, j.s
-	if err := evolve(ctx, s, j.b, j.key, m.opts.DropColumns); err != nil {
+	if err := evolve(ctx, s, j.b, j.key, m.opts.DropColumns, m.log); err != nil {
 		return err
 	}
 	if j.fillFirst && !s.MergeOnRead() && len(fillPending(s)) > 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -156,7 +157,7 @@ func schemaFor(b *arrow.Schema, key []string, soft bool, omit []string) *arrow.S
 // bronze no longer fills it. A column dropped and added again at the source
 // is deleted and added again in both modes: it is a new column. Anything
 // else is fault.ErrIncompatibleSchema naming the table and column.
-func evolve(ctx context.Context, s lake.KeyedTable, b lake.Table, key []string, drop bool) error {
+func evolve(ctx context.Context, s lake.KeyedTable, b lake.Table, key []string, drop bool, log *slog.Logger) error {
 	bname := strings.Join(b.Ident(), ".")
 	defs, err := bronze.Defaults(b.Properties())
 	if err != nil {
@@ -174,7 +175,7 @@ func evolve(ctx context.Context, s lake.KeyedTable, b lake.Table, key []string, 
 	if drop {
 		del = dropped
 	}
-	if err := deleteDropped(ctx, s, del, ids, key); err != nil {
+	if err := deleteDropped(ctx, s, del, ids, key, log); err != nil {
 		return err
 	}
 	if err := renameLike(ctx, s, b.ArrowSchema(), ids); err != nil {
@@ -204,7 +205,7 @@ func droppedOf(b lake.Table) ([]string, error) {
 // in checkKey).
 // One commit, which also drops the deleted names from silver's column ids
 // and from its pending fills.
-func deleteDropped(ctx context.Context, s lake.KeyedTable, dropped []string, bIDs map[string]int, key []string) error {
+func deleteDropped(ctx context.Context, s lake.KeyedTable, dropped []string, bIDs map[string]int, key []string, log *slog.Logger) error {
 	name := strings.Join(s.Ident(), ".")
 	ids, err := bronze.ColumnIDs(s.Properties())
 	if err != nil {
@@ -243,6 +244,13 @@ func deleteDropped(ctx context.Context, s lake.KeyedTable, dropped []string, bID
 	}
 	if err := s.Evolve(ctx, lake.Evolution{Delete: del, DeleteProps: props}); err != nil {
 		return fmt.Errorf("silver table %s: delete columns dropped at the source %v: %w", name, del, err)
+	}
+	for _, c := range del {
+		if slices.Contains(dropped, c) {
+			log.Info("silver column deleted: dropped at the source (silver.drop_column: drop)", "table", name, "column", c)
+		} else {
+			log.Info("silver column deleted: dropped and added again at the source, added back as a new column", "table", name, "column", c)
+		}
 	}
 	return nil
 }
