@@ -53,7 +53,7 @@ func TestHelpDefaults(t *testing.T) {
 	for flag, want := range map[string]string{
 		"commit-interval": "500ms", "silver-every": "5s", "silver-buckets": "16",
 		"silver-max-changes": "500000", "silver-delete-mode": `"merge-on-read"`, "silver-enabled": "true",
-		"memory-budget": "256MiB", "warehouse": `"./lake"`, "log-level": `"info"`,
+		"silver-drop-column": `"keep"`, "memory-budget": "256MiB", "warehouse": `"./lake"`, "log-level": `"info"`,
 		"commit-bytes": "", "snapshot-chunk-bytes": "", "slot": "", "spool-dir": "",
 	} {
 		if got, ok := run[flag]; !ok || got != want {
@@ -75,7 +75,7 @@ func TestHelpDefaults(t *testing.T) {
 		}
 	}
 	merge := helpDefaults(t, "merge")
-	for mflag, rflag := range map[string]string{"buckets": "silver-buckets", "max-changes": "silver-max-changes", "delete-mode": "silver-delete-mode", "memory-budget": "memory-budget"} {
+	for mflag, rflag := range map[string]string{"buckets": "silver-buckets", "max-changes": "silver-max-changes", "delete-mode": "silver-delete-mode", "drop-column": "silver-drop-column", "memory-budget": "memory-budget"} {
 		if merge[mflag] != run[rflag] {
 			t.Errorf("merge --%s default %q, run --%s default %q", mflag, merge[mflag], rflag, run[rflag])
 		}

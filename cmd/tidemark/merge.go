@@ -31,6 +31,7 @@ func mergeCmd(ctx context.Context) *cobra.Command {
 		opts silver.Options
 		soft bool
 		mode string
+		drop = config.DropColumnKeep
 		mem  = config.ByteSize(config.DefaultMemoryBudget)
 	)
 	cmd := &cobra.Command{
@@ -54,6 +55,9 @@ func mergeCmd(ctx context.Context) *cobra.Command {
 				if !cmd.Flags().Changed("memory-budget") && cfg.MemoryBudget > 0 {
 					mem = cfg.MemoryBudget
 				}
+				if !cmd.Flags().Changed("drop-column") && cfg.Silver.DropColumn != "" {
+					drop = strings.ToLower(strings.TrimSpace(cfg.Silver.DropColumn))
+				}
 			}
 			if mem < config.MinMemoryBudget {
 				return usageError{fmt.Errorf("--memory-budget: must be at least %s, got %s", config.ByteSize(config.MinMemoryBudget), mem)}
@@ -69,6 +73,12 @@ func mergeCmd(ctx context.Context) *cobra.Command {
 				return usageError{fmt.Errorf("--delete-mode: want %s or %s, got %q", lake.MergeOnRead, lake.CopyOnWrite, mode)}
 			}
 			opts.DeleteMode, opts.SoftDeletes = mode, soft
+			switch drop {
+			case config.DropColumnKeep, config.DropColumnDrop:
+				opts.DropColumns = drop == config.DropColumnDrop
+			default:
+				return usageError{fmt.Errorf("--drop-column: want %s or %s, got %q", config.DropColumnKeep, config.DropColumnDrop, drop)}
+			}
 			// As tidemark run: without --buckets, a small table gets fewer.
 			opts.AdaptBuckets = !cmd.Flags().Changed("buckets")
 			opts.TargetFileSize = maintain.DefaultTargetFileSize
@@ -80,6 +90,7 @@ func mergeCmd(ctx context.Context) *cobra.Command {
 	cmd.Flags().IntVar(&opts.Buckets, "buckets", silver.DefaultBuckets, "new tables: partition by bucket(N, first key column), fewer for a small table unless given; negative: unpartitioned")
 	cmd.Flags().StringVar(&mode, "delete-mode", lake.MergeOnRead, "new tables: merge-on-read (position deletes) or copy-on-write")
 	cmd.Flags().BoolVar(&soft, "soft-deletes", false, "new tables: keep deleted rows with cdc_deleted = true")
+	cmd.Flags().StringVar(&drop, "drop-column", config.DropColumnKeep, "a column dropped at the source: keep (stays in silver) or drop (deleted from silver), as tidemark run's silver.drop_column (a --config file's unless given)")
 	cmd.Flags().Int64Var(&opts.MaxChanges, "max-changes", silver.DefaultMaxChanges, "most bronze rows merged per commit (memory bound)")
 	cmd.Flags().Var(&mem, "memory-budget", "the process's memory budget, as tidemark run's memory_budget (a --config file's memory_budget unless given): it bounds each merge step")
 	return cmd

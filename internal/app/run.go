@@ -127,6 +127,7 @@ func SilverOptions(cfg *config.Config) silver.Options {
 		TargetFileSize: maintain.DefaultTargetFileSize,
 		DeleteMode:     cfg.Silver.DeleteMode,
 		SoftDeletes:    cfg.Silver.SoftDeletesOn(),
+		DropColumns:    cfg.Silver.DropColumns(),
 		MaxChanges:     int64(cfg.Silver.MaxChanges),
 		MaxBytes:       int64(cfg.MemoryBudget / config.SilverShare),
 		IdleCommit:     time.Minute,

@@ -89,3 +89,94 @@ func Renames(have []string, ids map[string]int, want []string, wantIDs map[strin
 	}
 	return out, next
 }
+
+// PropDroppedColumns is a bronze table property: the columns of the table
+// that the source no longer has (dropped at the source), as a JSON list of
+// names, as of the latest schema the table was given. Bronze keeps such a
+// column (it is the change log: older rows hold its values), and rows
+// written after the drop hold NULL in it; silver reads this list to drop
+// the column too (silver.drop_column: drop) or never to add it back. A
+// name leaves the list when the source has a column of that name again
+// (ADD COLUMN after the DROP): bronze fills the same column again.
+const PropDroppedColumns = "tidemark.dropped-columns"
+
+// DroppedColumns parses PropDroppedColumns of a table's properties (nil if
+// absent).
+func DroppedColumns(props map[string]string) ([]string, error) {
+	raw := props[PropDroppedColumns]
+	if raw == "" {
+		return nil, nil
+	}
+	var names []string
+	if err := json.Unmarshal([]byte(raw), &names); err != nil {
+		return nil, fmt.Errorf("table property %s is unreadable: %w", PropDroppedColumns, err)
+	}
+	return names, nil
+}
+
+// encodeDropped is the PropDroppedColumns value of names ("[]" for none).
+func encodeDropped(names []string) string {
+	if len(names) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(names)
+	return string(b)
+}
+
+// droppedAfter returns the dropped columns of a table whose source columns
+// are have (in order), which were dropped (a PropDroppedColumns list), once
+// it is given schema s with renames applied: a column of have that s lacks
+// by name and that is not renamed away. A dropped name that s has again
+// stays dropped when the table records source column ids (ids) and s gives
+// the column none: the source's catalog does not have that name now
+// (postgres columnIDs), so s is an older layout the stream replays (after
+// a restart, changes from before the DROP), not a column added again.
+func droppedAfter(have, dropped []string, ids map[string]int, s *change.Schema, renames []lake.Rename) []string {
+	inS := map[string]int{}
+	for _, f := range s.Fields {
+		inS[f.Name] = f.ID
+	}
+	renamed := map[string]bool{}
+	for _, r := range renames {
+		renamed[r.From] = true
+	}
+	var out []string
+	for _, n := range have {
+		id, ok := inS[n]
+		switch {
+		case !ok && !renamed[n]:
+			out = append(out, n)
+		case ok && id == 0 && len(ids) > 0 && slices.Contains(dropped, n):
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// readdedColumns returns the columns of s that the source dropped and added
+// again under the same name (ALTER TABLE … DROP COLUMN c, … ADD COLUMN c):
+// a column of the table (have) whose recorded source id (ids) is not the
+// id s gives it, both known, and not renamed onto (renamedTo), while the
+// old id is no column of s (else names were swapped, which is not told
+// apart). Attnums are never reused, so it is a new column. Key columns are
+// left out: a changed key is refused (checkKey).
+func readdedColumns(have []string, ids map[string]int, s *change.Schema, renamedTo map[string]string) []string {
+	inS := map[int]bool{}
+	for _, f := range s.Fields {
+		if f.ID != 0 {
+			inS[f.ID] = true
+		}
+	}
+	var out []string
+	for _, f := range s.Fields {
+		old := ids[f.Name]
+		if f.ID == 0 || old == 0 || old == f.ID || inS[old] || slices.Contains(s.Key, f.Name) {
+			continue
+		}
+		if _, ok := renamedTo[f.Name]; ok || !slices.Contains(have, f.Name) {
+			continue
+		}
+		out = append(out, f.Name)
+	}
+	return out
+}

@@ -195,6 +195,28 @@ func (tb *tableBuf) chunkFill(name string, lsn uint64) (any, bool) {
 	return v, true
 }
 
+// forgetDefaults drops the recorded defaults (and what tb armed or saw)
+// of columns deleted from the table, adding the new PropDefaults to props
+// when there was one to drop.
+func (tb *tableBuf) forgetDefaults(names []string, props map[string]string) {
+	all, _ := Defaults(tb.tbl.Properties())
+	dropped := false
+	for _, n := range names {
+		if _, ok := all[n]; ok {
+			delete(all, n)
+			dropped = true
+		}
+		delete(tb.armed, n)
+		delete(tb.missing, n)
+		delete(tb.seen, n)
+		delete(tb.firstSeen, n)
+	}
+	if dropped {
+		js, _ := json.Marshal(all)
+		props[PropDefaults] = string(js)
+	}
+}
+
 // renameDefaults moves the recorded defaults (and what tb armed) of renamed
 // columns to their new names, adding the new PropDefaults to props when
 // there is one to move.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -367,6 +368,7 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 	for _, r := range renames {
 		renamedTo[r.To] = r.From
 	}
+	readded := readdedColumns(have, ids, s, renamedTo)
 	var add []iceberg.NestedField
 	type widen struct {
 		name string
@@ -379,7 +381,7 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 			name = old
 		}
 		have, ok := cur.FindFieldByName(name)
-		if !ok {
+		if !ok || slices.Contains(readded, f.Name) {
 			add = append(add, iceberg.NestedField{Name: f.Name, Type: f.Type})
 			continue
 		}
@@ -408,12 +410,33 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 	for n, v := range nextIDs {
 		idsChanged = idsChanged || ids[n] != v
 	}
+	wasDropped, err := DroppedColumns(tb.tbl.Properties())
+	if err != nil {
+		return fault.With(fault.ErrCorruptState, fmt.Sprintf("bronze table %s", tb.name()), err)
+	}
+	dropped := droppedAfter(have, wasDropped, ids, s, renames)
+	dropChanged := encodeDropped(dropped) != encodeDropped(wasDropped)
+	if dropChanged {
+		for _, n := range dropped {
+			if !slices.Contains(wasDropped, n) {
+				w.log.Info("bronze column dropped at the source: kept in bronze, NULL in rows written from now on", "table", tb.name(), "column", n)
+			}
+		}
+	}
 	if len(add) == 0 && len(widens) == 0 && len(renames) == 0 {
+		props := map[string]string{}
 		if idsChanged {
 			// Ids learnt for columns the table has (a table created before
 			// ids were recorded): no schema change, no rows to commit first.
-			if err := tb.tbl.SetProperties(ctx, map[string]string{PropColumnIDs: EncodeColumnIDs(nextIDs)}); err != nil {
-				return fmt.Errorf("bronze table %s: record column ids: %w", tb.name(), err)
+			props[PropColumnIDs] = EncodeColumnIDs(nextIDs)
+		}
+		if dropChanged {
+			// Nor for a dropped column: bronze keeps it.
+			props[PropDroppedColumns] = encodeDropped(dropped)
+		}
+		if len(props) > 0 {
+			if err := tb.tbl.SetProperties(ctx, props); err != nil {
+				return fmt.Errorf("bronze table %s: record column ids and dropped columns: %w", tb.name(), err)
 			}
 		}
 		return nil
@@ -427,6 +450,23 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 		return err
 	}
 	idProps := map[string]string{PropColumnIDs: EncodeColumnIDs(nextIDs)}
+	if dropChanged {
+		idProps[PropDroppedColumns] = encodeDropped(dropped)
+	}
+	if len(readded) > 0 {
+		// The old column goes first (its values stay in the data files, for
+		// a time-travel read), then the new one is added below, with a new
+		// field id: null in every older row, or its recorded default. A
+		// crash in between leaves the column missing: added at the restart.
+		props := map[string]string{}
+		tb.forgetDefaults(readded, props)
+		if err := tb.tbl.DeleteColumns(ctx, readded, props); err != nil {
+			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: delete from %s the columns dropped and added again %v", id, tb.name(), readded), err)
+		}
+		for _, n := range readded {
+			w.log.Info("bronze column dropped and added again at the source: the old column is deleted, a new one added", "table", tb.name(), "column", n)
+		}
+	}
 	if len(renames) > 0 {
 		props := maps.Clone(idProps)
 		if err := tb.renameDefaults(renames, props); err != nil {
@@ -452,7 +492,7 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 					props = map[string]string{}
 				}
 			}
-			props[PropColumnIDs] = idProps[PropColumnIDs]
+			maps.Copy(props, idProps)
 			return props
 		}
 		if err := tb.tbl.AddColumnsNoting(ctx, add, withIDs); err != nil {
@@ -461,7 +501,7 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 		for _, f := range add {
 			w.log.Info("bronze column added", "table", tb.name(), "column", f.Name, "type", f.Type.String())
 		}
-	} else if idsChanged && len(renames) == 0 {
+	} else if (idsChanged || dropChanged) && len(renames) == 0 {
 		if err := tb.tbl.SetProperties(ctx, idProps); err != nil {
 			return fmt.Errorf("bronze table %s: record column ids: %w", tb.name(), err)
 		}

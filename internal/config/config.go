@@ -153,10 +153,18 @@ type Silver struct {
 	SoftDeletes *bool `yaml:"soft_deletes"`
 	// MaxChanges bounds the bronze rows one silver commit merges. Default 500000.
 	MaxChanges int `yaml:"max_changes"`
+	// DropColumn is what silver does with a column dropped at the source:
+	// keep (it stays, NULL in rows changed since) or drop (deleted from
+	// silver). Bronze keeps it either way. Default keep.
+	DropColumn string `yaml:"drop_column"`
 }
 
 // IsEnabled reports Enabled, true when unset.
 func (s Silver) IsEnabled() bool { return s.Enabled == nil || *s.Enabled }
+
+// DropColumns reports whether silver deletes a column dropped at the
+// source (DropColumn is drop).
+func (s Silver) DropColumns() bool { return s.DropColumn == DropColumnDrop }
 
 // SoftDeletesOn reports SoftDeletes, false when unset.
 func (s Silver) SoftDeletesOn() bool { return s.SoftDeletes != nil && *s.SoftDeletes }

@@ -49,6 +49,7 @@ var fields = []field{
 	{"silver.delete_mode", "silver-delete-mode", "merge-on-read (position deletes) or copy-on-write", func(c *Config) any { return &c.Silver.DeleteMode }},
 	{"silver.soft_deletes", "silver-soft-deletes", "keep deleted rows in silver with cdc_deleted = true", func(c *Config) any { return &c.Silver.SoftDeletes }},
 	{"silver.max_changes", "silver-max-changes", "most bronze rows merged into silver per commit", func(c *Config) any { return &c.Silver.MaxChanges }},
+	{"silver.drop_column", "silver-drop-column", "a column dropped at the source: keep (stays in silver, NULL in rows changed since) or drop (deleted from silver); bronze keeps it", func(c *Config) any { return &c.Silver.DropColumn }},
 	{"retry.initial_backoff", "retry-initial-backoff", "first wait after a transient error", func(c *Config) any { return &c.Retry.InitialBackoff }},
 	{"retry.max_backoff", "retry-max-backoff", "longest wait between retries", func(c *Config) any { return &c.Retry.MaxBackoff }},
 	{"retry.max_elapsed", "retry-max-elapsed", "give up (transient exit code) after retrying this long", func(c *Config) any { return &c.Retry.MaxElapsed }},

@@ -220,6 +220,7 @@ func TestBadFiles(t *testing.T) {
 			`:13: retry.initial_backoff: must be at least 1ms, got 0s`,
 			`:14: metrics_addr: port must be a number between 0 and 65535`,
 		},
+		"bad_drop_column.bad.yml": {`bad_drop_column.bad.yml:3: silver.drop_column: must be keep or drop, got "remove"`},
 		"bad_nested.bad.yml": {
 			`:3: silver.evry: unknown key; did you mean "every"?`,
 			`:4: silver.soft_deletes: must be true or false, got "perhaps"`,

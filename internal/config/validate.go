@@ -37,6 +37,10 @@ const (
 	DefaultLogFormat         = "text"
 	DefaultTimeAs            = "time"
 
+	// The values of silver.drop_column.
+	DropColumnKeep = "keep"
+	DropColumnDrop = "drop"
+
 	// namePrefix prefixes the default publication and slot names.
 	namePrefix = "tidemark_"
 )
@@ -284,6 +288,14 @@ func (c *Config) validate(requireSource bool) error {
 	}
 	if c.Silver.MaxChanges < 1000 {
 		k.bad("silver.max_changes", "must be at least 1000, got %d", c.Silver.MaxChanges)
+	}
+	switch m := strings.ToLower(strings.TrimSpace(c.Silver.DropColumn)); m {
+	case "":
+		c.Silver.DropColumn = DropColumnKeep
+	case DropColumnKeep, DropColumnDrop:
+		c.Silver.DropColumn = m
+	default:
+		k.bad("silver.drop_column", "must be %s or %s, got %s", DropColumnKeep, DropColumnDrop, showValue(c.Silver.DropColumn))
 	}
 
 	// retry

@@ -98,6 +98,14 @@ type TableSpec struct {
 
 // Evolution is a schema change (Table.Evolve).
 type Evolution struct {
+	// Delete are columns removed from the schema, applied before anything
+	// else, in one commit with DeleteProps. Data files keep their values,
+	// but no read sees them again: a column added later under the same
+	// name is a new column (formats that track columns by id give it a new
+	// id), null in every older row. A name the table lacks is taken as
+	// deleted already (a retry).
+	Delete      []string
+	DeleteProps map[string]string
 	// Rename are columns renamed (From -> To), applied first, in one
 	// commit with RenameProps; the column keeps its data (formats that
 	// track columns by id rename in place). A rename whose From is gone and
@@ -169,7 +177,7 @@ type Table interface {
 	// reads its cursor (Summary) back first. Appending no rows still
 	// commits a snapshot holding props.
 	Append(ctx context.Context, recs []arrow.RecordBatch, props map[string]string) error
-	// Evolve widens then adds columns (see Evolution). A no-op evolution
+	// Evolve deletes, renames, widens then adds columns (see Evolution). A no-op evolution
 	// commits nothing. Records built on the old ArrowSchema can no longer
 	// be appended: rebuild them on the new one.
 	Evolve(ctx context.Context, e Evolution) error

@@ -49,6 +49,12 @@ type Options struct {
 	// SoftDeletes keeps deleted rows, with cdc_deleted = true and their last
 	// contents, instead of removing them.
 	SoftDeletes bool
+	// DropColumns deletes from silver a column the source dropped
+	// (bronze.PropDroppedColumns; silver.drop_column: drop), and builds new
+	// tables without it. Unset, the column stays in silver, NULL in every
+	// row changed since (silver.drop_column: keep). Either way bronze keeps
+	// it, and a dropped column silver lacks is not added back.
+	DropColumns bool
 	// MaxChanges bounds the bronze rows one commit merges (memory is a
 	// budget): a longer backlog is merged in several commits, each moving
 	// the cursor. 0: DefaultMaxChanges. A single bronze commit is never
@@ -325,7 +331,7 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 		}
 		// Columns bronze gained (even without rows since), and the
 		// defaults of the rows that predate them (defaults.go).
-		if err := evolve(ctx, j.s, j.b, j.key); err != nil {
+		if err := evolve(ctx, j.s, j.b, j.key, m.opts.DropColumns, m.log); err != nil {
 			return res, err
 		}
 		if err := j.fill(ctx); err != nil {
@@ -796,8 +802,15 @@ func (m *Merger) create(ctx context.Context, ident, placeAs []string, b lake.Tab
 		}
 		buckets = AdaptedBuckets(fp.DataBytes, buckets)
 	}
+	var omit []string
+	if m.opts.DropColumns {
+		var err error
+		if omit, err = droppedOf(b); err != nil {
+			return nil, err
+		}
+	}
 	s, err := m.cat.Create(ctx, ident, lake.TableSpec{
-		Schema:     schemaFor(b.ArrowSchema(), key, m.opts.SoftDeletes),
+		Schema:     schemaFor(b.ArrowSchema(), key, m.opts.SoftDeletes, omit),
 		Key:        key,
 		Buckets:    buckets,
 		DeleteMode: m.opts.DeleteMode,
@@ -872,7 +885,7 @@ func cursorOf(s lake.KeyedTable) (int64, error) {
 // carrying props. priors: read back the silver rows of the touched keys.
 func (j *job) merge(ctx context.Context, after int64, to lake.Snapshot, p part, priors bool, props map[string]string) error {
 	m, s := j.m, j.s
-	if err := evolve(ctx, s, j.b, j.key); err != nil {
+	if err := evolve(ctx, s, j.b, j.key, m.opts.DropColumns, m.log); err != nil {
 		return err
 	}
 	if j.fillFirst && !s.MergeOnRead() && len(fillPending(s)) > 0 {

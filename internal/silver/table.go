@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -120,15 +121,20 @@ func docOf(f arrow.Field) string {
 }
 
 // schemaFor derives a new silver table's schema from its bronze table's:
-// the source columns (key columns required), then the position columns and,
-// with soft deletes, cdc_deleted. The format assigns the field ids.
-func schemaFor(b *arrow.Schema, key []string, soft bool) *arrow.Schema {
+// the source columns (key columns required) but those in omit (columns
+// dropped at the source, with silver.drop_column: drop), then the position
+// columns and, with soft deletes, cdc_deleted. The format assigns the
+// field ids.
+func schemaFor(b *arrow.Schema, key []string, soft bool, omit []string) *arrow.Schema {
 	isKey := map[string]bool{}
 	for _, k := range key {
 		isKey[k] = true
 	}
 	var fields []arrow.Field
 	for _, f := range sourceFields(b) {
+		if slices.Contains(omit, f.Name) && !isKey[f.Name] {
+			continue
+		}
 		fields = append(fields, newColumn(f.Name, f.Type, !isKey[f.Name], docOf(f)))
 	}
 	fields = append(fields,
@@ -145,21 +151,108 @@ func schemaFor(b *arrow.Schema, key []string, soft bool) *arrow.Schema {
 
 // evolve brings the silver table's columns up to its bronze table's: a
 // column added in bronze is added (optional, null in older rows), a widened
-// type is widened. A column bronze no longer fills stays. Anything else is
-// fault.ErrIncompatibleSchema naming the table and column.
-func evolve(ctx context.Context, s lake.KeyedTable, b lake.Table, key []string) error {
+// type is widened. A column the source dropped (bronze.PropDroppedColumns)
+// is deleted from silver when drop is set (silver.drop_column: drop), and
+// kept otherwise; in both modes it is never added (back) to silver, since
+// bronze no longer fills it. A column dropped and added again at the source
+// is deleted and added again in both modes: it is a new column. Anything
+// else is fault.ErrIncompatibleSchema naming the table and column.
+func evolve(ctx context.Context, s lake.KeyedTable, b lake.Table, key []string, drop bool, log *slog.Logger) error {
+	bname := strings.Join(b.Ident(), ".")
 	defs, err := bronze.Defaults(b.Properties())
 	if err != nil {
-		return fmt.Errorf("bronze table %s: %w", strings.Join(b.Ident(), "."), err)
+		return fmt.Errorf("bronze table %s: %w", bname, err)
 	}
 	ids, err := bronze.ColumnIDs(b.Properties())
 	if err != nil {
-		return fault.With(fault.ErrCorruptState, fmt.Sprintf("bronze table %s", strings.Join(b.Ident(), ".")), err)
+		return fault.With(fault.ErrCorruptState, fmt.Sprintf("bronze table %s", bname), err)
+	}
+	dropped, err := droppedOf(b)
+	if err != nil {
+		return err
+	}
+	var del []string
+	if drop {
+		del = dropped
+	}
+	if err := deleteDropped(ctx, s, del, ids, key, log); err != nil {
+		return err
 	}
 	if err := renameLike(ctx, s, b.ArrowSchema(), ids); err != nil {
 		return err
 	}
-	return evolveSchema(ctx, s, b.ArrowSchema(), key, defs)
+	return evolveSchema(ctx, s, b.ArrowSchema(), key, defs, dropped)
+}
+
+// droppedOf is bronze table b's dropped columns (bronze.PropDroppedColumns).
+func droppedOf(b lake.Table) ([]string, error) {
+	dropped, err := bronze.DroppedColumns(b.Properties())
+	if err != nil {
+		return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf("bronze table %s", strings.Join(b.Ident(), ".")), err)
+	}
+	return dropped, nil
+}
+
+// deleteDropped deletes from silver table s the source columns the source
+// no longer has: those of dropped (what its bronze table lists as dropped,
+// with silver.drop_column: drop; nil otherwise), and those dropped and
+// added again under the same name since the last merge, which bronze
+// records under a new source column id (bIDs; bronze made it a new column
+// too): silver records the old id for the name, and bronze records that id
+// for no column now. The second kind is added back by evolveSchema, as a
+// new column (null in every older row, or its default, as at the source).
+// Key columns are never deleted (a key the source changed stops the merge
+// in checkKey).
+// One commit, which also drops the deleted names from silver's column ids
+// and from its pending fills.
+func deleteDropped(ctx context.Context, s lake.KeyedTable, dropped []string, bIDs map[string]int, key []string, log *slog.Logger) error {
+	name := strings.Join(s.Ident(), ".")
+	ids, err := bronze.ColumnIDs(s.Properties())
+	if err != nil {
+		return fault.With(fault.ErrCorruptState, fmt.Sprintf("silver table %s", name), err)
+	}
+	alive := map[int]bool{}
+	for _, id := range bIDs {
+		alive[id] = true
+	}
+	var del []string
+	for _, f := range sourceFields(s.ArrowSchema()) {
+		if slices.Contains(key, f.Name) {
+			continue
+		}
+		had, now := ids[f.Name], bIDs[f.Name]
+		if slices.Contains(dropped, f.Name) || (had != 0 && now != 0 && had != now && !alive[had]) {
+			del = append(del, f.Name)
+		}
+	}
+	if len(del) == 0 {
+		return nil
+	}
+	props := map[string]string{}
+	if ids != nil {
+		for _, n := range del {
+			delete(ids, n)
+		}
+		props[bronze.PropColumnIDs] = bronze.EncodeColumnIDs(ids)
+	}
+	if pending := fillPending(s); len(pending) > 0 {
+		kept := slices.DeleteFunc(slices.Clone(pending), func(c string) bool { return slices.Contains(del, c) })
+		if len(kept) != len(pending) {
+			js, _ := json.Marshal(kept)
+			props[PropFillPending] = string(js)
+		}
+	}
+	if err := s.Evolve(ctx, lake.Evolution{Delete: del, DeleteProps: props}); err != nil {
+		return fmt.Errorf("silver table %s: delete columns dropped at the source %v: %w", name, del, err)
+	}
+	for _, c := range del {
+		if slices.Contains(dropped, c) {
+			log.Info("silver column deleted: dropped at the source (silver.drop_column: drop)", "table", name, "column", c)
+		} else {
+			log.Info("silver column deleted: dropped and added again at the source, added back as a new column", "table", name, "column", c)
+		}
+	}
+	return nil
 }
 
 // renameLike renames the columns of silver table s that its bronze table
@@ -226,7 +319,7 @@ func renameLike(ctx context.Context, s lake.KeyedTable, b *arrow.Schema, bIDs ma
 // evolveSchema is evolve with bronze's schema and defaults. Columns added
 // with a default (defs) to a table that has rows are listed in
 // PropFillPending in the same commit (defaults.go).
-func evolveSchema(ctx context.Context, s lake.KeyedTable, b *arrow.Schema, key []string, defs map[string]bronze.Default) error {
+func evolveSchema(ctx context.Context, s lake.KeyedTable, b *arrow.Schema, key []string, defs map[string]bronze.Default, dropped []string) error {
 	name := strings.Join(s.Ident(), ".")
 	cur := s.ArrowSchema()
 	if err := checkKey(s, key); err != nil {
@@ -236,7 +329,9 @@ func evolveSchema(ctx context.Context, s lake.KeyedTable, b *arrow.Schema, key [
 	for _, f := range sourceFields(b) {
 		haves, ok := cur.FieldsByName(f.Name)
 		if !ok {
-			add = append(add, newColumn(f.Name, f.Type, true, docOf(f)))
+			if !slices.Contains(dropped, f.Name) {
+				add = append(add, newColumn(f.Name, f.Type, true, docOf(f)))
+			}
 			continue
 		}
 		have := haves[0]

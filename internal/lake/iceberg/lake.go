@@ -96,10 +96,15 @@ func (c *Catalog) Drop(ctx context.Context, ident []string) error {
 	return nil
 }
 
-// Evolve renames (RenameColumns), widens, then adds columns given as Arrow fields (lake.Table):
-// WidenColumn for each of e.Widen, then one AddColumnsNoting commit for
-// e.Add with e.Note.
+// Evolve deletes (DeleteColumns), renames (RenameColumns), widens, then
+// adds columns given as Arrow fields (lake.Table): WidenColumn for each of
+// e.Widen, then one AddColumnsNoting commit for e.Add with e.Note.
 func (t *Table) Evolve(ctx context.Context, e lake.Evolution) error {
+	if len(e.Delete) > 0 {
+		if err := t.DeleteColumns(ctx, e.Delete, e.DeleteProps); err != nil {
+			return err
+		}
+	}
 	if len(e.Rename) > 0 {
 		if err := t.RenameColumns(ctx, e.Rename, e.RenameProps); err != nil {
 			return err

@@ -368,6 +368,34 @@ func (t *Table) WidenColumn(ctx context.Context, name string, to iceberggo.Type)
 	})
 }
 
+// DeleteColumns removes top-level columns in one commit that also sets
+// props (if any column was removed). Iceberg never reuses a field id (the
+// table's last-column-id only grows), so a column added later under a
+// deleted one's name is a new field, null in the files written before;
+// the deleted field's values stay in those files, unread. A name the table
+// lacks is deleted already (a retry).
+func (t *Table) DeleteColumns(ctx context.Context, names []string, props map[string]string) error {
+	return t.evolveTx(ctx, "delete columns of", func(tx *table.Transaction, sc *iceberggo.Schema, us *table.UpdateSchema) (bool, error) {
+		changed := false
+		for _, n := range names {
+			if _, ok := sc.FindFieldByName(n); !ok {
+				continue
+			}
+			us.DeleteColumn([]string{n})
+			changed = true
+		}
+		if !changed {
+			return false, nil
+		}
+		if len(props) > 0 {
+			if err := tx.SetProperties(props); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+}
+
 // RenameColumns renames top-level columns in one commit that also sets
 // props: Iceberg tracks columns by field id, so data files written before
 // read under the new name. A rename whose From is gone and whose To exists

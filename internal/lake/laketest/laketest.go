@@ -44,6 +44,7 @@ func Run(t *testing.T, open Opener) {
 		{"AppendedRanges", testAppendedRanges},
 		{"ReopenSeesTheSameState", testReopen},
 		{"EvolveAddsAndWidens", testEvolve},
+		{"EvolveDeletesForGood", testEvolveDelete},
 		{"MergeUpsertsAndDeletes", testMerge},
 		{"LiveKeys", testLiveKeys},
 		{"StaleMergeIsACommitConflict", testConflict},
@@ -539,6 +540,43 @@ func testEvolve(t *testing.T, e *env) {
 	if !tbl.ArrowSchema().Equal(before) {
 		t.Fatal("re-adding a column as it is changed the schema")
 	}
+}
+
+// testEvolveDelete: a deleted column is gone from the schema and the rows
+// (props committed with it); deleting it again is a no-op; a column added
+// later under its name is a new column, null in every older row.
+func testEvolveDelete(t *testing.T, e *env) {
+	ctx := e.ctx
+	tbl := e.createLog()
+	if err := tbl.Evolve(ctx, lake.Evolution{Add: []arrow.Field{{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.append(tbl, 1, []any{1, "a", 1, 0, 7})
+	del := lake.Evolution{Delete: []string{"n"}, DeleteProps: map[string]string{"tidemark.deleted": "n"}}
+	if err := tbl.Evolve(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	if names := fieldNames(tbl.ArrowSchema()); !slices.Equal(names, []string{"id", "v", "lsn", "ts"}) {
+		t.Fatalf("columns %q after deleting n", names)
+	}
+	if tbl.Properties()["tidemark.deleted"] != "n" {
+		t.Fatalf("properties %v: want the delete's props", tbl.Properties())
+	}
+	if err := tbl.Evolve(ctx, del); err != nil {
+		t.Fatalf("deleting a deleted column again (a retried evolution): %v", err)
+	}
+	want(t, "rows after delete", rows(t, func(fn func(arrow.RecordBatch) error) error { return tbl.Scan(ctx, fn) }),
+		"id=1,lsn=1,ts=1970-01-01T00:00:00Z,v=a")
+	if err := tbl.Evolve(ctx, lake.Evolution{Add: []arrow.Field{{Name: "n", Type: arrow.BinaryTypes.String, Nullable: true}}}); err != nil {
+		t.Fatalf("add a column under a deleted one's name, with another type: %v", err)
+	}
+	e.append(tbl, 2, []any{2, "b", 2, 0, "x"})
+	again, err := e.reopen().Open(ctx, logIdent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "rows after a new column under the deleted name", rows(t, func(fn func(arrow.RecordBatch) error) error { return again.Scan(ctx, fn) }),
+		"id=1,lsn=1,n=null,ts=1970-01-01T00:00:00Z,v=a", "id=2,lsn=2,n=x,ts=1970-01-01T00:00:00Z,v=b")
 }
 
 func fieldNames(sc *arrow.Schema) []string {
