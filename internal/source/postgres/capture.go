@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -74,6 +75,9 @@ type Capture struct {
 	// refused holds the published tables left out on their own (isRefusal),
 	// with why; owned by Run's goroutine, then by the stream's.
 	refused map[change.TableID]error
+	// keyless holds the captured tables that have no key to merge by
+	// (TableInfo.Keyless): bronze only, no silver. Owned as refused is.
+	keyless map[change.TableID]error
 }
 
 // New returns a Capture. It does nothing until Run.
@@ -86,7 +90,11 @@ func (c *Capture) Close() { c.types.Close() }
 
 // table is the capture's view of one published table.
 type table struct {
-	id       change.TableID
+	id change.TableID
+	// info is replaced by the stream goroutine when a keyless table gets
+	// a key (stream.keyGained), under infoMu; the snapshot worker reads
+	// it with described.
+	infoMu   sync.Mutex
 	info     *TableInfo
 	schema   *change.Schema
 	snapshot snapState
@@ -104,6 +112,13 @@ type table struct {
 	// leaves are a partitioned table's leaf partitions as last recorded
 	// (PropPartitions; "" for other tables). Stream goroutine only.
 	leaves string
+}
+
+// described returns the table's description (any goroutine).
+func (t *table) described() *TableInfo {
+	t.infoMu.Lock()
+	defer t.infoMu.Unlock()
+	return t.info
 }
 
 // Run runs one capture session: it verifies or creates the publication, the
@@ -163,6 +178,7 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 	infos := map[change.TableID]*TableInfo{}
 	var problems []error
 	c.refused = map[change.TableID]error{}
+	c.keyless = map[change.TableID]error{}
 	for _, id := range ids {
 		info, err := c.describe(ctx, meta, id)
 		if isRefusal(err) {
@@ -174,6 +190,7 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 			continue
 		}
 		infos[id] = info
+		c.noteKeyless(id, info)
 	}
 	if len(problems) > 0 {
 		return errors.Join(problems...)
@@ -318,6 +335,18 @@ func (c *Capture) describe(ctx context.Context, meta *pgx.Conn, id change.TableI
 		return nil, r.err
 	}
 	return info, err
+}
+
+// noteKeyless records whether table id, as described by info, is captured
+// into bronze only; it reports whether that changed.
+func (c *Capture) noteKeyless(id change.TableID, info *TableInfo) bool {
+	prev, was := c.keyless[id]
+	if info.Keyless == nil {
+		delete(c.keyless, id)
+		return was
+	}
+	c.keyless[id] = info.Keyless
+	return !was || prev.Error() != info.Keyless.Error()
 }
 
 // openDescribed creates (or verifies) the lake tables of a described table.

@@ -68,6 +68,9 @@ type window struct {
 	read    int // rows read, decoded or not
 	lastKey []string
 	last    bool
+	// blocks is, for a keyless table's chunk, how many heap blocks it
+	// covered (0 when it stopped at its LIMIT or chunk_bytes first).
+	blocks int64
 
 	done chan error
 }
@@ -224,21 +227,38 @@ func (sn *snapshotter) finished(t *table, gen int64) bool {
 
 // table snapshots one table from where its persisted progress left off.
 func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) error {
-	rel := t.info.Relation
-	keyCols := make([]string, len(rel.KeyNames))
-	keyTypes := make([]string, len(rel.KeyNames))
-	for i, k := range rel.KeyNames {
-		keyCols[i] = quoteIdent(k)
-		idx := rel.Index(k)
-		if idx < 0 {
-			return fmt.Errorf("table %s: key column %q not found", t.id, k)
-		}
-		keyTypes[i] = rel.Columns[idx].TypeName
-	}
 	gen := t.gen.Load() // before the progress: a rewrite after it restarts
+	info := t.described()
+	var keyCols, keyTypes []string
+	// keyed sets the key the chunks are ordered by: the table's, or for a
+	// keyless table none (keyCols nil: chunks are ctid ranges).
+	keyed := func(rel *Relation) error {
+		keyCols = make([]string, len(rel.KeyNames))
+		keyTypes = make([]string, len(rel.KeyNames))
+		for i, k := range rel.KeyNames {
+			keyCols[i] = quoteIdent(k)
+			idx := rel.Index(k)
+			if idx < 0 {
+				return fmt.Errorf("table %s: key column %q not found", t.id, k)
+			}
+			keyTypes[i] = rel.Columns[idx].TypeName
+		}
+		return nil
+	}
+	if err := keyed(info.Relation); err != nil {
+		return err
+	}
 	lastKey := t.snapshot.LastKey
+	if len(keyCols) == 0 && len(lastKey) > 0 {
+		if _, err := tidBlock(lastKey); err != nil {
+			// Progress recorded by key, the table keyless since: read it
+			// again from its first block.
+			sn.c.log.Warn("snapshot progress is not a row position of a keyless table: reading it from its first block", "table", t.id.String(), "last_key", lastKey)
+			lastKey = nil
+		}
+	}
 	rows := t.snapshot.Rows
-	est := t.info.Estimate
+	est := info.Estimate
 	start := time.Now()
 	lastLog := start
 	startRows := rows
@@ -278,6 +298,19 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 		}
 	}()
 	hint := &sizeHint{limit: sn.c.opts.Snapshot.ChunkBytes}
+	// A keyless table's chunk is a range of span heap blocks (ctidRange),
+	// sized from the rows per block seen so far so that it holds about a
+	// LIMIT of rows; the LIMIT and chunk_bytes still bound it.
+	span := int64(1)
+	spanAfter := func(w *window, span int64) int64 {
+		switch {
+		case w.blocks <= 0:
+			return span
+		case w.read == 0:
+			return min(2*span, maxSpan)
+		}
+		return max(1, min(maxSpan, int64(sizeAfter(w, limit))*w.blocks/int64(w.read)))
+	}
 	for {
 		w := ahead
 		ahead = nil
@@ -286,13 +319,13 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 			if w, err = sn.openWindow(ctx, conn, t, gen); err != nil {
 				return err
 			}
-			if err := sn.read(ctx, conn, t, w, keyCols, keyTypes, lastKey, limit, hint); err != nil {
+			if err := sn.read(ctx, conn, t, w, keyCols, keyTypes, lastKey, limit, span, hint); err != nil {
 				sn.windows.remove(w.id)
 				return err
 			}
 		}
 		next, err := sn.reconcile(ctx, conn, t, w, func(next *window) error {
-			return sn.read(ctx, conn, t, next, keyCols, keyTypes, w.lastKey, sizeAfter(w, limit), hint)
+			return sn.read(ctx, conn, t, next, keyCols, keyTypes, w.lastKey, sizeAfter(w, limit), spanAfter(w, span), hint)
 		})
 		ahead = next
 		if errors.Is(err, errTruncatedInWindow) {
@@ -311,7 +344,11 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 				ahead = nil
 			}
 			gen, lastKey, rows, startRows = t.gen.Load(), nil, 0, 0
-			limit = min(chunkRows, firstChunkRows)
+			limit, span = min(chunkRows, firstChunkRows), 1
+			// The table may have got a key meanwhile (stream.keyGained).
+			if err := keyed(t.described().Relation); err != nil {
+				return err
+			}
 			sn.c.log.Info("table rewritten while its snapshot ran: reading it again from its first key", "table", t.id.String())
 			continue
 		}
@@ -320,6 +357,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 		}
 		rows += int64(w.read)
 		lastKey = w.lastKey
+		span = spanAfter(w, span)
 		limit = sizeAfter(w, limit)
 		if now := time.Now(); now.Sub(lastLog) >= 5*time.Second || w.last {
 			el := now.Sub(start).Seconds()
@@ -336,7 +374,10 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 				return nil
 			}
 			gen, lastKey, rows, startRows = t.gen.Load(), nil, 0, 0
-			limit = min(chunkRows, firstChunkRows)
+			limit, span = min(chunkRows, firstChunkRows), 1
+			if err := keyed(t.described().Relation); err != nil {
+				return err
+			}
 			sn.c.log.Info("table rewritten as its snapshot ended: reading it again from its first key", "table", t.id.String())
 			continue
 		}
@@ -529,7 +570,15 @@ func (sn *snapshotter) reconcile(ctx context.Context, conn *pgx.Conn, t *table, 
 // read reads the chunk of window w: the rows after key `after`, at most
 // limit of them (or chunk_bytes), under a snapshot taken once the stream
 // has passed w's low watermark.
-func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *window, keyCols, keyTypes []string, after []string, limit int, hint *sizeHint) error {
+//
+// A keyless table (keyCols empty) is read by row position instead: the
+// rows after ctid `after` (a "(block,offset)" text; nil: from the first)
+// and before block after+span, in ctid order. PostgreSQL (14 and later)
+// reads such a range with a TID Range Scan, so a chunk costs its own
+// blocks, not the table's. w.lastKey is then the ctid of the last row
+// read, or "(end,0)" once the range is read through; the table's last
+// chunk is the one that reaches the table's size as of its snapshot.
+func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *window, keyCols, keyTypes []string, after []string, limit int, span int64, hint *sizeHint) error {
 	if err := sn.visibleSnapshot(ctx, conn, w); err != nil {
 		return err
 	}
@@ -539,13 +588,46 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 			rollback(conn)
 		}
 	}()
+	keyless := len(keyCols) == 0
+	var endBlock, nblocks int64
+	if keyless {
+		from, err := tidBlock(after)
+		if err != nil {
+			return fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: snapshot progress %v is not a row position", t.id, after), err)
+		}
+		endBlock = from + span
+		// Every row the chunk's snapshot sees is in a block below the
+		// table's size now (a table only shrinks by empty trailing blocks).
+		res, err := conn.PgConn().Exec(ctx, "SELECT pg_relation_size("+quoteLiteral(quoteTable(t.id))+"::regclass) / current_setting('block_size')::bigint").ReadAll()
+		if err == nil && (len(res) != 1 || len(res[0].Rows) != 1) {
+			err = errors.New("unexpected result")
+		}
+		if err != nil {
+			return classify(fmt.Errorf("table %s: read the table's size: %w", t.id, err))
+		}
+		if nblocks, err = strconv.ParseInt(string(res[0].Rows[0][0]), 10, 64); err != nil {
+			return fmt.Errorf("table %s: read the table's size: %w", t.id, err)
+		}
+	}
 	var sql strings.Builder
 	sql.WriteString("SELECT * FROM " + quoteTable(t.id))
+	if keyless {
+		// ctid last: the table's own columns keep their positions.
+		sql.Reset()
+		sql.WriteString("SELECT *, ctid FROM " + quoteTable(t.id))
+	}
 	// Text results (one decoder for stream and snapshot) from an unnamed
 	// statement (a cached plan would fail after ALTER TABLE changes SELECT
 	// *), text parameters, in one round trip.
 	var params [][]byte
-	if len(after) == len(keyCols) && len(after) > 0 {
+	if keyless {
+		start := "(0,0)"
+		if len(after) == 1 {
+			start = after[0]
+		}
+		sql.WriteString(" WHERE ctid > $1::tid AND ctid < $2::tid ORDER BY ctid")
+		params = append(params, []byte(start), []byte(fmt.Sprintf("(%d,0)", endBlock)))
+	} else if len(after) == len(keyCols) && len(after) > 0 {
 		sql.WriteString(" WHERE (" + strings.Join(keyCols, ", ") + ") > (")
 		for i := range after {
 			if i > 0 {
@@ -556,7 +638,9 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		}
 		sql.WriteString(")")
 	}
-	sql.WriteString(" ORDER BY " + strings.Join(keyCols, ", "))
+	if !keyless {
+		sql.WriteString(" ORDER BY " + strings.Join(keyCols, ", "))
+	}
 	fmt.Fprintf(&sql, " LIMIT %d", limit)
 	rows := conn.PgConn().ExecParams(ctx, sql.String(), params, nil, nil, nil)
 	fds := rows.FieldDescriptions()
@@ -567,6 +651,11 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		}
 		return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 	}
+	tidCol := -1
+	if keyless {
+		tidCol = len(fds) - 1
+		fds = fds[:tidCol]
+	}
 	rel := &Relation{Table: t.id}
 	for _, fd := range fds {
 		rel.Columns = append(rel.Columns, Column{Name: fd.Name, TypeOID: fd.DataTypeOID, TypeMod: fd.TypeModifier, AttNum: int16(fd.TableAttributeNumber)})
@@ -575,7 +664,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		rows.Close()
 		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", t.id), err)
 	}
-	rel.setKeys(t.info.Relation.KeyNames)
+	rel.setKeys(t.described().Relation.KeyNames)
 	w.schema, w.rel = schemaOf(rel), rel
 	var bytes int64
 	n := 0
@@ -597,11 +686,18 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	// strings once, after the loop.
 	var keyBuf []byte
 	keyEnd := make([]int, len(rel.KeyIdx))
+	if keyless {
+		keyEnd = make([]int, 1)
+	}
 	if cc == nil {
 		w.rows = make([]snapRow, 0, min(limit, 1<<16))
 	}
 	for rows.NextRow() {
 		raw := rows.Values()
+		var tid []byte
+		if tidCol >= 0 && len(raw) > tidCol {
+			raw, tid = raw[:tidCol], raw[tidCol]
+		}
 		for _, v := range raw {
 			bytes += int64(len(v)) + 8
 		}
@@ -636,6 +732,10 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		}
 		n++
 		keyBuf = keyBuf[:0]
+		if keyless {
+			keyBuf = append(keyBuf, tid...)
+			keyEnd[0] = len(keyBuf)
+		}
 		for i, k := range rel.KeyIdx {
 			keyBuf = append(keyBuf, raw[k]...)
 			keyEnd[i] = len(keyBuf)
@@ -674,5 +774,33 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		w.lastKey = after
 	}
 	w.last = !full
+	if keyless && !full {
+		// The range is read through: go on at its end block.
+		w.lastKey, w.blocks = []string{fmt.Sprintf("(%d,0)", endBlock)}, span
+		w.last = endBlock >= nblocks
+	}
 	return nil
 }
+
+// maxSpan bounds the blocks of a keyless table's chunk (1 GiB of 8 KiB
+// blocks): a range of empty blocks doubles the next one.
+const maxSpan = 1 << 17
+
+// tidBlock returns the block number of the ctid in key (a one-element
+// snapshot progress, "(block,offset)"), 0 for none.
+func tidBlock(key []string) (int64, error) {
+	if len(key) == 0 {
+		return 0, nil
+	}
+	if len(key) != 1 {
+		return 0, fmt.Errorf("%d values, want one row position", len(key))
+	}
+	b, _, ok := strings.Cut(strings.TrimPrefix(key[0], "("), ",")
+	if !ok {
+		return 0, fmt.Errorf("%q is not a row position (block,offset)", key[0])
+	}
+	return strconv.ParseInt(b, 10, 64)
+}
+
+// quoteLiteral is s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
