@@ -250,7 +250,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 	}
 	lastKey := t.snapshot.LastKey
 	if len(keyCols) == 0 && len(lastKey) > 0 {
-		if _, err := tidBlock(lastKey); err != nil {
+		if _, _, err := tidProgress(lastKey); err != nil {
 			// Progress recorded by key, the table keyless since: read it
 			// again from its first block.
 			sn.c.log.Warn("snapshot progress is not a row position of a keyless table: reading it from its first block", "table", t.id.String(), "last_key", lastKey)
@@ -572,12 +572,13 @@ func (sn *snapshotter) reconcile(ctx context.Context, conn *pgx.Conn, t *table, 
 // has passed w's low watermark.
 //
 // A keyless table (keyCols empty) is read by row position instead: the
-// rows after ctid `after` (a "(block,offset)" text; nil: from the first)
-// and before block after+span, in ctid order. PostgreSQL (14 and later)
-// reads such a range with a TID Range Scan, so a chunk costs its own
-// blocks, not the table's. w.lastKey is then the ctid of the last row
-// read, or "(end,0)" once the range is read through; the table's last
-// chunk is the one that reaches the table's size as of its snapshot.
+// rows after ctid after[0] (nil: from the first) and before block
+// after[0]+span, in ctid order. PostgreSQL (14 and later) reads such a
+// range with a TID Range Scan, so a chunk costs its own blocks, not the
+// table's. w.lastKey is then [the ctid of the last row read, or
+// "(block,0)" once the range is read through; the end block]. The end
+// block is the table's size at the first chunk (tidProgress); the chunk
+// that reaches it is the last.
 func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *window, keyCols, keyTypes []string, after []string, limit int, span int64, hint *sizeHint) error {
 	if err := sn.visibleSnapshot(ctx, conn, w); err != nil {
 		return err
@@ -591,23 +592,31 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	keyless := len(keyCols) == 0
 	var endBlock, nblocks int64
 	if keyless {
-		from, err := tidBlock(after)
+		from, end, err := tidProgress(after)
 		if err != nil {
 			return fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: snapshot progress %v is not a row position", t.id, after), err)
 		}
-		endBlock = from + span
-		// Every row the chunk's snapshot sees is in a block below the
-		// table's size now (a table only shrinks by empty trailing blocks).
-		res, err := conn.PgConn().Exec(ctx, "SELECT pg_relation_size("+quoteLiteral(quoteTable(t.id))+"::regclass) / current_setting('block_size')::bigint").ReadAll()
-		if err == nil && (len(res) != 1 || len(res[0].Rows) != 1) {
-			err = errors.New("unexpected result")
+		if end < 0 {
+			// The first chunk: the table's size now bounds the snapshot.
+			// Every row the chunk's snapshot sees, so every row committed
+			// below its low watermark, is in a block below it; a row in a
+			// block past it was written later, and the stream has it.
+			res, err := conn.PgConn().Exec(ctx, "SELECT pg_relation_size("+quoteLiteral(quoteTable(t.id))+"::regclass) / current_setting('block_size')::bigint").ReadAll()
+			if err == nil && (len(res) != 1 || len(res[0].Rows) != 1) {
+				err = errors.New("unexpected result")
+			}
+			if err != nil {
+				return classify(fmt.Errorf("table %s: read the table's size: %w", t.id, err))
+			}
+			if end, err = strconv.ParseInt(string(res[0].Rows[0][0]), 10, 64); err != nil {
+				return fmt.Errorf("table %s: read the table's size: %w", t.id, err)
+			}
 		}
-		if err != nil {
-			return classify(fmt.Errorf("table %s: read the table's size: %w", t.id, err))
+		nblocks, endBlock = end, min(from+span, end)
+		if len(after) == 0 {
+			after = []string{"(0,0)"}
 		}
-		if nblocks, err = strconv.ParseInt(string(res[0].Rows[0][0]), 10, 64); err != nil {
-			return fmt.Errorf("table %s: read the table's size: %w", t.id, err)
-		}
+		after = []string{after[0], strconv.FormatInt(nblocks, 10)}
 	}
 	var sql strings.Builder
 	sql.WriteString("SELECT * FROM " + quoteTable(t.id))
@@ -621,12 +630,8 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	// *), text parameters, in one round trip.
 	var params [][]byte
 	if keyless {
-		start := "(0,0)"
-		if len(after) == 1 {
-			start = after[0]
-		}
 		sql.WriteString(" WHERE ctid > $1::tid AND ctid < $2::tid ORDER BY ctid")
-		params = append(params, []byte(start), []byte(fmt.Sprintf("(%d,0)", endBlock)))
+		params = append(params, []byte(after[0]), []byte(fmt.Sprintf("(%d,0)", endBlock)))
 	} else if len(after) == len(keyCols) && len(after) > 0 {
 		sql.WriteString(" WHERE (" + strings.Join(keyCols, ", ") + ") > (")
 		for i := range after {
@@ -751,6 +756,9 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 			w.lastKey[i] = string(keyBuf[start:end])
 			start = end
 		}
+		if keyless {
+			w.lastKey = append(w.lastKey, after[1])
+		}
 	}
 	full := n >= limit || bytes >= sn.c.opts.Snapshot.ChunkBytes
 	w.bytes = bytes
@@ -776,7 +784,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	w.last = !full
 	if keyless && !full {
 		// The range is read through: go on at its end block.
-		w.lastKey, w.blocks = []string{fmt.Sprintf("(%d,0)", endBlock)}, span
+		w.lastKey, w.blocks = []string{fmt.Sprintf("(%d,0)", endBlock), after[1]}, span
 		w.last = endBlock >= nblocks
 	}
 	return nil
@@ -786,20 +794,31 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 // blocks): a range of empty blocks doubles the next one.
 const maxSpan = 1 << 17
 
-// tidBlock returns the block number of the ctid in key (a one-element
-// snapshot progress, "(block,offset)"), 0 for none.
-func tidBlock(key []string) (int64, error) {
+// tidProgress reads a keyless table's snapshot progress (LastKey):
+// ["(block,offset)", "end"], the ctid of the last row read and the block
+// the snapshot ends at (the table's size at its first chunk). from is
+// that block; end is -1 for no progress (or progress without an end).
+func tidProgress(key []string) (from, end int64, err error) {
 	if len(key) == 0 {
-		return 0, nil
+		return 0, -1, nil
 	}
-	if len(key) != 1 {
-		return 0, fmt.Errorf("%d values, want one row position", len(key))
+	if len(key) > 2 {
+		return 0, 0, fmt.Errorf("%d values, want a row position and an end block", len(key))
 	}
 	b, _, ok := strings.Cut(strings.TrimPrefix(key[0], "("), ",")
 	if !ok {
-		return 0, fmt.Errorf("%q is not a row position (block,offset)", key[0])
+		return 0, 0, fmt.Errorf("%q is not a row position (block,offset)", key[0])
 	}
-	return strconv.ParseInt(b, 10, 64)
+	if from, err = strconv.ParseInt(b, 10, 64); err != nil {
+		return 0, 0, err
+	}
+	end = -1
+	if len(key) == 2 {
+		if end, err = strconv.ParseInt(key[1], 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("end block %q: %w", key[1], err)
+		}
+	}
+	return from, end, nil
 }
 
 // quoteLiteral is s as an SQL string literal.
