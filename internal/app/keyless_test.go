@@ -1,9 +1,11 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,9 +27,12 @@ import (
 // merge key) and odd names (dot, slash, newline, unicode, mixed case,
 // quotes). The run starts; every table that can be keyed reaches silver
 // equal to the source (updates and deletes of the REPLICA IDENTITY FULL
-// table, keyed on the whole row, included) and verifies equal; the others
-// are listed by status with the named error and the fix; and a table fixed
-// while the pipeline runs (ADD PRIMARY KEY) is picked up and backfilled.
+// table, keyed on the whole row, included) and verifies equal; the tables
+// with no key are captured into bronze only (every row, no silver table),
+// and listed by status and verify with the named error and the fix; the
+// names the lake cannot hold are left out, listed the same way; and a
+// table fixed while the pipeline runs (ADD PRIMARY KEY) gets its silver
+// table, built from its whole bronze table.
 func TestNoTableBlocksTheOthers(t *testing.T) {
 	t.Parallel() // its own database, warehouse and tidemark processes
 	bin := testenv.Tidemark(t)
@@ -46,10 +51,11 @@ func TestNoTableBlocksTheOthers(t *testing.T) {
 		CREATE TABLE public.tagged (tenant int NOT NULL, id int NOT NULL, v text);
 		ALTER TABLE public.tagged REPLICA IDENTITY FULL;
 		CREATE TABLE public.staging (k int NOT NULL, v text);
-		-- refused, each on its own
+		-- no key: bronze only
 		CREATE TABLE public.log_plain (ts int, msg text);
 		CREATE TABLE public.log_nullable (a int, b text);
 		ALTER TABLE public.log_nullable REPLICA IDENTITY FULL;
+		-- refused, each on its own
 		CREATE TABLE public."t.x" (id int PRIMARY KEY);
 		CREATE TABLE public."a/b" (id int PRIMARY KEY);
 		CREATE TABLE public."new`+"\n"+`line" (id int PRIMARY KEY);
@@ -78,11 +84,13 @@ func TestNoTableBlocksTheOthers(t *testing.T) {
 		{change.TableID{Schema: "Mixed Case", Name: `Quo"ted`}, []string{"Id"}},
 		{change.TableID{Schema: "Ünï", Name: "表"}, []string{"ключ"}},
 	}
+	keyless := []oddTable{{id: change.TableID{Schema: "public", Name: "log_plain"}}, {id: change.TableID{Schema: "public", Name: "log_nullable"}}}
+	all := append(slices.Clone(captured), keyless...)
 	r, wh := newRunner(t, bin, srcURL, "--publication", "everything", "--silver-every", "300ms",
 		"--merge-keys", "public.tagged=tenant,id", "--merge-keys", "public.staging=k", "--publication-poll", "200ms")
 	lk := openLake(t, wh, source)
 	s := r.start()
-	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, captured)
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, all)
 	write(100) // streamed
 	pg.Exec(t, srcURL, `
 		UPDATE public.log_full SET b = b || ' updated' WHERE a <= 5;
@@ -94,17 +102,18 @@ func TestNoTableBlocksTheOthers(t *testing.T) {
 		UPDATE "Mixed Case"."Quo""ted" SET "Vä l" = NULL WHERE "Id" = 2;
 		DELETE FROM "Ünï"."表" WHERE n = 3;
 		UPDATE public.log_nullable SET b = 'x' WHERE a = 1;`)
-	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, captured)
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, all)
 
-	// status names each table left out, with its named error and fix.
+	// status names each table left out or in bronze only, with its named
+	// error and fix.
 	out, err := exec.Command(bin, "status", "--warehouse", wh).CombinedOutput()
 	if err != nil {
 		t.Fatalf("tidemark status: %v\n%s", err, out)
 	}
 	t.Logf("tidemark status:\n%s", out)
 	for _, want := range [][]string{
-		{`not captured: ` + source + `: public.log_plain: [no_primary_key]`, "ADD PRIMARY KEY", "REPLICA IDENTITY FULL", "merge_keys"},
-		{`not captured: ` + source + `: public.log_nullable: [no_primary_key]`, `"a" may be NULL`, "merge_keys: {public.log_nullable: [column, ...]}"},
+		{`bronze only, no silver: bronze.` + source + `.public.log_plain: [no_primary_key]`, "captured into bronze only", "ADD PRIMARY KEY", "REPLICA IDENTITY FULL", "merge_keys"},
+		{`bronze only, no silver: bronze.` + source + `.public.log_nullable: [no_primary_key]`, `"a" may be NULL`, "merge_keys: {public.log_nullable: [column, ...]}"},
 		{`not captured: ` + source + `: public."t.x": [unsupported_name]`, "'.'", "RENAME"},
 		{`not captured: ` + source + `: public."a/b": [unsupported_name]`, "'/'"},
 		{`not captured: ` + source + `: "public"."new\nline": [unsupported_name]`, "control character"},
@@ -125,18 +134,56 @@ func TestNoTableBlocksTheOthers(t *testing.T) {
 	if err != nil || json.Unmarshal(out, &rows) != nil {
 		t.Fatalf("tidemark status --format json: %v\n%s", err, out)
 	}
-	notCaptured := 0
+	notCaptured, bronzeOnly := 0, 0
 	for _, st := range rows {
 		if st.NotCaptured != "" {
 			notCaptured++
 		}
+		if st.BronzeOnly != "" && st.Silver == "none (bronze only)" {
+			bronzeOnly++
+		}
 	}
-	if notCaptured != 5 {
-		t.Errorf("tidemark status --format json lists %d tables not captured, want 5:\n%s", notCaptured, out)
+	if notCaptured != 3 || bronzeOnly != 2 {
+		t.Errorf("tidemark status --format json lists %d tables not captured (want 3) and %d in bronze only (want 2):\n%s", notCaptured, bronzeOnly, out)
 	}
-	for _, id := range []change.TableID{{Schema: "public", Name: "log_plain"}, {Schema: "public", Name: "log_nullable"}} {
-		if rows := tryRead(wh, bronze.Ident(source, id)...); len(rows) > 0 {
-			t.Errorf("bronze %s was written for a table left out: %d rows", id, len(rows))
+	// The keyless tables' bronze holds every row, each once (the snapshot
+	// read them before the run streamed any), and the change of the one
+	// under REPLICA IDENTITY FULL; they have no silver table.
+	count := func(id change.TableID, cols ...string) map[string]int {
+		n := map[string]int{}
+		for _, row := range bronzetest.Read(t, wh, bronze.Ident(source, id)...) {
+			var k []string
+			for _, c := range append([]string{"cdc_op"}, cols...) {
+				k = append(k, fmt.Sprint(row[c]))
+			}
+			n[strings.Join(k, " ")]++
+		}
+		return n
+	}
+	plain := count(keyless[0].id, "ts", "msg")
+	nullable := count(keyless[1].id, "a", "b")
+	for _, base := range []int{0, 100} {
+		for g := 1; g <= 20; g++ {
+			op := "c"
+			if base == 0 {
+				op = "r"
+			}
+			if k := fmt.Sprintf("%s %d m%d", op, g+base, g); plain[k] != 1 {
+				t.Errorf("bronze public.log_plain holds %q %d times, want once: %v", k, plain[k], plain)
+			}
+			if k := fmt.Sprintf("%s %d <nil>", op, g+base); nullable[k] != 1 {
+				t.Errorf("bronze public.log_nullable holds %q %d times, want once: %v", k, nullable[k], nullable)
+			}
+		}
+	}
+	if len(plain) != 40 || nullable["u 1 x"] != 1 || len(nullable) != 41 {
+		t.Errorf("bronze public.log_plain holds %d distinct rows (want 40), public.log_nullable %d (want 41, its update included):\n%v\n%v", len(plain), len(nullable), plain, nullable)
+	}
+	for _, tb := range keyless {
+		for _, ident := range [][]string{silver.Ident(source, tb.id.Schema, tb.id.Name), silver.BuildingIdent(source, tb.id.Schema, tb.id.Name)} {
+			if _, err := lk.cat.LoadTable(context.Background(), ident); err == nil {
+				t.Errorf("%s exists for a table with no key", strings.Join(ident, "."))
+			}
 		}
 	}
 
@@ -178,7 +225,7 @@ func TestNoTableBlocksTheOthers(t *testing.T) {
 		}
 	}
 	// It names the tables it cannot compare, and why.
-	for _, want := range []string{`"public"."log_nullable": not captured, not compared: [no_primary_key]`, `"public"."t.x": not captured, not compared: [unsupported_name]`} {
+	for _, want := range []string{`"public"."log_nullable": bronze only, no silver to compare: [no_primary_key]`, `"public"."t.x": not captured, not compared: [unsupported_name]`} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("tidemark verify does not say %q:\n%s", want, out)
 		}
