@@ -17,6 +17,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/testenv"
@@ -275,5 +276,148 @@ func TestFailedStartLeavesNothing(t *testing.T) {
 	}
 	if pubs, slots := sourceObjects(t, srcURL); fmt.Sprint(pubs) != "[mine]" || len(slots) > 0 {
 		t.Errorf("publications %v (want the operator's [mine] kept) and slots %v (want none)", pubs, slots)
+	}
+}
+
+// TestKeylessTableBronzeOnly (issue 12): a table with no primary key and
+// REPLICA IDENTITY DEFAULT, with rows before the run and inserts during
+// it, beside a keyed table. The run starts and is killed (SIGKILL) while
+// the keyless table's snapshot, read in ctid ranges, runs; the next run
+// resumes it. The keyless table's bronze (read with PyIceberg) holds every
+// source row, the rows from before the run exactly once; it has no silver
+// table; status names it as bronze only with the fix; the keyed table
+// reaches silver and verifies equal, and verify says the keyless one has
+// no silver to compare (exit 0).
+func TestKeylessTableBronzeOnly(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "bronze_only")
+	source := sourceName(t, srcURL)
+	const before = 20000
+	pg.Exec(t, srcURL, fmt.Sprintf(`
+		CREATE TABLE public.events (ts int, payload text);
+		INSERT INTO public.events SELECT g, 'event ' || g || ' ' || repeat('x', g %% 40) FROM generate_series(1, %d) g;
+		CREATE TABLE public.accounts (id int PRIMARY KEY, v text);
+		INSERT INTO public.accounts SELECT g, 'a' || g FROM generate_series(1, 500) g;`, before))
+	events := change.TableID{Schema: "public", Name: "events"}
+	accounts := change.TableID{Schema: "public", Name: "accounts"}
+	both := []oddTable{{id: events}, {id: accounts, key: []string{"id"}}}
+
+	r, wh := newRunner(t, bin, srcURL, "--snapshot-chunk-rows", "500", "--silver-every", "300ms")
+	lk := openLake(t, wh, source)
+	// 40 chunks of 500 rows, 100 ms apart: the snapshot lasts 4 s, and the
+	// kill lands inside it.
+	r.env = []string{fmt.Sprintf("%s=snapshot-between-chunks=sleep(100)", failpoint.EnvVar)}
+	first := r.start()
+	r.env = nil
+	deadline := time.Now().Add(time.Minute)
+	for lk.snapshotStatusID(events) != "running" {
+		if first.exited() {
+			t.Fatalf("tidemark session 1 exited by itself: %v", first.err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the snapshot of public.events did not start within a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Inserts and updates while the snapshot runs, across the kill.
+	next := 100000
+	writes := func(n int) {
+		for i := 0; i < n; i++ {
+			pg.Exec(t, srcURL, fmt.Sprintf(`INSERT INTO public.events SELECT g, 'streamed ' || g FROM generate_series(%d, %d) g;
+				UPDATE public.accounts SET v = v || '+' WHERE id %% 7 = %d`, next, next+49, i%7))
+			next += 50
+		}
+	}
+	writes(5)
+	time.Sleep(500 * time.Millisecond)
+	if st := lk.snapshotStatusID(events); st != "running" {
+		t.Logf("the snapshot of public.events is %q at the kill, not running: the resume is not exercised", st)
+	}
+	first.kill(t)
+	writes(5)
+	s := r.start()
+	writes(5)
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, both)
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+
+	// Bronze holds every row of the keyless table, as PyIceberg reads it.
+	want := map[string]bool{}
+	c := connect(t, srcURL)
+	rows, err := c.Query(context.Background(), `SELECT ts, payload FROM public.events`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var ts int
+		var p string
+		if err := rows.Scan(&ts, &p); err != nil {
+			t.Fatal(err)
+		}
+		want[fmt.Sprintf("%d %s", ts, p)] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close(context.Background())
+	got := map[string]int{}
+	for _, row := range pyRead(t, wh, bronze.Ident(source, events)) {
+		got[fmt.Sprintf("%v %v", row["ts"], row["payload"])]++
+	}
+	if len(got) == 0 {
+		got = map[string]int{}
+		for _, row := range bronzetest.Read(t, wh, bronze.Ident(source, events)...) {
+			got[fmt.Sprintf("%v %v", row["ts"], row["payload"])]++
+		}
+	}
+	dup := 0
+	for k := range want {
+		switch n := got[k]; {
+		case n == 0:
+			t.Errorf("bronze public.events lacks the source row %q", k)
+		case n > 1 && !strings.Contains(k, "streamed"):
+			t.Errorf("bronze public.events holds the row %q from before the run %d times, want once", k, n)
+		case n > 1:
+			dup++ // inserted while the snapshot ran, into a block it had yet to read
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			t.Errorf("bronze public.events holds %q, which the source never had", k)
+		}
+	}
+	t.Logf("bronze public.events: %d source rows, %d of them inserted during the snapshot read twice", len(want), dup)
+	if len(want) != before+15*50 {
+		t.Errorf("the source has %d rows, want %d", len(want), before+15*50)
+	}
+	for _, ident := range [][]string{silver.Ident(source, "public", "events"), silver.BuildingIdent(source, "public", "events")} {
+		if _, err := lk.cat.LoadTable(context.Background(), ident); err == nil {
+			t.Errorf("%s exists for a table with no key", strings.Join(ident, "."))
+		}
+	}
+
+	out, err := exec.Command(bin, "status", "--warehouse", wh).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tidemark status: %v\n%s", err, out)
+	}
+	line := lineWith(string(out), "bronze only, no silver: bronze."+source+".public.events: [no_primary_key]")
+	for _, w := range []string{"captured into bronze only", "ADD PRIMARY KEY", "REPLICA IDENTITY FULL", "merge_keys: {public.events: [column, ...]}"} {
+		if !strings.Contains(line, w) {
+			t.Errorf("tidemark status does not say %q for public.events:\n%s", w, out)
+		}
+	}
+	if l := lineWith(string(out), "bronze."+source+".public.events "); !strings.Contains(l, "none (bronze only)") {
+		t.Errorf("tidemark status: the row of public.events does not say none (bronze only):\n%s", out)
+	}
+
+	out = runVerify(t, r, bin, srcURL, wh, source)
+	if l := lineWith(string(out), "silver."+source+".public.accounts"); !strings.Contains(l, "equal") {
+		t.Errorf("tidemark verify does not find public.accounts equal:\n%s", out)
+	}
+	if !strings.Contains(string(out), `"public"."events": bronze only, no silver to compare: [no_primary_key]`) {
+		t.Errorf("tidemark verify does not say public.events has no silver to compare:\n%s", out)
 	}
 }
