@@ -762,8 +762,9 @@ func mustParse(t *testing.T, s string) *url.URL {
 
 // TestBadInputPublicationMistakes: --tables with a FOR ALL TABLES
 // publication is refused (it would capture every table); --tables naming a
-// table that does not exist is refused, leaving the publications that
-// existed before; a keyless table is captured
+// table that does not exist, or one its merge key cannot key, is refused,
+// which then drops the publication it created, never one that existed
+// before; a keyless table is captured
 // into bronze only, never a refusal of the run (TestKeylessTableBronzeOnly,
 // TestNamedErrors/no_primary_key for one listed in --tables).
 func TestBadInputPublicationMistakes(t *testing.T) {
@@ -781,7 +782,7 @@ func TestBadInputPublicationMistakes(t *testing.T) {
 	r, wh := newRunner(t, bin, srcURL, "--name", "src")
 	lk := openLake(t, wh, "src")
 	s := r.start()
-	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "accounts"}}})
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "accounts"}}, {id: change.TableID{Schema: "public", Name: "history"}}})
 	lk.close()
 	if code := s.stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
@@ -798,6 +799,15 @@ func TestBadInputPublicationMistakes(t *testing.T) {
 	code, out := run("--name", "other", "--publication", "everything", "--tables", "public.accounts")
 	wantRefusal(t, "--tables with FOR ALL TABLES", code, out, fault.ExitConfig, "bad_config", `"everything" is FOR ALL TABLES`, "Omit --tables", `FOR TABLE "public"."accounts"`, "--publication")
 	pg.Exec(t, srcURL, `CREATE PUBLICATION listed FOR TABLE public.accounts`)
+
+	// A table whose declared merge key cannot key it, in the --tables
+	// list of the publication tidemark creates: refused, and the
+	// publication dropped.
+	code, out = run("--name", "fifth", "--tables", "public.accounts,public.history", "--merge-keys", "public.history=nope")
+	wantRefusal(t, "bad merge key, listed in --tables", code, out, fault.ExitConfig, "bad_config", `"public"."history"`, `"nope" is not a column`, "leave it out of tables: (--tables)")
+	if strings.Contains(out, "DROP TABLE") {
+		t.Errorf("the advice for the publication this start created and drops suggests DROP TABLE:\n%s", out)
+	}
 
 	// --tables naming a table the database does not have.
 	code, out = run("--name", "fourth", "--tables", "public.accounts,public.acounts")
