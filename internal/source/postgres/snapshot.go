@@ -250,7 +250,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 	}
 	lastKey := t.snapshot.LastKey
 	if len(keyCols) == 0 && len(lastKey) > 0 {
-		if _, _, err := tidProgress(lastKey); err != nil {
+		if _, _, _, err := tidProgress(lastKey); err != nil {
 			// Progress recorded by key, the table keyless since: read it
 			// again from its first block.
 			sn.c.log.Warn("snapshot progress is not a row position of a keyless table: reading it from its first block", "table", t.id.String(), "last_key", lastKey)
@@ -576,9 +576,9 @@ func (sn *snapshotter) reconcile(ctx context.Context, conn *pgx.Conn, t *table, 
 // after[0]+span, in ctid order. PostgreSQL (14 and later) reads such a
 // range with a TID Range Scan, so a chunk costs its own blocks, not the
 // table's. w.lastKey is then [the ctid of the last row read, or
-// "(block,0)" once the range is read through; the end block]. The end
-// block is the table's size at the first chunk (tidProgress); the chunk
-// that reaches it is the last.
+// "(block,0)" once the range is read through; the end block; the row's
+// tableoid, or "0"] (tidProgress). The end block is the table's size at
+// the first chunk; the chunk that reaches it is the last.
 func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *window, keyCols, keyTypes []string, after []string, limit int, span int64, hint *sizeHint) error {
 	if err := sn.visibleSnapshot(ctx, conn, w); err != nil {
 		return err
@@ -592,7 +592,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	keyless := len(keyCols) == 0
 	var endBlock, nblocks int64
 	if keyless {
-		from, end, err := tidProgress(after)
+		from, end, oid, err := tidProgress(after)
 		if err != nil {
 			return fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: snapshot progress %v is not a row position", t.id, after), err)
 		}
@@ -601,7 +601,12 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 			// Every row the chunk's snapshot sees, so every row committed
 			// below its low watermark, is in a block below it; a row in a
 			// block past it was written later, and the stream has it.
-			res, err := conn.PgConn().Exec(ctx, "SELECT pg_relation_size("+quoteLiteral(quoteTable(t.id))+"::regclass) / current_setting('block_size')::bigint").ReadAll()
+			// (A partitioned table's rows are its leaves': each has
+			// its own ctids, so the range is read in each, up to the
+			// largest.)
+			rel := quoteLiteral(quoteTable(t.id)) + "::regclass"
+			res, err := conn.PgConn().Exec(ctx, "SELECT greatest(pg_relation_size("+rel+"), (SELECT coalesce(max(pg_relation_size(relid)), 0) FROM pg_partition_tree("+
+				rel+") WHERE isleaf)) / current_setting('block_size')::bigint").ReadAll()
 			if err == nil && (len(res) != 1 || len(res[0].Rows) != 1) {
 				err = errors.New("unexpected result")
 			}
@@ -616,22 +621,25 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		if len(after) == 0 {
 			after = []string{"(0,0)"}
 		}
-		after = []string{after[0], strconv.FormatInt(nblocks, 10)}
+		after = []string{after[0], strconv.FormatInt(nblocks, 10), oid}
 	}
 	var sql strings.Builder
 	sql.WriteString("SELECT * FROM " + quoteTable(t.id))
 	if keyless {
-		// ctid last: the table's own columns keep their positions.
+		// ctid and tableoid last: the table's own columns keep their
+		// positions.
 		sql.Reset()
-		sql.WriteString("SELECT *, ctid FROM " + quoteTable(t.id))
+		sql.WriteString("SELECT *, ctid, tableoid::int8 FROM " + quoteTable(t.id))
 	}
 	// Text results (one decoder for stream and snapshot) from an unnamed
 	// statement (a cached plan would fail after ALTER TABLE changes SELECT
 	// *), text parameters, in one round trip.
 	var params [][]byte
 	if keyless {
-		sql.WriteString(" WHERE ctid > $1::tid AND ctid < $2::tid ORDER BY ctid")
-		params = append(params, []byte(after[0]), []byte(fmt.Sprintf("(%d,0)", endBlock)))
+		// Rows of a partitioned table's leaves share ctids: the order,
+		// and where a chunk stops, is (ctid, tableoid).
+		sql.WriteString(" WHERE ctid >= $1::tid AND ctid < $2::tid AND (ctid, tableoid::int8) > ($1::tid, $3::int8) ORDER BY ctid, tableoid")
+		params = append(params, []byte(after[0]), []byte(fmt.Sprintf("(%d,0)", endBlock)), []byte(after[2]))
 	} else if len(after) == len(keyCols) && len(after) > 0 {
 		sql.WriteString(" WHERE (" + strings.Join(keyCols, ", ") + ") > (")
 		for i := range after {
@@ -658,7 +666,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	}
 	tidCol := -1
 	if keyless {
-		tidCol = len(fds) - 1
+		tidCol = len(fds) - 2
 		fds = fds[:tidCol]
 	}
 	rel := &Relation{Table: t.id}
@@ -692,16 +700,16 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	var keyBuf []byte
 	keyEnd := make([]int, len(rel.KeyIdx))
 	if keyless {
-		keyEnd = make([]int, 1)
+		keyEnd = make([]int, 2) // ctid, tableoid
 	}
 	if cc == nil {
 		w.rows = make([]snapRow, 0, min(limit, 1<<16))
 	}
 	for rows.NextRow() {
 		raw := rows.Values()
-		var tid []byte
-		if tidCol >= 0 && len(raw) > tidCol {
-			raw, tid = raw[:tidCol], raw[tidCol]
+		var tid, oid []byte
+		if tidCol >= 0 && len(raw) == tidCol+2 {
+			raw, tid, oid = raw[:tidCol], raw[tidCol], raw[tidCol+1]
 		}
 		for _, v := range raw {
 			bytes += int64(len(v)) + 8
@@ -740,6 +748,8 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		if keyless {
 			keyBuf = append(keyBuf, tid...)
 			keyEnd[0] = len(keyBuf)
+			keyBuf = append(keyBuf, oid...)
+			keyEnd[1] = len(keyBuf)
 		}
 		for i, k := range rel.KeyIdx {
 			keyBuf = append(keyBuf, raw[k]...)
@@ -757,7 +767,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 			start = end
 		}
 		if keyless {
-			w.lastKey = append(w.lastKey, after[1])
+			w.lastKey = []string{w.lastKey[0], after[1], w.lastKey[1]}
 		}
 	}
 	full := n >= limit || bytes >= sn.c.opts.Snapshot.ChunkBytes
@@ -784,7 +794,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	w.last = !full
 	if keyless && !full {
 		// The range is read through: go on at its end block.
-		w.lastKey, w.blocks = []string{fmt.Sprintf("(%d,0)", endBlock), after[1]}, span
+		w.lastKey, w.blocks = []string{fmt.Sprintf("(%d,0)", endBlock), after[1], "0"}, span
 		w.last = endBlock >= nblocks
 	}
 	return nil
@@ -795,30 +805,31 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 const maxSpan = 1 << 17
 
 // tidProgress reads a keyless table's snapshot progress (LastKey):
-// ["(block,offset)", "end"], the ctid of the last row read and the block
-// the snapshot ends at (the table's size at its first chunk). from is
-// that block; end is -1 for no progress (or progress without an end).
-func tidProgress(key []string) (from, end int64, err error) {
+// ["(block,offset)", "end", "tableoid"], the ctid (and, for a partitioned
+// table, the leaf) of the last row read and the block the snapshot ends
+// at (the table's size at its first chunk). from is that block; end is
+// -1 for no progress; oid is "0" before the range's first row.
+func tidProgress(key []string) (from, end int64, oid string, err error) {
 	if len(key) == 0 {
-		return 0, -1, nil
+		return 0, -1, "0", nil
 	}
-	if len(key) > 2 {
-		return 0, 0, fmt.Errorf("%d values, want a row position and an end block", len(key))
+	if len(key) != 3 {
+		return 0, 0, "", fmt.Errorf("%d values, want a row position, an end block and a table oid", len(key))
 	}
 	b, _, ok := strings.Cut(strings.TrimPrefix(key[0], "("), ",")
 	if !ok {
-		return 0, 0, fmt.Errorf("%q is not a row position (block,offset)", key[0])
+		return 0, 0, "", fmt.Errorf("%q is not a row position (block,offset)", key[0])
 	}
 	if from, err = strconv.ParseInt(b, 10, 64); err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
-	end = -1
-	if len(key) == 2 {
-		if end, err = strconv.ParseInt(key[1], 10, 64); err != nil {
-			return 0, 0, fmt.Errorf("end block %q: %w", key[1], err)
-		}
+	if end, err = strconv.ParseInt(key[1], 10, 64); err != nil {
+		return 0, 0, "", fmt.Errorf("end block %q: %w", key[1], err)
 	}
-	return from, end, nil
+	if _, err := strconv.ParseInt(key[2], 10, 64); err != nil {
+		return 0, 0, "", fmt.Errorf("table oid %q: %w", key[2], err)
+	}
+	return from, end, key[2], nil
 }
 
 // quoteLiteral is s as an SQL string literal.
