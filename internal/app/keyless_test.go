@@ -421,3 +421,70 @@ func TestKeylessTableBronzeOnly(t *testing.T) {
 		t.Errorf("tidemark verify does not say public.events has no silver to compare:\n%s", out)
 	}
 }
+
+// TestKeylessTableGetsAKeyDuringItsSnapshot (issue 12): a keyless table
+// given a primary key while its snapshot, read in row positions, runs is
+// read again by its key; its silver table is then built from its whole
+// bronze table and verifies equal, and status no longer names it.
+func TestKeylessTableGetsAKeyDuringItsSnapshot(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark processes
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "keyless_keyed")
+	source := sourceName(t, srcURL)
+	pg.Exec(t, srcURL, `
+		CREATE TABLE public.events (id int NOT NULL, v text);
+		INSERT INTO public.events SELECT g, 'e' || g FROM generate_series(1, 10000) g;`)
+	events := change.TableID{Schema: "public", Name: "events"}
+	r, wh := newRunner(t, bin, srcURL, "--snapshot-chunk-rows", "500", "--silver-every", "300ms")
+	r.env = []string{fmt.Sprintf("%s=snapshot-between-chunks=sleep(150)", failpoint.EnvVar)}
+	lk := openLake(t, wh, source)
+	s := r.start()
+	deadline := time.Now().Add(time.Minute)
+	for lk.snapshotStatusID(events) != "running" {
+		if s.exited() {
+			t.Fatalf("tidemark exited by itself: %v", s.err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the snapshot of public.events did not start within a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pg.Exec(t, srcURL, `INSERT INTO public.events VALUES (20001, 'before the key')`)
+	pg.Exec(t, srcURL, `ALTER TABLE public.events ADD PRIMARY KEY (id); INSERT INTO public.events VALUES (20002, 'after the key');
+		UPDATE public.events SET v = 'updated' WHERE id <= 10`)
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: events, key: []string{"id"}}})
+	if st := lk.snapshotStatusID(events); st != "done" {
+		t.Fatalf("snapshot of public.events is %q", st)
+	}
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	r.env = nil
+	tbl, err := lk.cat.LoadTable(context.Background(), bronze.Ident(source, events))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key := tbl.Properties()[bronze.PropKey]; key != `["id"]` {
+		t.Errorf("bronze public.events records %s = %s, want [\"id\"]", bronze.PropKey, key)
+	}
+	if out, err := exec.Command(bin, "merge", "--warehouse", wh, "--name", source, "public.events").CombinedOutput(); err != nil {
+		t.Fatalf("tidemark merge public.events: %v\n%s", err, out)
+	}
+	got := map[string]bronzetest.Row{}
+	for _, row := range bronzetest.Read(t, wh, silver.Ident(source, "public", "events")...) {
+		got[bronzetest.KeyOf(row, []string{"id"})] = row
+	}
+	compareRows(t, "silver public.events", readSourceID(t, srcURL, events, []string{"id"}), got)
+	out := runVerify(t, r, bin, srcURL, wh, source)
+	if l := lineWith(string(out), "silver."+source+".public.events"); !strings.Contains(l, "equal") {
+		t.Errorf("tidemark verify does not find public.events equal:\n%s", out)
+	}
+	out, err = exec.Command(bin, "status", "--warehouse", wh).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tidemark status: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "bronze only") {
+		t.Errorf("tidemark status still names public.events as bronze only:\n%s", out)
+	}
+}

@@ -677,7 +677,13 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		rows.Close()
 		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", t.id), err)
 	}
-	rel.setKeys(t.described().Relation.KeyNames)
+	if keyless {
+		// (Still keyless for this chunk, if the table has just got a
+		// key: the chunk is dropped, and the snapshot read again by it.)
+		rel.setKeys(nil)
+	} else {
+		rel.setKeys(t.described().Relation.KeyNames)
+	}
 	w.schema, w.rel = schemaOf(rel), rel
 	var bytes int64
 	n := 0
