@@ -324,9 +324,10 @@ func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Sch
 // was created with: silver merges by key, and bronze rows of both keys in
 // one table cannot be replayed into one replica.
 //
-// A keyless table's (tidemark.key = []) that gets a key records it: its
-// changes so far are inserts and truncates, which replay by any key
-// (docs/silver.md, "Tables without a primary key").
+// A keyless table (tidemark.key = []) that gets a key records it: under
+// REPLICA IDENTITY DEFAULT or NOTHING its changes so far are inserts and
+// truncates, which replay by any key (docs/silver.md, "Tables without a
+// primary key").
 func checkKey(ctx context.Context, id change.TableID, tb *tableBuf, s *change.Schema) error {
 	if len(s.Key) == 0 {
 		return nil

@@ -298,7 +298,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 		}
 	}()
 	hint := &sizeHint{limit: sn.c.opts.Snapshot.ChunkBytes}
-	// A keyless table's chunk is a range of span heap blocks (ctidRange),
+	// A keyless table's chunk is a range of span heap blocks (read),
 	// sized from the rows per block seen so far so that it holds about a
 	// LIMIT of rows; the LIMIT and chunk_bytes still bound it.
 	span := int64(1)
@@ -604,9 +604,9 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 			// (A partitioned table's rows are its leaves': each has
 			// its own ctids, so the range is read in each, up to the
 			// largest.)
-			rel := quoteLiteral(quoteTable(t.id)) + "::regclass"
-			res, err := conn.PgConn().Exec(ctx, "SELECT greatest(pg_relation_size("+rel+"), (SELECT coalesce(max(pg_relation_size(relid)), 0) FROM pg_partition_tree("+
-				rel+") WHERE isleaf)) / current_setting('block_size')::bigint").ReadAll()
+			reg := quoteLiteral(quoteTable(t.id)) + "::regclass"
+			res, err := conn.PgConn().Exec(ctx, "SELECT greatest(pg_relation_size("+reg+"), (SELECT coalesce(max(pg_relation_size(relid)), 0) FROM pg_partition_tree("+
+				reg+") WHERE isleaf)) / current_setting('block_size')::bigint").ReadAll()
 			if err == nil && (len(res) != 1 || len(res[0].Rows) != 1) {
 				err = errors.New("unexpected result")
 			}
@@ -624,12 +624,12 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		after = []string{after[0], strconv.FormatInt(nblocks, 10), oid}
 	}
 	var sql strings.Builder
-	sql.WriteString("SELECT * FROM " + quoteTable(t.id))
 	if keyless {
 		// ctid and tableoid last: the table's own columns keep their
 		// positions.
-		sql.Reset()
 		sql.WriteString("SELECT *, ctid, tableoid::int8 FROM " + quoteTable(t.id))
+	} else {
+		sql.WriteString("SELECT * FROM " + quoteTable(t.id))
 	}
 	// Text results (one decoder for stream and snapshot) from an unnamed
 	// statement (a cached plan would fail after ALTER TABLE changes SELECT
