@@ -468,6 +468,17 @@ func TestKeylessTableGetsAKeyDuringItsSnapshot(t *testing.T) {
 	if key := tbl.Properties()[bronze.PropKey]; key != `["id"]` {
 		t.Errorf("bronze public.events records %s = %s, want [\"id\"]", bronze.PropKey, key)
 	}
+	// The chunks read by row position before the key, then the whole
+	// table again by its key.
+	snap := 0
+	for _, row := range bronzetest.Read(t, wh, bronze.Ident(source, events)...) {
+		if row["cdc_op"] == "r" {
+			snap++
+		}
+	}
+	if snap <= 10002 {
+		t.Errorf("bronze public.events holds %d snapshot rows, want the table read again by its key (more than its 10002 rows)", snap)
+	}
 	if out, err := exec.Command(bin, "merge", "--warehouse", wh, "--name", source, "public.events").CombinedOutput(); err != nil {
 		t.Fatalf("tidemark merge public.events: %v\n%s", err, out)
 	}
