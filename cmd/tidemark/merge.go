@@ -183,6 +183,8 @@ func printMerge(out io.Writer, format string, results []silver.Result) error {
 		switch {
 		case r.Gated:
 			state = "gated: " + r.Reason
+		case r.BronzeOnly:
+			state = "bronze only: " + r.Reason
 		case r.Published:
 			state = "published"
 		case r.Commits == 0:

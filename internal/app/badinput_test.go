@@ -787,10 +787,11 @@ func mustParse(t *testing.T, s string) *url.URL {
 
 // TestBadInputPublicationMistakes: --tables with a FOR ALL TABLES
 // publication is refused (it would capture every table); --tables naming a
-// table that does not exist is refused; a keyless table is left out on its
-// own under FOR ALL TABLES, and refuses the start when --tables lists it,
+// table that does not exist, or one its merge key cannot key, is refused,
 // which then drops the publication it created, never one that existed
-// before.
+// before; a keyless table is captured
+// into bronze only, never a refusal of the run (TestKeylessTableBronzeOnly,
+// TestNamedErrors/no_primary_key for one listed in --tables).
 func TestBadInputPublicationMistakes(t *testing.T) {
 	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
@@ -802,20 +803,20 @@ func TestBadInputPublicationMistakes(t *testing.T) {
 	}
 
 	// A keyless table under the FOR ALL TABLES publication tidemark
-	// creates is left out on its own; the others run.
+	// creates is captured into bronze only; the others run.
 	r, wh := newRunner(t, bin, srcURL, "--name", "src")
 	lk := openLake(t, wh, "src")
 	s := r.start()
-	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "accounts"}}})
+	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "accounts"}}, {id: change.TableID{Schema: "public", Name: "history"}}})
 	lk.close()
 	if code := s.stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
-	if rows := tryRead(wh, "bronze", "src", "public", "history"); len(rows) > 0 {
-		t.Errorf("bronze.src.public.history was written: %d rows", len(rows))
+	if rows := tryRead(wh, "bronze", "src", "public", "history"); len(rows) != 1 {
+		t.Errorf("bronze.src.public.history holds %d rows, want its one row", len(rows))
 	}
-	if code, out := runBin(t, bin, nil, "status", "--warehouse", wh); code != 0 || !strings.Contains(out, "not captured: src: public.history: [no_primary_key]") {
-		t.Errorf("tidemark status (exit %d) does not name public.history as not captured:\n%s", code, out)
+	if code, out := runBin(t, bin, nil, "status", "--warehouse", wh); code != 0 || !strings.Contains(out, "bronze only, no silver: bronze.src.public.history: [no_primary_key]") {
+		t.Errorf("tidemark status (exit %d) does not name public.history as bronze only:\n%s", code, out)
 	}
 
 	// A FOR ALL TABLES publication of the operator's, with --tables.
@@ -824,9 +825,11 @@ func TestBadInputPublicationMistakes(t *testing.T) {
 	wantRefusal(t, "--tables with FOR ALL TABLES", code, out, fault.ExitConfig, "bad_config", `"everything" is FOR ALL TABLES`, "Omit --tables", `FOR TABLE "public"."accounts"`, "--publication")
 	pg.Exec(t, srcURL, `CREATE PUBLICATION listed FOR TABLE public.accounts`)
 
-	// A keyless table in the --tables list of the publication tidemark creates.
-	code, out = run("--name", "fifth", "--tables", "public.accounts,public.history")
-	wantRefusal(t, "keyless, listed in --tables", code, out, fault.ExitConfig, "no_primary_key", `"public"."history"`, "leave it out of tables: (--tables)")
+	// A table whose declared merge key cannot key it, in the --tables
+	// list of the publication tidemark creates: refused, and the
+	// publication dropped.
+	code, out = run("--name", "fifth", "--tables", "public.accounts,public.history", "--merge-keys", "public.history=nope")
+	wantRefusal(t, "bad merge key, listed in --tables", code, out, fault.ExitConfig, "bad_config", `"public"."history"`, `"nope" is not a column`, "leave it out of tables: (--tables)")
 	if strings.Contains(out, "DROP TABLE") {
 		t.Errorf("the advice for the publication this start created and drops suggests DROP TABLE:\n%s", out)
 	}

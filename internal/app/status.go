@@ -31,7 +31,8 @@ type TableStatus struct {
 	Snapshots        int     `json:"lake_snapshots"`
 	// Silver is "published", "building", "building (pass i of n)" (a build in
 	// passes, i committed), "gated: <reason>", "failing: [silver_merge_failing]
-	// ..." (the named error of a merge that kept failing) or "disabled/none".
+	// ..." (the named error of a merge that kept failing), "none (bronze
+	// only)" (a table with no key: BronzeOnly) or "disabled/none".
 	Silver       string `json:"silver"`
 	SilverBehind int    `json:"silver_bronze_snapshots_behind"`
 	// SilverChangesBehind is the changes (bronze rows) in those commits;
@@ -46,6 +47,10 @@ type TableStatus struct {
 	// own (no key to merge by, a name the lake cannot hold), the named
 	// error that says why and the fix; Table is then "<source>: schema.table".
 	NotCaptured string `json:"not_captured,omitempty"`
+	// BronzeOnly is, for a table captured with no key to merge by (bronze
+	// only, no silver table: Silver is "none (bronze only)"), the named
+	// error (no_primary_key) that says why and how to give it a key.
+	BronzeOnly string `json:"bronze_only,omitempty"`
 	// SilverCatchUpSeconds is the expected time to catch up: the changes
 	// behind at the rate of the table's last merge steps (0: nothing
 	// behind; null: no step recorded its rate yet).
@@ -116,6 +121,10 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 		if err != nil {
 			return err
 		}
+		keyless, err := bronze.BronzeOnly(ctx, cat, ns[1])
+		if err != nil {
+			return err
+		}
 		silverOf := map[string]silver.TableState{}
 		if sts, err := silver.States(ctx, cat, ns[1]); err == nil {
 			for _, s := range sts {
@@ -141,7 +150,15 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 			if w := st.BronzeFootprint; w != nil && w.Warning != "" {
 				st.Warnings = append(st.Warnings, st.Table+": "+w.Warning)
 			}
-			if ss, ok := silverOf[st.Table]; ok {
+			if bronze.Keyless(tbl.Properties()) {
+				st.Silver = "none (bronze only)"
+				st.BronzeOnly = "[no_primary_key] the source table has no key to merge by"
+				for _, k := range keyless {
+					if k.Schema == ident[2] && k.Table == ident[3] {
+						st.BronzeOnly = k.Reason
+					}
+				}
+			} else if ss, ok := silverOf[st.Table]; ok {
 				switch {
 				case ss.Failing != nil:
 					st.Silver = ss.Failing.String()
@@ -260,6 +277,13 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 	for _, r := range rows {
 		if r.NotCaptured != "" {
 			if _, err := fmt.Fprintf(out, "not captured: %s: %s\n", r.Table, r.NotCaptured); err != nil {
+				return err
+			}
+		}
+	}
+	for _, r := range rows {
+		if r.BronzeOnly != "" {
+			if _, err := fmt.Fprintf(out, "bronze only, no silver: %s: %s\n", r.Table, r.BronzeOnly); err != nil {
 				return err
 			}
 		}

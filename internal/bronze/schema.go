@@ -1,6 +1,9 @@
 package bronze
 
 import (
+	"encoding/json"
+	"strings"
+
 	"github.com/apache/iceberg-go"
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -31,9 +34,27 @@ const (
 	// PostgreSQL checkpoint's resume position (now also its Info
 	// "acked-lsn", stored under the same key).
 	PropAckedLSN = "tidemark.acked-lsn"
-	// PropKey is a table property: the source table's key columns (JSON list).
+	// PropKey is a table property: the source table's key columns (JSON
+	// list). A table captured with no key to merge by records [] (bronze
+	// only, no silver table: Keyless); an absent property is a table
+	// written before tidemark recorded keys.
 	PropKey = "tidemark.key"
 )
+
+// keyProperty is the PropKey value of key ([] for none).
+func keyProperty(key []string) string {
+	if len(key) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(key)
+	return string(b)
+}
+
+// Keyless reports whether a bronze table's properties record a source
+// table with no key (PropKey = []): it is captured into bronze only.
+func Keyless(props map[string]string) bool {
+	return strings.TrimSpace(props[PropKey]) == "[]"
+}
 
 // idAssigner hands out field ids, including those of list elements.
 type idAssigner struct{ next int }

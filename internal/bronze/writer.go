@@ -278,8 +278,7 @@ func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Sch
 	tb, ok := w.tables[id]
 	if !ok {
 		ident := Ident(w.source, id)
-		key, _ := json.Marshal(s.Key)
-		props := tableProperties(string(key))
+		props := tableProperties(keyProperty(s.Key))
 		if ids := schemaIDs(s); len(ids) > 0 {
 			props[PropColumnIDs] = EncodeColumnIDs(ids)
 		}
@@ -308,7 +307,7 @@ func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Sch
 		w.tables[id] = tb
 		w.order = append(w.order, id)
 	}
-	if err := checkKey(id, tb, s); err != nil {
+	if err := checkKey(ctx, id, tb, s); err != nil {
 		return pipeline.TableState{}, err
 	}
 	if err := w.evolve(ctx, id, tb, s); err != nil {
@@ -325,7 +324,12 @@ func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Sch
 // checkKey refuses a source key that differs from the one the bronze table
 // was created with: silver merges by key, and bronze rows of both keys in
 // one table cannot be replayed into one replica.
-func checkKey(id change.TableID, tb *tableBuf, s *change.Schema) error {
+//
+// A keyless table (tidemark.key = []) that gets a key records it: under
+// REPLICA IDENTITY DEFAULT or NOTHING its changes so far are inserts and
+// truncates, which replay by any key (docs/silver.md, "Tables without a
+// primary key").
+func checkKey(ctx context.Context, id change.TableID, tb *tableBuf, s *change.Schema) error {
 	if len(s.Key) == 0 {
 		return nil
 	}
@@ -338,6 +342,12 @@ func checkKey(id change.TableID, tb *tableBuf, s *change.Schema) error {
 		return fault.With(fault.ErrCorruptState, fmt.Sprintf("bronze table %s: table property %s is unreadable", tb.name(), PropKey), err)
 	}
 	if strings.Join(old, "\x00") == strings.Join(s.Key, "\x00") {
+		return nil
+	}
+	if old != nil && len(old) == 0 {
+		if err := tb.tbl.SetProperties(ctx, map[string]string{PropKey: keyProperty(s.Key)}); err != nil {
+			return fmt.Errorf("bronze table %s: record its key %v: %w", tb.name(), s.Key, err)
+		}
 		return nil
 	}
 	return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(

@@ -18,18 +18,25 @@ type RefusalRecorder interface {
 	SetRefused(ctx context.Context, refused map[change.TableID]string) error
 }
 
-// RecordRefused logs each table of refused (with why, its named error's
-// code first) and records the whole set in sink, so a table fixed since
-// is no longer named. show names a table in the log.
-func RecordRefused(ctx context.Context, sink Sink, log *slog.Logger, refused map[change.TableID]error, show func(change.TableID) string) error {
-	out := make(map[change.TableID]string, len(refused))
-	for id, err := range refused {
+// Reasons renders each table's error with its named error's code first:
+// "[code] message".
+func Reasons(errs map[change.TableID]error) map[change.TableID]string {
+	out := make(map[change.TableID]string, len(errs))
+	for id, err := range errs {
 		out[id] = err.Error()
 		var fe *fault.Error
 		if errors.As(err, &fe) {
 			out[id] = "[" + fe.Code + "] " + out[id]
 		}
 	}
+	return out
+}
+
+// RecordRefused logs each table of refused (with why, Reasons) and
+// records the whole set in sink, so a table fixed since is no longer
+// named. show names a table in the log.
+func RecordRefused(ctx context.Context, sink Sink, log *slog.Logger, refused map[change.TableID]error, show func(change.TableID) string) error {
+	out := Reasons(refused)
 	for id, why := range out {
 		log.Warn("table not captured", "table", show(id), "reason", why)
 	}

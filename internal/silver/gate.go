@@ -55,6 +55,9 @@ type TableState struct {
 	// of how many (0 of 0: not in passes, or none committed yet).
 	BuildPass   int `json:"build_pass,omitempty"`
 	BuildPasses int `json:"build_passes,omitempty"`
+	// BronzeOnly: the source table has no key to merge by, so there is no
+	// silver table (bronze.Keyless); Reason says so.
+	BronzeOnly bool `json:"bronze_only,omitempty"`
 	// Gated: the silver table is held back; Reason says why.
 	Gated  bool   `json:"gated"`
 	Reason string `json:"reason,omitempty"`
@@ -122,6 +125,10 @@ func State(ctx context.Context, cat lake.Catalog, source, schema, table string) 
 		return st, err
 	}
 	cur, haveCur := b.CurrentSnapshot()
+	if s == nil && bronze.Keyless(b.Properties()) {
+		st.BronzeOnly, st.Reason = true, "the source table has no key to merge by: bronze only, no silver table"
+		return st, nil
+	}
 	if s == nil {
 		st.Gated = true
 		if !haveCur {

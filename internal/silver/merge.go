@@ -118,6 +118,10 @@ type Result struct {
 	// table exists yet; Reason says why.
 	Gated  bool   `json:"gated"`
 	Reason string `json:"reason,omitempty"`
+	// BronzeOnly: the bronze table records no key (a source table with
+	// none: bronze.Keyless), so it has no silver table and is not merged;
+	// Reason says so.
+	BronzeOnly bool `json:"bronze_only,omitempty"`
 	// Published: this merge made the silver table visible (its initial
 	// build caught up with a complete snapshot).
 	Published bool `json:"published"`
@@ -272,6 +276,12 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 	head, ok := b.CurrentSnapshot()
 	if !ok {
 		res.Gated, res.Reason = true, "bronze has no commit yet"
+		return res, nil
+	}
+	if bronze.Keyless(b.Properties()) {
+		// Captured with no key to merge by: bronze only, and no silver
+		// table until it has one (`tidemark status` says how).
+		res.BronzeOnly, res.Reason = true, "the source table has no key to merge by: bronze only, no silver table"
 		return res, nil
 	}
 	key, err := KeyOf(b)

@@ -74,6 +74,10 @@ func KeyOf(b lake.Table) ([]string, error) {
 			"bronze table %s records no key (table property %s): silver needs the source table's primary key "+
 				"or replica identity to merge by; recreate the bronze table with a current tidemark", name, bronze.PropKey), nil)
 	}
+	if bronze.Keyless(b.Properties()) {
+		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
+			"bronze table %s records that its source table has no key (%s = []): it is captured into bronze only, with no silver table", name, bronze.PropKey), nil)
+	}
 	var key []string
 	if err := json.Unmarshal([]byte(raw), &key); err != nil || len(key) == 0 {
 		return nil, fault.With(fault.ErrCorruptState, fmt.Sprintf(

@@ -26,7 +26,7 @@ func (r *Report) Write(w io.Writer, format string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%.1f\n", t.Table, t.Status, t.SourceRows, t.SilverRows,
 			t.Chunks, t.ChunksDiffering, diffs, dash(t.Position), t.Seconds)
 	}
-	if len(r.Tables) == 0 {
+	if len(r.Tables) == 0 && len(r.BronzeOnly) == 0 {
 		fmt.Fprintf(tw, "(no silver or bronze tables for source %s)\n", r.Source)
 	}
 	if err := tw.Flush(); err != nil {
@@ -34,6 +34,11 @@ func (r *Report) Write(w io.Writer, format string) error {
 	}
 	for _, n := range r.NotCaptured {
 		if _, err := fmt.Fprintf(w, "\n%s: not captured, not compared: %s\n", n.Table, n.Reason); err != nil {
+			return err
+		}
+	}
+	for _, n := range r.BronzeOnly {
+		if _, err := fmt.Fprintf(w, "\n%s: bronze only, no silver to compare: %s\n", n.Table, n.Reason); err != nil {
 			return err
 		}
 	}

@@ -119,6 +119,10 @@ type Report struct {
 	// to merge by, a name the lake cannot hold), with why: they have no
 	// lake table to compare, and do not change the exit code.
 	NotCaptured []NotCaptured `json:"not_captured,omitempty"`
+	// BronzeOnly are the tables captured with no key to merge by: bronze
+	// only, so no silver table to compare, with why; they do not change
+	// the exit code either.
+	BronzeOnly []NotCaptured `json:"bronze_only,omitempty"`
 }
 
 // NotCaptured is a published table the capture leaves out.
@@ -238,9 +242,24 @@ func Run(ctx context.Context, cat *lake.Catalog, src Source, opts Options, log *
 			rep.NotCaptured = append(rep.NotCaptured, NotCaptured{Table: showName(r.Schema, r.Table), Reason: r.Reason})
 		}
 	}
+	keyless, err := bronze.BronzeOnly(ctx, cat, opts.Source)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
 	for _, t := range tables {
 		if err := ctx.Err(); err != nil {
 			return rep, err
+		}
+		if b, err := cat.LoadTable(ctx, bronzeIdent(opts.Source, t)); err == nil && bronze.Keyless(b.Properties()) {
+			why := "[no_primary_key] the source table has no key to merge by"
+			for _, k := range keyless {
+				if k.Schema == t.Schema && k.Table == t.Table {
+					why = k.Reason
+				}
+			}
+			rep.BronzeOnly = append(rep.BronzeOnly, NotCaptured{Table: showName(t.Schema, t.Table), Reason: why})
+			log.Info("not verified: bronze only, no silver table", "table", showName(t.Schema, t.Table))
+			continue
 		}
 		tr := v.table(ctx, t)
 		if ctx.Err() != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,6 +79,9 @@ type Capture struct {
 	// refused holds the published tables left out on their own (isRefusal),
 	// with why; owned by Run's goroutine, then by the stream's.
 	refused map[change.TableID]error
+	// keyless holds the captured tables that have no key to merge by
+	// (TableInfo.Keyless): bronze only, no silver. Owned as refused is.
+	keyless map[change.TableID]error
 }
 
 // New returns a Capture. It does nothing until Run.
@@ -90,7 +94,11 @@ func (c *Capture) Close() { c.types.Close() }
 
 // table is the capture's view of one published table.
 type table struct {
-	id       change.TableID
+	id change.TableID
+	// info is replaced by the stream goroutine when a keyless table gets
+	// a key (stream.keyGained), under infoMu; the snapshot worker reads
+	// it with described.
+	infoMu   sync.Mutex
 	info     *TableInfo
 	schema   *change.Schema
 	snapshot snapState
@@ -111,6 +119,13 @@ type table struct {
 	// leafNodes are their relfilenodes as last recorded
 	// (PropLeafFilenodes; nil when none are).
 	leafNodes map[string]uint32
+}
+
+// described returns the table's description (any goroutine).
+func (t *table) described() *TableInfo {
+	t.infoMu.Lock()
+	defer t.infoMu.Unlock()
+	return t.info
 }
 
 // Run runs one capture session: it verifies or creates the publication, the
@@ -170,6 +185,7 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 	infos := map[change.TableID]*TableInfo{}
 	var problems []error
 	c.refused = map[change.TableID]error{}
+	c.keyless = map[change.TableID]error{}
 	for _, id := range ids {
 		info, err := c.describe(ctx, meta, id)
 		if isRefusal(err) {
@@ -181,6 +197,7 @@ func (c *Capture) Run(ctx context.Context) (err error) {
 			continue
 		}
 		infos[id] = info
+		c.noteKeyless(id, info)
 	}
 	if len(problems) > 0 {
 		return errors.Join(problems...)
@@ -325,6 +342,18 @@ func (c *Capture) describe(ctx context.Context, meta *pgx.Conn, id change.TableI
 		return nil, r.err
 	}
 	return info, err
+}
+
+// noteKeyless records whether table id, as described by info, is captured
+// into bronze only; it reports whether that changed.
+func (c *Capture) noteKeyless(id change.TableID, info *TableInfo) bool {
+	prev, was := c.keyless[id]
+	if info.Keyless == nil {
+		delete(c.keyless, id)
+		return was
+	}
+	c.keyless[id] = info.Keyless
+	return !was || prev.Error() != info.Keyless.Error()
 }
 
 // openDescribed creates (or verifies) the lake tables of a described table.

@@ -547,18 +547,55 @@ func TestTableAddedLaterIsBackfilled(t *testing.T) {
 func TestNamedErrors(t *testing.T) {
 	pg := testenv.Shared(t)
 	t.Run("no primary key", func(t *testing.T) {
-		// Listed by name: capturing less than the list says refuses the
-		// run (under FOR ALL TABLES the table alone is left out:
-		// TestKeylessTableJoiningThePublication).
-		h := newHarness(t, pg, `CREATE TABLE nokey (a int, b text)`)
+		// Listed by name, a table without a key is captured into bronze
+		// only (no refusal of the run): its rows reach bronze, its bronze
+		// table records no key, and bronze.BronzeOnly names it with
+		// no_primary_key and the fixes.
+		h := newHarness(t, pg, `CREATE TABLE nokey (a int, b text); INSERT INTO nokey SELECT g, 'r' || g FROM generate_series(1, 300) g`)
 		opts := h.opts()
 		opts.Tables = []change.TableID{{Schema: "public", Name: "nokey"}}
-		err := h.runErr(opts)
-		if !errors.Is(err, fault.ErrNoPrimaryKey) || !strings.Contains(err.Error(), `"public"."nokey"`) || !strings.Contains(err.Error(), "leave it out of tables") {
-			t.Fatalf("err = %v, want ErrNoPrimaryKey naming public.nokey", err)
+		r := h.start(opts)
+		h.waitCaughtUp(r)
+		h.exec(`INSERT INTO nokey VALUES (1000, 'streamed')`)
+		h.waitCaughtUp(r)
+		if err := r.stop(); err != nil {
+			t.Fatal(err)
 		}
-		if fault.ExitCode(err) != fault.ExitConfig {
-			t.Errorf("exit code %d, want %d", fault.ExitCode(err), fault.ExitConfig)
+		seen := map[string]int{}
+		for _, row := range h.rows("bronze", h.source, "public", "nokey") {
+			seen[fmt.Sprintf("%v %v", row["a"], row["b"])]++
+		}
+		for i := 1; i <= 300; i++ {
+			if seen[fmt.Sprintf("%d r%d", i, i)] != 1 {
+				t.Errorf("bronze nokey holds row %d %d times, want once (read by the snapshot)", i, seen[fmt.Sprintf("%d r%d", i, i)])
+			}
+		}
+		if seen["1000 streamed"] != 1 || len(seen) != 301 {
+			t.Errorf("bronze nokey holds %d distinct rows (the streamed one %d times), want 301 and once", len(seen), seen["1000 streamed"])
+		}
+		ctx := context.Background()
+		cat, err := lake.Open(ctx, lake.Config{Warehouse: h.wh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cat.Close()
+		tbl, err := cat.LoadTable(ctx, []string{"bronze", h.source, "public", "nokey"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bronze.Keyless(tbl.Properties()) {
+			t.Errorf("bronze nokey records %s = %q, want []", bronze.PropKey, tbl.Properties()[bronze.PropKey])
+		}
+		only, err := bronze.BronzeOnly(ctx, cat, h.source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(only) != 1 || only[0].Table != "nokey" || !strings.Contains(only[0].Reason, "[no_primary_key]") ||
+			!strings.Contains(only[0].Reason, "bronze only") || !strings.Contains(only[0].Reason, "ADD PRIMARY KEY") {
+			t.Errorf("bronze.BronzeOnly = %+v, want public.nokey with no_primary_key and its fix", only)
+		}
+		if refused, _ := bronze.Refused(ctx, cat, h.source); len(refused) != 0 {
+			t.Errorf("bronze.Refused = %+v, want none", refused)
 		}
 	})
 	t.Run("slot dropped", func(t *testing.T) {

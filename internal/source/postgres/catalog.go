@@ -272,6 +272,10 @@ func (tc *TypeCache) Lookup(oid uint32) (typemap.TypeInfo, error) {
 type TableInfo struct {
 	Relation *Relation
 	Estimate int64 // pg_class.reltuples (may be -1 when never analyzed)
+	// Keyless is why the table has no key to merge by (a
+	// fault.ErrNoPrimaryKey with its fixes), nil for a keyed table: it
+	// is captured into bronze only (keyless.go).
+	Keyless error
 }
 
 func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
@@ -353,11 +357,15 @@ func describeKeyed(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", t, err)
 	}
-	if keys, err = chooseKey(t, rel, replid, keys, declared); err != nil {
+	var keyless error
+	var kl *keylessTable
+	if keys, err = chooseKey(t, rel, replid, keys, declared); errors.As(err, &kl) {
+		keys, keyless = nil, kl.err
+	} else if err != nil {
 		return nil, err
 	}
 	rel.setKeys(keys)
-	return &TableInfo{Relation: rel, Estimate: int64(estimate)}, nil
+	return &TableInfo{Relation: rel, Estimate: int64(estimate), Keyless: keyless}, nil
 }
 
 // tableKey returns the replica identity index columns when one is set, else

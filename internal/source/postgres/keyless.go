@@ -4,8 +4,11 @@ package postgres
 // "Tables without a primary key"): a table is keyed by its declared merge
 // key (config merge_keys), else by its primary key or replica identity
 // index, else, with REPLICA IDENTITY FULL, by the whole row. A table none
-// of these fits, or whose name the lake cannot hold, is refused on its own:
-// the other tables run, and `tidemark status` names it with the fix.
+// of these fits is captured into bronze only (keyless): its snapshot is
+// read in ctid ranges, its changes are appended as they come, and it has
+// no silver table; `tidemark status` names it with the fix. A table whose
+// name the lake cannot hold, or whose declared merge key cannot key it, is
+// refused on its own: the other tables run.
 
 import (
 	"context"
@@ -48,6 +51,17 @@ func isRefusal(err error) bool {
 	return errors.As(err, &r)
 }
 
+// keylessTable marks the reason a table has no key to merge by: it is
+// captured into bronze only (TableInfo.Keyless), never refused.
+type keylessTable struct{ err error }
+
+func (k *keylessTable) Error() string { return k.err.Error() }
+func (k *keylessTable) Unwrap() error { return k.err }
+
+// bronzeOnly marks err (a fault.ErrNoPrimaryKey) as the reason a table is
+// captured into bronze only.
+func bronzeOnly(err error) error { return &keylessTable{err: err} }
+
 // keyProblem says why column c cannot be part of a key, or "".
 func keyProblem(c Column) string {
 	switch c.Map.IcebergType().(type) {
@@ -79,16 +93,17 @@ func mergeKeyConfig(t change.TableID) string {
 // chooseKey returns the columns table t is keyed by: declared (its config
 // merge key), else ident (its primary key or replica identity index),
 // else, under REPLICA IDENTITY FULL, every column. replid is
-// pg_class.relreplident. A table none fits is refused on its own
-// (isRefusal) with the one-line fixes.
+// pg_class.relreplident. For a table none fits it returns no key and the
+// reason, marked bronzeOnly, with the one-line fixes: the table is
+// captured into bronze only.
 func chooseKey(t change.TableID, rel *Relation, replid string, ident, declared []string) ([]string, error) {
 	if len(declared) > 0 {
 		return declaredKey(t, rel, replid, ident, declared)
 	}
 	if len(ident) > 0 {
 		if replid == "n" {
-			return nil, refuse(fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
-				"table %s has REPLICA IDENTITY NOTHING: its updates and deletes carry no key, so it is not captured. "+
+			return nil, bronzeOnly(fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
+				"table %s has REPLICA IDENTITY NOTHING: its updates and deletes carry no key, so it is captured into bronze only, with no silver table. "+
 					"Run ALTER TABLE %s REPLICA IDENTITY DEFAULT", showTable(t), quoteTable(t)), nil))
 		}
 		return ident, nil
@@ -107,13 +122,13 @@ func chooseKey(t change.TableID, rel *Relation, replid string, ident, declared [
 			}
 			return all, nil
 		}
-		return nil, refuse(fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
-			"table %s has no primary key, and REPLICA IDENTITY FULL cannot key it on the whole row (%s), so it is not captured. "+
+		return nil, bronzeOnly(fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
+			"table %s has no primary key, and REPLICA IDENTITY FULL cannot key it on the whole row (%s), so it is captured into bronze only, with no silver table. "+
 				"Add a key (ALTER TABLE %s ADD PRIMARY KEY (...)) or declare the columns to merge it by in the config (%s)",
 			showTable(t), strings.Join(why, "; "), quoteTable(t), mergeKeyConfig(t)), nil))
 	}
-	return nil, refuse(fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
-		"table %s has no primary key and no replica identity index, so it is not captured: tidemark cannot merge its changes by key. "+
+	return nil, bronzeOnly(fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
+		"table %s has no primary key and no replica identity index, so it is captured into bronze only, with no silver table: tidemark cannot merge its changes by key. "+
 			"Add one (ALTER TABLE %s ADD PRIMARY KEY (...)), or key it on the whole row (ALTER TABLE %s REPLICA IDENTITY FULL), "+
 			"or declare the columns to merge it by in the config (%s)", showTable(t), quoteTable(t), quoteTable(t), mergeKeyConfig(t)), nil))
 }
@@ -154,8 +169,28 @@ func declaredKey(t change.TableID, rel *Relation, replid string, ident, declared
 		showTable(t), strings.Join(declared, ", "), strings.Join(ident, ", "), quoteTable(t)), nil))
 }
 
-// recordRefused logs and records the tables refused on their own (the
-// whole set, so a table fixed since is no longer named).
+// bronzeOnlyRecorder is the Sink side of keyless tables (bronze.Writer:
+// for `tidemark status` and `tidemark verify`). Optional: a Sink without
+// it (a test's) is told nothing.
+type bronzeOnlyRecorder interface {
+	// SetBronzeOnly replaces the recorded set of tables captured into
+	// bronze only and why.
+	SetBronzeOnly(ctx context.Context, keyless map[change.TableID]string) error
+}
+
+// recordRefused logs and records the tables refused on their own and the
+// tables captured into bronze only (each whole set, so a table fixed
+// since is no longer named).
 func (c *Capture) recordRefused(ctx context.Context) error {
-	return pipeline.RecordRefused(ctx, c.w, c.log, c.refused, showTable)
+	if err := pipeline.RecordRefused(ctx, c.w, c.log, c.refused, showTable); err != nil {
+		return err
+	}
+	keyless := pipeline.Reasons(c.keyless)
+	for id, why := range keyless {
+		c.log.Warn("table captured into bronze only, no silver", "table", showTable(id), "reason", why)
+	}
+	if r, ok := c.w.(bronzeOnlyRecorder); ok {
+		return r.SetBronzeOnly(ctx, keyless)
+	}
+	return nil
 }

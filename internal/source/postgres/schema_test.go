@@ -14,8 +14,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
+	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -246,9 +249,10 @@ func TestWritesAndDDLDuringTheSnapshot(t *testing.T) {
 }
 
 // RELIABILITY row 12, while running: a table without a key that joins the
-// publication (FOR ALL TABLES) is left out on its own, recorded with
-// no_primary_key and its fix (bronze.Refused), while the other tables go
-// on; once it has a key, its next change brings it in with a backfill.
+// publication (FOR ALL TABLES) is captured into bronze only, recorded
+// with no_primary_key and its fix (bronze.BronzeOnly), while the other
+// tables go on; once it has a key, bronze records it (tidemark.key) and
+// the table is no longer named.
 func TestKeylessTableJoiningThePublication(t *testing.T) {
 	pg := testenv.Shared(t)
 	h := newHarness(t, pg, `CREATE TABLE k (id int primary key)`)
@@ -257,12 +261,12 @@ func TestKeylessTableJoiningThePublication(t *testing.T) {
 	h.exec(`CREATE TABLE nokey (a int, b text); INSERT INTO nokey VALUES (1, 'x'); INSERT INTO k VALUES (1)`)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		refused, err := bronze.Refused(context.Background(), r.cat, h.source)
+		only, err := bronze.BronzeOnly(context.Background(), r.cat, h.source)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(refused) == 1 && refused[0].Table == "nokey" && strings.Contains(refused[0].Reason, "[no_primary_key]") &&
-			strings.Contains(refused[0].Reason, "REPLICA IDENTITY FULL") {
+		if len(only) == 1 && only[0].Table == "nokey" && strings.Contains(only[0].Reason, "[no_primary_key]") &&
+			strings.Contains(only[0].Reason, "REPLICA IDENTITY FULL") {
 			break
 		}
 		select {
@@ -271,7 +275,7 @@ func TestKeylessTableJoiningThePublication(t *testing.T) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the keyless table is not recorded as refused: %+v", refused)
+			t.Fatalf("the keyless table is not recorded as bronze only: %+v", only)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -279,17 +283,95 @@ func TestKeylessTableJoiningThePublication(t *testing.T) {
 	if n := len(h.rows("bronze", h.source, "public", "k")); n != 1 {
 		t.Errorf("bronze k has %d rows, want 1", n)
 	}
+	if refused, _ := bronze.Refused(context.Background(), r.cat, h.source); len(refused) != 0 {
+		t.Errorf("recorded as refused: %+v", refused)
+	}
+	h.exec(`INSERT INTO nokey VALUES (3, 'z')`)
 	h.exec(`ALTER TABLE nokey REPLICA IDENTITY FULL; ALTER TABLE nokey ALTER a SET NOT NULL, ALTER b SET NOT NULL; INSERT INTO nokey VALUES (2, 'y')`)
 	h.waitCaughtUp(r)
 	seen := map[string]bool{}
 	for _, row := range h.rows("bronze", h.source, "public", "nokey") {
 		seen[fmt.Sprintf("%v %v", row["a"], row["b"])] = true
 	}
-	if !seen["1 x"] || !seen["2 y"] || len(seen) != 2 {
-		t.Errorf("bronze nokey holds %v after its fix, want the rows (1, x) and (2, y)", seen)
+	if !seen["1 x"] || !seen["2 y"] || !seen["3 z"] || len(seen) != 3 {
+		t.Errorf("bronze nokey holds %v after its fix, want the rows (1, x), (2, y) and (3, z)", seen)
 	}
-	if refused, _ := bronze.Refused(context.Background(), r.cat, h.source); len(refused) != 0 {
-		t.Errorf("still recorded as refused after its fix: %+v", refused)
+	if only, _ := bronze.BronzeOnly(context.Background(), r.cat, h.source); len(only) != 0 {
+		t.Errorf("still recorded as bronze only after its fix: %+v", only)
+	}
+	if key := h.props("bronze", h.source, "public", "nokey")[bronze.PropKey]; key != `["a","b"]` {
+		t.Errorf("bronze nokey records %s = %s after its fix, want its whole row", bronze.PropKey, key)
 	}
 	h.checkAckNotAheadOfLake()
+}
+
+// props returns the table properties of a lake table.
+func (h *harness) props(ident ...string) map[string]string {
+	h.t.Helper()
+	ctx := context.Background()
+	cat, err := lake.Open(ctx, lake.Config{Warehouse: h.wh})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cat.Close()
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return tbl.Properties()
+}
+
+// TestKeylessSnapshotInRowPositions: a keyless table's snapshot is read in
+// ctid ranges, in chunks that stop mid-range at chunk_rows; a partitioned
+// table's leaves share ctids, so the chunks order (and stop) by ctid and
+// leaf. Every row is read exactly once, for a plain and a partitioned
+// table, with rows deleted from the middle (empty blocks) in between.
+func TestKeylessSnapshotInRowPositions(t *testing.T) {
+	pg := testenv.Shared(t)
+	h := newHarness(t, pg, `
+		CREATE TABLE plain (a int, b text);
+		INSERT INTO plain SELECT g, repeat('p', g % 50) FROM generate_series(1, 3000) g;
+		DELETE FROM plain WHERE a BETWEEN 1000 AND 2200;
+		CREATE TABLE parted (a int, day date, b text) PARTITION BY RANGE (day);
+		CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM ('2024-01-01') TO ('2024-02-01');
+		CREATE TABLE parted_2 PARTITION OF parted FOR VALUES FROM ('2024-02-01') TO ('2024-03-01');
+		CREATE TABLE parted_3 PARTITION OF parted FOR VALUES FROM ('2024-03-01') TO ('2024-04-01');
+		INSERT INTO parted SELECT g, date '2024-01-01' + (g % 90), 'r' || g FROM generate_series(1, 2500) g;`)
+	opts := h.opts()
+	opts.Tables = []change.TableID{{Schema: "public", Name: "plain"}, {Schema: "public", Name: "parted"}}
+	opts.Snapshot.ChunkRows = 70
+	r := h.start(opts)
+	h.waitCaughtUp(r)
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		table string
+		want  func(int) bool
+		n     int
+	}{
+		{"plain", func(a int) bool { return a < 1000 || a > 2200 }, 3000},
+		{"parted", func(int) bool { return true }, 2500},
+	} {
+		seen := map[int32]int{}
+		for _, row := range h.rows("bronze", h.source, "public", tc.table) {
+			if row["cdc_op"] != "r" {
+				t.Errorf("bronze %s holds a %v row, want snapshot rows only: %v", tc.table, row["cdc_op"], row)
+			}
+			seen[row["a"].(int32)]++
+		}
+		for a := 1; a <= tc.n; a++ {
+			want := 0
+			if tc.want(a) {
+				want = 1
+			}
+			if seen[int32(a)] != want {
+				t.Errorf("bronze %s holds row %d %d times, want %d", tc.table, a, seen[int32(a)], want)
+			}
+		}
+		st := h.summary("bronze", h.source, "public", tc.table)[pipeline.PropSnapshot]
+		if !strings.Contains(st, `"status":"done"`) || !strings.Contains(st, `"last_key":["(`) {
+			t.Errorf("bronze %s snapshot progress %s, want done with a row position", tc.table, st)
+		}
+	}
 }

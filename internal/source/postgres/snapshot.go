@@ -68,6 +68,9 @@ type window struct {
 	read    int // rows read, decoded or not
 	lastKey []string
 	last    bool
+	// blocks is, for a keyless table's chunk, how many heap blocks it
+	// covered (0 when it stopped at its LIMIT or chunk_bytes first).
+	blocks int64
 
 	done chan error
 }
@@ -224,21 +227,38 @@ func (sn *snapshotter) finished(t *table, gen int64) bool {
 
 // table snapshots one table from where its persisted progress left off.
 func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) error {
-	rel := t.info.Relation
-	keyCols := make([]string, len(rel.KeyNames))
-	keyTypes := make([]string, len(rel.KeyNames))
-	for i, k := range rel.KeyNames {
-		keyCols[i] = quoteIdent(k)
-		idx := rel.Index(k)
-		if idx < 0 {
-			return fmt.Errorf("table %s: key column %q not found", t.id, k)
-		}
-		keyTypes[i] = rel.Columns[idx].TypeName
-	}
 	gen := t.gen.Load() // before the progress: a rewrite after it restarts
+	info := t.described()
+	var keyCols, keyTypes []string
+	// keyed sets the key the chunks are ordered by: the table's, or for a
+	// keyless table none (keyCols nil: chunks are ctid ranges).
+	keyed := func(rel *Relation) error {
+		keyCols = make([]string, len(rel.KeyNames))
+		keyTypes = make([]string, len(rel.KeyNames))
+		for i, k := range rel.KeyNames {
+			keyCols[i] = quoteIdent(k)
+			idx := rel.Index(k)
+			if idx < 0 {
+				return fmt.Errorf("table %s: key column %q not found", t.id, k)
+			}
+			keyTypes[i] = rel.Columns[idx].TypeName
+		}
+		return nil
+	}
+	if err := keyed(info.Relation); err != nil {
+		return err
+	}
 	lastKey := t.snapshot.LastKey
+	if len(keyCols) == 0 && len(lastKey) > 0 {
+		if _, _, _, err := tidProgress(lastKey); err != nil {
+			// Progress recorded by key, the table keyless since: read it
+			// again from its first block.
+			sn.c.log.Warn("snapshot progress is not a row position of a keyless table: reading it from its first block", "table", t.id.String(), "last_key", lastKey)
+			lastKey = nil
+		}
+	}
 	rows := t.snapshot.Rows
-	est := t.info.Estimate
+	est := info.Estimate
 	start := time.Now()
 	lastLog := start
 	startRows := rows
@@ -278,6 +298,19 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 		}
 	}()
 	hint := &sizeHint{limit: sn.c.opts.Snapshot.ChunkBytes}
+	// A keyless table's chunk is a range of span heap blocks (read),
+	// sized from the rows per block seen so far so that it holds about a
+	// LIMIT of rows; the LIMIT and chunk_bytes still bound it.
+	span := int64(1)
+	spanAfter := func(w *window, span int64) int64 {
+		switch {
+		case w.blocks <= 0:
+			return span
+		case w.read == 0:
+			return min(2*span, maxSpan)
+		}
+		return max(1, min(maxSpan, int64(sizeAfter(w, limit))*w.blocks/int64(w.read)))
+	}
 	for {
 		w := ahead
 		ahead = nil
@@ -286,13 +319,13 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 			if w, err = sn.openWindow(ctx, conn, t, gen); err != nil {
 				return err
 			}
-			if err := sn.read(ctx, conn, t, w, keyCols, keyTypes, lastKey, limit, hint); err != nil {
+			if err := sn.read(ctx, conn, t, w, keyCols, keyTypes, lastKey, limit, span, hint); err != nil {
 				sn.windows.remove(w.id)
 				return err
 			}
 		}
 		next, err := sn.reconcile(ctx, conn, t, w, func(next *window) error {
-			return sn.read(ctx, conn, t, next, keyCols, keyTypes, w.lastKey, sizeAfter(w, limit), hint)
+			return sn.read(ctx, conn, t, next, keyCols, keyTypes, w.lastKey, sizeAfter(w, limit), spanAfter(w, span), hint)
 		})
 		ahead = next
 		if errors.Is(err, errTruncatedInWindow) {
@@ -311,7 +344,11 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 				ahead = nil
 			}
 			gen, lastKey, rows, startRows = t.gen.Load(), nil, 0, 0
-			limit = min(chunkRows, firstChunkRows)
+			limit, span = min(chunkRows, firstChunkRows), 1
+			// The table may have got a key meanwhile (stream.keyGained).
+			if err := keyed(t.described().Relation); err != nil {
+				return err
+			}
 			sn.c.log.Info("table rewritten while its snapshot ran: reading it again from its first key", "table", t.id.String())
 			continue
 		}
@@ -320,6 +357,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 		}
 		rows += int64(w.read)
 		lastKey = w.lastKey
+		span = spanAfter(w, span)
 		limit = sizeAfter(w, limit)
 		if now := time.Now(); now.Sub(lastLog) >= 5*time.Second || w.last {
 			el := now.Sub(start).Seconds()
@@ -336,7 +374,10 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 				return nil
 			}
 			gen, lastKey, rows, startRows = t.gen.Load(), nil, 0, 0
-			limit = min(chunkRows, firstChunkRows)
+			limit, span = min(chunkRows, firstChunkRows), 1
+			if err := keyed(t.described().Relation); err != nil {
+				return err
+			}
 			sn.c.log.Info("table rewritten as its snapshot ended: reading it again from its first key", "table", t.id.String())
 			continue
 		}
@@ -529,7 +570,16 @@ func (sn *snapshotter) reconcile(ctx context.Context, conn *pgx.Conn, t *table, 
 // read reads the chunk of window w: the rows after key `after`, at most
 // limit of them (or chunk_bytes), under a snapshot taken once the stream
 // has passed w's low watermark.
-func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *window, keyCols, keyTypes []string, after []string, limit int, hint *sizeHint) error {
+//
+// A keyless table (keyCols empty) is read by row position instead: the
+// rows after ctid after[0] (nil: from the first) and before block
+// after[0]+span, in ctid order. PostgreSQL (14 and later) reads such a
+// range with a TID Range Scan, so a chunk costs its own blocks, not the
+// table's. w.lastKey is then [the ctid of the last row read, or
+// "(block,0)" once the range is read through; the end block; the row's
+// tableoid, or "0"] (tidProgress). The end block is the table's size at
+// the first chunk; the chunk that reaches it is the last.
+func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *window, keyCols, keyTypes []string, after []string, limit int, span int64, hint *sizeHint) error {
 	if err := sn.visibleSnapshot(ctx, conn, w); err != nil {
 		return err
 	}
@@ -539,13 +589,58 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 			rollback(conn)
 		}
 	}()
+	keyless := len(keyCols) == 0
+	var endBlock, nblocks int64
+	if keyless {
+		from, end, oid, err := tidProgress(after)
+		if err != nil {
+			return fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: snapshot progress %v is not a row position", t.id, after), err)
+		}
+		if end < 0 {
+			// The first chunk: the table's size now bounds the snapshot.
+			// Every row the chunk's snapshot sees, so every row committed
+			// below its low watermark, is in a block below it; a row in a
+			// block past it was written later, and the stream has it.
+			// (A partitioned table's rows are its leaves': each has
+			// its own ctids, so the range is read in each, up to the
+			// largest.)
+			reg := quoteLiteral(quoteTable(t.id)) + "::regclass"
+			res, err := conn.PgConn().Exec(ctx, "SELECT greatest(pg_relation_size("+reg+"), (SELECT coalesce(max(pg_relation_size(relid)), 0) FROM pg_partition_tree("+
+				reg+") WHERE isleaf)) / current_setting('block_size')::bigint").ReadAll()
+			if err == nil && (len(res) != 1 || len(res[0].Rows) != 1) {
+				err = errors.New("unexpected result")
+			}
+			if err != nil {
+				return classify(fmt.Errorf("table %s: read the table's size: %w", t.id, err))
+			}
+			if end, err = strconv.ParseInt(string(res[0].Rows[0][0]), 10, 64); err != nil {
+				return fmt.Errorf("table %s: read the table's size: %w", t.id, err)
+			}
+		}
+		nblocks, endBlock = end, min(from+span, end)
+		if len(after) == 0 {
+			after = []string{"(0,0)"}
+		}
+		after = []string{after[0], strconv.FormatInt(nblocks, 10), oid}
+	}
 	var sql strings.Builder
-	sql.WriteString("SELECT * FROM " + quoteTable(t.id))
+	if keyless {
+		// ctid and tableoid last: the table's own columns keep their
+		// positions.
+		sql.WriteString("SELECT *, ctid, tableoid::int8 FROM " + quoteTable(t.id))
+	} else {
+		sql.WriteString("SELECT * FROM " + quoteTable(t.id))
+	}
 	// Text results (one decoder for stream and snapshot) from an unnamed
 	// statement (a cached plan would fail after ALTER TABLE changes SELECT
 	// *), text parameters, in one round trip.
 	var params [][]byte
-	if len(after) == len(keyCols) && len(after) > 0 {
+	if keyless {
+		// Rows of a partitioned table's leaves share ctids: the order,
+		// and where a chunk stops, is (ctid, tableoid).
+		sql.WriteString(" WHERE ctid >= $1::tid AND ctid < $2::tid AND (ctid, tableoid::int8) > ($1::tid, $3::int8) ORDER BY ctid, tableoid")
+		params = append(params, []byte(after[0]), []byte(fmt.Sprintf("(%d,0)", endBlock)), []byte(after[2]))
+	} else if len(after) == len(keyCols) && len(after) > 0 {
 		sql.WriteString(" WHERE (" + strings.Join(keyCols, ", ") + ") > (")
 		for i := range after {
 			if i > 0 {
@@ -556,7 +651,9 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		}
 		sql.WriteString(")")
 	}
-	sql.WriteString(" ORDER BY " + strings.Join(keyCols, ", "))
+	if !keyless {
+		sql.WriteString(" ORDER BY " + strings.Join(keyCols, ", "))
+	}
 	fmt.Fprintf(&sql, " LIMIT %d", limit)
 	rows := conn.PgConn().ExecParams(ctx, sql.String(), params, nil, nil, nil)
 	fds := rows.FieldDescriptions()
@@ -567,6 +664,11 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		}
 		return classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 	}
+	tidCol := -1
+	if keyless {
+		tidCol = len(fds) - 2
+		fds = fds[:tidCol]
+	}
 	rel := &Relation{Table: t.id}
 	for _, fd := range fds {
 		rel.Columns = append(rel.Columns, Column{Name: fd.Name, TypeOID: fd.DataTypeOID, TypeMod: fd.TypeModifier, AttNum: int16(fd.TableAttributeNumber)})
@@ -575,7 +677,13 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		rows.Close()
 		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", t.id), err)
 	}
-	rel.setKeys(t.info.Relation.KeyNames)
+	if keyless {
+		// (Still keyless for this chunk, if the table has just got a
+		// key: the chunk is dropped, and the snapshot read again by it.)
+		rel.setKeys(nil)
+	} else {
+		rel.setKeys(t.described().Relation.KeyNames)
+	}
 	w.schema, w.rel = schemaOf(rel), rel
 	var bytes int64
 	n := 0
@@ -597,11 +705,18 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 	// strings once, after the loop.
 	var keyBuf []byte
 	keyEnd := make([]int, len(rel.KeyIdx))
+	if keyless {
+		keyEnd = make([]int, 2) // ctid, tableoid
+	}
 	if cc == nil {
 		w.rows = make([]snapRow, 0, min(limit, 1<<16))
 	}
 	for rows.NextRow() {
 		raw := rows.Values()
+		var tid, oid []byte
+		if tidCol >= 0 && len(raw) == tidCol+2 {
+			raw, tid, oid = raw[:tidCol], raw[tidCol], raw[tidCol+1]
+		}
 		for _, v := range raw {
 			bytes += int64(len(v)) + 8
 		}
@@ -636,6 +751,12 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		}
 		n++
 		keyBuf = keyBuf[:0]
+		if keyless {
+			keyBuf = append(keyBuf, tid...)
+			keyEnd[0] = len(keyBuf)
+			keyBuf = append(keyBuf, oid...)
+			keyEnd[1] = len(keyBuf)
+		}
 		for i, k := range rel.KeyIdx {
 			keyBuf = append(keyBuf, raw[k]...)
 			keyEnd[i] = len(keyBuf)
@@ -650,6 +771,9 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		for i, end := range keyEnd {
 			w.lastKey[i] = string(keyBuf[start:end])
 			start = end
+		}
+		if keyless {
+			w.lastKey = []string{w.lastKey[0], after[1], w.lastKey[1]}
 		}
 	}
 	full := n >= limit || bytes >= sn.c.opts.Snapshot.ChunkBytes
@@ -674,5 +798,45 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		w.lastKey = after
 	}
 	w.last = !full
+	if keyless && !full {
+		// The range is read through: go on at its end block.
+		w.lastKey, w.blocks = []string{fmt.Sprintf("(%d,0)", endBlock), after[1], "0"}, span
+		w.last = endBlock >= nblocks
+	}
 	return nil
 }
+
+// maxSpan bounds the blocks of a keyless table's chunk (1 GiB of 8 KiB
+// blocks): a range of empty blocks doubles the next one.
+const maxSpan = 1 << 17
+
+// tidProgress reads a keyless table's snapshot progress (LastKey):
+// ["(block,offset)", "end", "tableoid"], the ctid (and, for a partitioned
+// table, the leaf) of the last row read and the block the snapshot ends
+// at (the table's size at its first chunk). from is that block; end is
+// -1 for no progress; oid is "0" before the range's first row.
+func tidProgress(key []string) (from, end int64, oid string, err error) {
+	if len(key) == 0 {
+		return 0, -1, "0", nil
+	}
+	if len(key) != 3 {
+		return 0, 0, "", fmt.Errorf("%d values, want a row position, an end block and a table oid", len(key))
+	}
+	b, _, ok := strings.Cut(strings.TrimPrefix(key[0], "("), ",")
+	if !ok {
+		return 0, 0, "", fmt.Errorf("%q is not a row position (block,offset)", key[0])
+	}
+	if from, err = strconv.ParseInt(b, 10, 64); err != nil {
+		return 0, 0, "", err
+	}
+	if end, err = strconv.ParseInt(key[1], 10, 64); err != nil {
+		return 0, 0, "", fmt.Errorf("end block %q: %w", key[1], err)
+	}
+	if _, err := strconv.ParseInt(key[2], 10, 64); err != nil {
+		return 0, 0, "", fmt.Errorf("table oid %q: %w", key[2], err)
+	}
+	return from, end, key[2], nil
+}
+
+// quoteLiteral is s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -420,6 +420,15 @@ func (s *stream) applyRelation(ctx context.Context, m *pglogrepl.RelationMessage
 	if err := mapColumns(id, rel.Columns, s.c.types.Lookup, s.c.opts.Types); err != nil {
 		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", id), err)
 	}
+	rekeyed := false
+	if len(t.info.Relation.KeyNames) == 0 {
+		// A keyless table is described again at each Relation message
+		// (they follow DDL): a key added makes it a keyed table.
+		var err error
+		if rekeyed, err = s.keyGained(ctx, t); err != nil {
+			return err
+		}
+	}
 	if s.tx.commitLSN >= t.replacedBefore {
 		// (Changes from before a replace are skipped, whatever their key.)
 		if err := keyChanged(id, m, t.info.Relation.KeyNames); err != nil {
@@ -440,7 +449,68 @@ func (s *stream) applyRelation(ctx context.Context, m *pglogrepl.RelationMessage
 		s.rels[m.RelationID] = rel
 		return nil
 	}
-	return s.openRelation(ctx, t, rel, schema)
+	if err := s.openRelation(ctx, t, rel, schema); err != nil {
+		return err
+	}
+	if rekeyed {
+		return s.rekey(ctx, t, rel)
+	}
+	return nil
+}
+
+// keyGained describes keyless table t again; if it has a key now (ALTER
+// TABLE ... ADD PRIMARY KEY, REPLICA IDENTITY FULL on columns that can key
+// it, a merge key declared), t takes it and keyGained returns true. The
+// recorded reason of a table still keyless is kept up to date.
+func (s *stream) keyGained(ctx context.Context, t *table) (bool, error) {
+	meta, err := s.c.d.Connect(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer meta.Close(context.Background())
+	info, err := s.c.describe(ctx, meta, t.id)
+	if isRefusal(err) {
+		// Refused now (a declared merge key that cannot key it): it
+		// stays as captured, keyless, until the next start.
+		s.c.log.Warn("keyless table cannot take the key declared for it", "table", t.id.String(), "reason", err.Error())
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if s.c.noteKeyless(t.id, info) {
+		if err := s.c.recordRefused(ctx); err != nil {
+			return false, err
+		}
+	}
+	if info.Keyless != nil {
+		return false, nil
+	}
+	t.infoMu.Lock()
+	t.info = info
+	t.infoMu.Unlock()
+	s.c.log.Info("keyless table has a key now: bronze records it, its silver table is built", "table", t.id.String(), "key", info.Relation.KeyNames)
+	return true, nil
+}
+
+// rekey records t's new key in bronze (its tidemark.key, from none to
+// the key) and, if its snapshot is not complete, reads it again by that
+// key (a snapshot read in row positions cannot resume by key). Silver is
+// then built from the whole bronze table: under REPLICA IDENTITY DEFAULT
+// or NOTHING a keyless table took inserts and truncates only, which
+// replay by any key (docs/silver.md, "Tables without a primary key").
+func (s *stream) rekey(ctx context.Context, t *table, rel *Relation) error {
+	sch := *t.schema
+	sch.Key = slices.Clone(t.info.Relation.KeyNames)
+	if _, err := s.c.w.OpenTable(ctx, t.id, &sch); err != nil {
+		return err
+	}
+	t.schema, rel.schema = &sch, &sch
+	if t.snapshot.Status == snapDone || t.snapshot.Status == snapSkipped {
+		return nil
+	}
+	return s.reread(ctx, t, rewriteRequestID(time.Now()),
+		"the table got a key while its snapshot, read in row positions, ran: it is read again by its key", nil)
 }
 
 // openRelation brings the lake to the relation's schema and makes it the
@@ -486,8 +556,12 @@ func (s *stream) skip(ctx context.Context, rel *Relation) (bool, error) {
 // tidemark runs. Changes by the new key cannot be merged with the old ones;
 // the table is rebuilt on its new key by `tidemark resnapshot --replace`.
 // A message that flags every column (REPLICA IDENTITY FULL) says nothing
-// about the key.
+// about the key, nor does any message of a table captured with no key
+// (keyGained).
 func keyChanged(id change.TableID, m *pglogrepl.RelationMessage, key []string) error {
+	if len(key) == 0 {
+		return nil
+	}
 	var flagged []string
 	for _, col := range m.Columns {
 		if col.Flags&1 != 0 {
@@ -954,6 +1028,7 @@ func (s *stream) addTables(ctx context.Context, ids []change.TableID) error {
 			delete(s.c.refused, id)
 			changed = true
 		}
+		changed = s.c.noteKeyless(id, t.info) || changed
 		s.tables[id] = t
 		s.c.log.Info("table added to the publication", "table", id.String())
 		if _, err := s.snap.sched.Admit(ctx, t.id, &t.snapshot, t); err != nil {
