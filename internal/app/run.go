@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -221,6 +222,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	var failingSince time.Time // start of the current run of transient failures
 	var lastLog time.Time
 	var committedAtLog int64
+	started := time.Now()
+	live := watchLogEnd(ctx, src, cfg.Source.Reveal())
 	log.Info("tidemark starting", "source", cfg.Name, "warehouse", cfg.Warehouse, "slot", cfg.Slot, "publication", cfg.Publication)
 	for {
 		w, err := bronze.NewWriter(ctx, cat, cfg.Name, cfg.Slot, log)
@@ -235,18 +238,19 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			if merger != nil {
 				merger.Wake() // a gated silver table is checked now
 			}
-			_, lag := src.position(cp, 0)
+			lag := live.lag(src, cp)
 			met.progress(cp, lag)
 			failingSince = time.Time{}
 			backoff = time.Duration(cfg.Retry.InitialBackoff)
 			if time.Since(lastLog) >= 10*time.Second {
 				n := w.Committed()
-				rate := float64(n-committedAtLog) / time.Since(lastLog).Seconds()
-				if lastLog.IsZero() {
-					rate = 0
+				since := lastLog
+				if since.IsZero() {
+					since = started // the first line: the rate since the start
 				}
-				confirmed, lagBytes := src.position(cp, 0)
-				lagBytes = max(lagBytes, 0)
+				rate := float64(n-committedAtLog) / max(time.Since(since).Seconds(), 0.001)
+				confirmed, _ := src.position(cp, 0)
+				lagBytes := max(lag, 0)
 				log.Info("capture progress", "confirmed_lsn", confirmed, "rows_committed", n,
 					"rows_per_sec", int64(rate), "lag_bytes", lagBytes, "lag_seconds", lagSeconds(cp.Watermark))
 				lastLog, committedAtLog = time.Now(), n
@@ -337,4 +341,60 @@ func NewLogger(cfg *config.Config) *slog.Logger {
 		h = slog.NewTextHandler(os.Stderr, opts)
 	}
 	return slog.New(&redactHandler{h: h, secrets: cfg.Secrets()})
+}
+
+// logEndWatch holds the source's log end as last measured (logEnd), for
+// the lag of the progress line and of tidemark_capture_lag_bytes: the end
+// a checkpoint records is what the server last told the stream, which
+// while it catches up is about the stream's own position (PostgreSQL's
+// walsender reports the WAL it has sent, not the WAL's end).
+type logEndWatch struct{ end atomic.Uint64 }
+
+// logEndEvery is how often watchLogEnd measures the source's log end.
+const logEndEvery = 10 * time.Second
+
+// watchLogEnd measures the log end of the source at conn at once (in the
+// background, so an unreachable source does not hold up the start; the
+// first progress line, after the first flush, then has it), then every
+// logEndEvery until ctx is done. A failed measurement keeps the last one
+// (the capture reports its own errors); a source without logEnd leaves it 0.
+func watchLogEnd(ctx context.Context, src *source, conn string) *logEndWatch {
+	w := &logEndWatch{}
+	if src.logEnd == nil {
+		return w
+	}
+	measure := func() {
+		mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if end, err := src.logEnd(mctx, conn); err == nil && end > 0 {
+			w.end.Store(end)
+		}
+	}
+	go func() {
+		measure()
+		t := time.NewTicker(logEndEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				measure()
+			}
+		}
+	}()
+	return w
+}
+
+// lag is how many bytes of the source's log lie past what cp confirms:
+// up to the larger of the end measured (watchLogEnd) and the end recorded
+// with cp (-1: unknown).
+func (w *logEndWatch) lag(src *source, cp pipeline.Checkpoint) int64 {
+	_, lag := src.position(cp, 0)
+	if end := w.end.Load(); end > 0 {
+		if _, l := src.position(cp, end); l > lag {
+			lag = l
+		}
+	}
+	return lag
 }
