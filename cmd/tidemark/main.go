@@ -213,7 +213,7 @@ func (l *lakeFlags) resolve() error {
 		return usageError{errors.New("--source and --source-file are both given; pass one")}
 	}
 	if l.source.HasPassword() {
-		fmt.Fprintln(os.Stderr, "tidemark: warning: "+config.PasswordWarning("--source"))
+		fmt.Fprintln(os.Stderr, "tidemark: warning: "+config.PasswordWarning("--source", l.source.Reveal()))
 	}
 	if l.cfgPath != "" {
 		cfg, err := config.Load(l.cfgPath)
@@ -310,7 +310,7 @@ func resolveConfig(cmd *cobra.Command, cfgPath string) (*config.Config, error) {
 	}
 	log := app.NewLogger(cfg)
 	if cfg.PasswordOnCommandLine() {
-		log.Warn(config.PasswordWarning("--source"))
+		log.Warn(config.PasswordWarning("--source", cfg.Source.Reveal()))
 	}
 	app.WarnDeprecations(cfg, log)
 	return cfg, nil

@@ -687,13 +687,16 @@ func TestMySQLNoTableBlocksTheOthers(t *testing.T) {
 		CREATE TABLE clash (id int PRIMARY KEY, cdc_op varchar(5));
 		INSERT INTO clash VALUES (1, 'x');`)
 
-	out, err := osexec.Command(bin, "run", "--source", srcURL, "--warehouse", t.TempDir(), "--tables", dbname+".items,"+dbname+".logs").CombinedOutput()
+	out, err := osexec.Command(bin, "run", "--source", srcURL, "--warehouse", t.TempDir(), "--tables", "items,logs").CombinedOutput() // a bare name: the source's database
 	var ee *osexec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != fault.ExitConfig {
-		t.Fatalf("tidemark run --tables <db>.items,<db>.logs: %v, want exit %d; output:\n%s", err, fault.ExitConfig, out)
+		t.Fatalf("tidemark run --tables items,logs: %v, want exit %d; output:\n%s", err, fault.ExitConfig, out)
 	}
 	if !strings.Contains(string(out), "[no_primary_key]") || !strings.Contains(string(out), "ADD PRIMARY KEY") {
 		t.Errorf("the refusal does not name no_primary_key and the fix:\n%s", out)
+	}
+	if strings.Contains(string(out), "PGPASSWORD") || strings.Contains(string(out), "public.") {
+		t.Errorf("a MySQL run is told PostgreSQL's ways (PGPASSWORD, public.):\n%s", out)
 	}
 
 	r, wh := newRunner(t, bin, srcURL, "--silver-every", "300ms")

@@ -11,9 +11,13 @@ import (
 // connection string when neither a flag nor the config file does.
 const SourceEnv = "TIDEMARK_SOURCE"
 
-// SafeSourceWays names the ways to give the source without a password on
-// the command line, for messages.
+// SafeSourceWays names the ways to give a PostgreSQL source without a
+// password on the command line, for messages.
 const SafeSourceWays = SourceEnv + ", --source-file (source_file:), PGPASSWORD or ~/.pgpass (PGPASSFILE), or ${VAR} in the config file"
+
+// safeMySQLSourceWays is SafeSourceWays for a MySQL/MariaDB source (its
+// driver reads no password from the environment or a file of its own).
+const safeMySQLSourceWays = SourceEnv + ", --source-file (source_file:), or ${VAR} in the config file"
 
 // ReadSourceFile reads a connection string from the file at path: its
 // content with surrounding white space (a trailing newline) removed. Its
@@ -49,11 +53,16 @@ func (c *Config) PasswordOnCommandLine() bool {
 	return c.set["source"].flag == "source" && c.Source.HasPassword()
 }
 
-// PasswordWarning is the warning for a password given on the command line;
-// it never contains the password.
-func PasswordWarning(flag string) string {
+// PasswordWarning is the warning for a password given on the command line
+// in conn (a source connection string, for the ways its kind of source
+// takes one instead); it never contains the password.
+func PasswordWarning(flag, conn string) string {
+	ways := SafeSourceWays
+	if isMySQLURL(conn) {
+		ways = safeMySQLSourceWays
+	}
 	return "the " + flag + " value carries a password, which every user of this machine can read in the process list (ps, /proc); " +
-		"give it by " + SafeSourceWays + " instead (docs/configuration.md, Secrets)"
+		"give it by " + ways + " instead (docs/configuration.md, Secrets)"
 }
 
 // settleSource applies the precedence of the ways to give the source,

@@ -85,8 +85,12 @@ func TestSourceWays(t *testing.T) {
 			if got := cfg.PasswordOnCommandLine(); got != tc.warn {
 				t.Errorf("PasswordOnCommandLine() = %v, want %v", got, tc.warn)
 			}
-			if w := config.PasswordWarning("--source"); strings.Contains(w, pw) || !strings.Contains(w, config.SourceEnv) || !strings.Contains(w, "PGPASSWORD") {
+			if w := config.PasswordWarning("--source", cfg.Source.Reveal()); strings.Contains(w, pw) || !strings.Contains(w, config.SourceEnv) || !strings.Contains(w, "PGPASSWORD") {
 				t.Errorf("warning %q", w)
+			}
+			// A MySQL source is told the ways it takes, not libpq's.
+			if w := config.PasswordWarning("--source", "mysql://app:"+pw+"@db/shop"); strings.Contains(w, pw) || !strings.Contains(w, config.SourceEnv) || strings.Contains(w, "PGPASSWORD") {
+				t.Errorf("MySQL warning %q", w)
 			}
 		})
 	}

@@ -186,6 +186,13 @@ func (c *Config) validate(requireSource bool) error {
 	for i, s := range c.Tables {
 		p := fmt.Sprintf("tables[%d]", i)
 		t, err := ParseTableName(s)
+		if err != nil && c.SourceType() == SourceMySQL && bareTableName(s) {
+			// A MySQL table may be named without its schema: the database
+			// the source URL names (as written: MySQL names are not folded).
+			if conn, cerr := ParseMySQLURL(c.Source.Reveal()); cerr == nil {
+				t, err = TableName{Schema: conn.Database, Table: strings.TrimSpace(s)}, nil
+			}
+		}
 		if err != nil {
 			k.bad(p, "%v", err)
 			continue
@@ -418,4 +425,11 @@ func (c *Config) checkPGName(k *checker, path string, v *string, nameOK bool, re
 	case !re.MatchString(*v):
 		k.bad(path, "must match %s (lower-case letters, digits, '_'), got %s", rule, showValue(*v))
 	}
+}
+
+// bareTableName reports whether s is a table name with no schema, dot or
+// quote: what a MySQL tables: entry may be.
+func bareTableName(s string) bool {
+	s = strings.TrimSpace(s)
+	return s != "" && !strings.ContainsAny(s, `."*`)
 }
