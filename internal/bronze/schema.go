@@ -4,6 +4,7 @@ import (
 	"github.com/apache/iceberg-go"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
 // Metadata column names (ARCHITECTURE §2).
@@ -31,8 +32,10 @@ const (
 	// PostgreSQL checkpoint's resume position (now also its Info
 	// "acked-lsn", stored under the same key).
 	PropAckedLSN = "tidemark.acked-lsn"
-	// PropKey is a table property: the source table's key columns (JSON list).
-	PropKey = "tidemark.key"
+	// PropKey is a table property: the source table's key columns (JSON
+	// list). A key change also records it in the summary of its marker
+	// commit and every later one (pipeline.PropKey, rekey.go).
+	PropKey = pipeline.PropKey
 )
 
 // idAssigner hands out field ids, including those of list elements.

@@ -310,6 +310,9 @@ func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Sch
 	if err := checkKey(id, tb, s); err != nil {
 		return pipeline.TableState{}, err
 	}
+	if err := tb.settleKey(ctx); err != nil {
+		return pipeline.TableState{}, err
+	}
 	if err := w.evolve(ctx, id, tb, s); err != nil {
 		return pipeline.TableState{}, err
 	}
@@ -328,8 +331,8 @@ func checkKey(id change.TableID, tb *tableBuf, s *change.Schema) error {
 	if len(s.Key) == 0 {
 		return nil
 	}
-	was, ok := tb.tbl.Properties()[PropKey]
-	if !ok {
+	was := tb.effectiveKey() // the latest key change's (rekey.go), else the table's
+	if was == "" {
 		return nil
 	}
 	var old []string

@@ -86,8 +86,10 @@ func (c *Capture) Close() { c.types.Close() }
 
 // table is the capture's view of one published table.
 type table struct {
-	id       change.TableID
-	info     *TableInfo
+	id change.TableID
+	// info is replaced whole when the table's key changes (rekey.go); the
+	// snapshot worker reads it.
+	info     atomic.Pointer[TableInfo]
 	schema   *change.Schema
 	snapshot snapState
 	// Rewrite detection (rewrite.go): the relfilenode bronze records, the
@@ -322,7 +324,11 @@ func (c *Capture) describe(ctx context.Context, meta *pgx.Conn, id change.TableI
 
 // openDescribed creates (or verifies) the lake tables of a described table.
 func (c *Capture) openDescribed(ctx context.Context, meta *pgx.Conn, id change.TableID, info *TableInfo) (*table, error) {
-	t := &table{id: id, info: info, schema: schemaOf(info.Relation)}
+	if err := c.lakeKey(ctx, id, info); err != nil {
+		return nil, err
+	}
+	t := &table{id: id, schema: schemaOf(info.Relation)}
+	t.info.Store(info)
 	texts, err := missingValues(ctx, meta, id)
 	if err != nil {
 		return nil, err

@@ -261,6 +261,10 @@ func (tc *TypeCache) Lookup(oid uint32) (typemap.TypeInfo, error) {
 type TableInfo struct {
 	Relation *Relation
 	Estimate int64 // pg_class.reltuples (may be -1 when never analyzed)
+	// IdentKey: the table is keyed by its primary key or replica identity
+	// index (not a declared merge key, not the whole row), so it follows a
+	// change of that key (rekey.go).
+	IdentKey bool
 }
 
 func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
@@ -334,11 +338,12 @@ func describeKeyed(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", t, err)
 	}
+	identKey := len(declared) == 0 && len(keys) > 0 && replid != "n"
 	if keys, err = chooseKey(t, rel, replid, keys, declared); err != nil {
 		return nil, err
 	}
 	rel.setKeys(keys)
-	return &TableInfo{Relation: rel, Estimate: int64(estimate)}, nil
+	return &TableInfo{Relation: rel, Estimate: int64(estimate), IdentKey: identKey}, nil
 }
 
 // tableKey returns the replica identity index columns when one is set, else

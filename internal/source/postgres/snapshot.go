@@ -224,21 +224,14 @@ func (sn *snapshotter) finished(t *table, gen int64) bool {
 
 // table snapshots one table from where its persisted progress left off.
 func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) error {
-	rel := t.info.Relation
-	keyCols := make([]string, len(rel.KeyNames))
-	keyTypes := make([]string, len(rel.KeyNames))
-	for i, k := range rel.KeyNames {
-		keyCols[i] = quoteIdent(k)
-		idx := rel.Index(k)
-		if idx < 0 {
-			return fmt.Errorf("table %s: key column %q not found", t.id, k)
-		}
-		keyTypes[i] = rel.Columns[idx].TypeName
-	}
 	gen := t.gen.Load() // before the progress: a rewrite after it restarts
+	keyCols, keyTypes, err := snapshotKey(t)
+	if err != nil {
+		return err
+	}
 	lastKey := t.snapshot.LastKey
 	rows := t.snapshot.Rows
-	est := t.info.Estimate
+	est := t.info.Load().Estimate
 	start := time.Now()
 	lastLog := start
 	startRows := rows
@@ -311,6 +304,9 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 				ahead = nil
 			}
 			gen, lastKey, rows, startRows = t.gen.Load(), nil, 0, 0
+			if keyCols, keyTypes, err = snapshotKey(t); err != nil { // a key change restarts it too
+				return err
+			}
 			limit = min(chunkRows, firstChunkRows)
 			sn.c.log.Info("table rewritten while its snapshot ran: reading it again from its first key", "table", t.id.String())
 			continue
@@ -336,6 +332,9 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 				return nil
 			}
 			gen, lastKey, rows, startRows = t.gen.Load(), nil, 0, 0
+			if keyCols, keyTypes, err = snapshotKey(t); err != nil {
+				return err
+			}
 			limit = min(chunkRows, firstChunkRows)
 			sn.c.log.Info("table rewritten as its snapshot ended: reading it again from its first key", "table", t.id.String())
 			continue
@@ -345,6 +344,24 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 		// or a truncate here, inside a window, instead of hoping for it.
 		failpoint.Inject("snapshot-between-chunks")
 	}
+}
+
+// snapshotKey returns the quoted key columns of t the snapshot orders
+// and pages by, and their types: t's key as of the generation loaded
+// before (a key change stores the new key before it moves the generation).
+func snapshotKey(t *table) (cols, types []string, err error) {
+	rel := t.info.Load().Relation
+	cols = make([]string, len(rel.KeyNames))
+	types = make([]string, len(rel.KeyNames))
+	for i, k := range rel.KeyNames {
+		cols[i] = quoteIdent(k)
+		idx := rel.Index(k)
+		if idx < 0 {
+			return nil, nil, fmt.Errorf("table %s: key column %q not found", t.id, k)
+		}
+		types[i] = rel.Columns[idx].TypeName
+	}
+	return cols, types, nil
 }
 
 // visibleSnapshot opens the transaction the chunk is read in, with a
@@ -575,7 +592,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		rows.Close()
 		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", t.id), err)
 	}
-	rel.setKeys(t.info.Relation.KeyNames)
+	rel.setKeys(t.info.Load().Relation.KeyNames)
 	w.schema, w.rel = schemaOf(rel), rel
 	var bytes int64
 	n := 0

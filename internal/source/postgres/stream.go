@@ -49,6 +49,8 @@ type stream struct {
 	filenodes   chan []filenodeObs
 	pendingFn   []filenodeObs
 	rewritesDue bool
+	// Key changes (rekey.go) waiting for the stream to pass their position.
+	pendingKey []keyObs
 
 	inStream  bool
 	streamXid uint32
@@ -193,6 +195,9 @@ func (s *stream) run(ctx context.Context) error {
 			if s.rewritesDue {
 				// Just after a commit: no transaction is half-buffered.
 				s.rewritesDue = false
+				if err := s.checkKeys(ctx); err != nil {
+					return err
+				}
 				if err := s.checkRewrites(ctx); err != nil {
 					return err
 				}
@@ -368,6 +373,12 @@ func (s *stream) commit(commitLSN, endLSN uint64, t time.Time) {
 			break
 		}
 	}
+	for _, o := range s.pendingKey {
+		if o.lsn <= endLSN {
+			s.rewritesDue = true
+			break
+		}
+	}
 }
 
 func (s *stream) nextPos() change.Position {
@@ -422,11 +433,16 @@ func (s *stream) applyRelation(ctx context.Context, m *pglogrepl.RelationMessage
 	}
 	if s.tx.commitLSN >= t.replacedBefore {
 		// (Changes from before a replace are skipped, whatever their key.)
-		if err := keyChanged(id, m, t.info.Relation.KeyNames); err != nil {
-			return err
+		if flagged, changed := keyChanged(m, t.info.Load().Relation.KeyNames); changed {
+			if len(s.c.opts.MergeKeys[id]) > 0 {
+				return keyChangedError(id, t.info.Load().Relation.KeyNames, flagged)
+			}
+			// Followed once the transaction is decoded (rekey.go); until
+			// the marker, its changes are written by the old key.
+			s.noteKey(t, flagged, max(s.tx.commitLSN, s.completedEnd))
 		}
 	}
-	rel.setKeys(t.info.Relation.KeyNames)
+	rel.setKeys(t.info.Load().Relation.KeyNames)
 	for i, k := range rel.KeyIdx {
 		if k < 0 {
 			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: key column %q is no longer in the published columns", id, rel.KeyNames[i]), nil)
@@ -480,14 +496,13 @@ func (s *stream) skip(ctx context.Context, rel *Relation) (bool, error) {
 	return false, s.openRelation(ctx, t, rel, rel.schema)
 }
 
-// keyChanged stops the stream at a Relation message whose replica identity
-// columns (the columns pgoutput flags as part of the key) are not the key
-// the table was opened with: a primary key added, dropped or changed while
-// tidemark runs. Changes by the new key cannot be merged with the old ones;
-// the table is rebuilt on its new key by `tidemark resnapshot --replace`.
-// A message that flags every column (REPLICA IDENTITY FULL) says nothing
-// about the key.
-func keyChanged(id change.TableID, m *pglogrepl.RelationMessage, key []string) error {
+// keyChanged reports the replica identity columns of a Relation message
+// (the columns pgoutput flags as part of the key) when they are not the
+// key the table is keyed by: a primary key added or changed while
+// tidemark runs, followed by a re-key (rekey.go). A message that flags
+// every column (REPLICA IDENTITY FULL), or none (the key dropped), says
+// nothing about the key. The flagged columns come in column order.
+func keyChanged(m *pglogrepl.RelationMessage, key []string) ([]string, bool) {
 	var flagged []string
 	for _, col := range m.Columns {
 		if col.Flags&1 != 0 {
@@ -495,14 +510,20 @@ func keyChanged(id change.TableID, m *pglogrepl.RelationMessage, key []string) e
 		}
 	}
 	if len(flagged) == len(m.Columns) || len(flagged) == 0 {
-		return nil
+		return nil, false
 	}
 	a, b := slices.Clone(flagged), slices.Clone(key)
 	slices.Sort(a)
 	slices.Sort(b)
 	if slices.Equal(a, b) {
-		return nil
+		return nil, false
 	}
+	return flagged, true
+}
+
+// keyChangedError stops the stream at a key change of a table whose key
+// the config declares (merge_keys): the declared key is not followed.
+func keyChangedError(id change.TableID, key, flagged []string) error {
 	return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
 		"table %s: its key changed from %v to %v while tidemark was capturing it; changes by the new key cannot be merged with the old ones. "+
 			"Restore the old key, or rebuild the table on its new key with `tidemark resnapshot --replace %s` (docs/operations.md, Schema changes)",
