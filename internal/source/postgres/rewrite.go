@@ -93,10 +93,10 @@ func readFilenodes(ctx context.Context, conn *pgx.Conn, ids []change.TableID) ([
 		SELECT n.nspname, c.relname, c.relfilenode::bigint, c.xmin::text::bigint,
 		       ((SELECT pg_current_wal_insert_lsn()) - '0/0'::pg_lsn)::text,
 		       c.relreplident::text,
-		       ARRAY(SELECT a.attname::text FROM pg_index i, unnest(i.indkey) WITH ORDINALITY k(attnum, ord)
+		       ARRAY(SELECT a.attname::text FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY k(attnum, ord)
 		             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
 		             WHERE i.indrelid = c.oid AND i.indisprimary ORDER BY k.ord),
-		       ARRAY(SELECT a.attname::text FROM pg_index i, unnest(i.indkey) WITH ORDINALITY k(attnum, ord)
+		       ARRAY(SELECT a.attname::text FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY k(attnum, ord)
 		             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
 		             WHERE i.indrelid = c.oid AND i.indisreplident ORDER BY k.ord)
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
