@@ -586,9 +586,27 @@ func TestDDLKeyChange(t *testing.T) {
 	waitFor(t, s, time.Minute, "bronze to record the new key of pk_live", func() bool { return keyOf("pk_live") == `["code","id"]` })
 	s.kill(t)
 
-	// pk_full: a key added while stopped.
+	// pk_full: a key added while stopped; the next session exits as a
+	// kill -9 would once it has committed everything before the marker
+	// (failpoint rewrite-before-marker), and the one after finds the
+	// change again.
 	pg.Exec(t, srcURL, `ALTER TABLE pk_full ADD PRIMARY KEY (id)`)
 	time.Sleep(200 * time.Millisecond) // writes after the change while stopped
+	pause := r.env
+	r.env = []string{pause[0] + ";rewrite-before-marker=exit"}
+	s = r.start()
+	select {
+	case <-s.done:
+	case <-time.After(time.Minute):
+		t.Fatal("tidemark did not reach failpoint rewrite-before-marker within a minute")
+	}
+	if code := s.cmd.ProcessState.ExitCode(); code != failpoint.ExitCode {
+		t.Fatalf("tidemark exited with %d, want %d (failpoint rewrite-before-marker): %v", code, failpoint.ExitCode, s.err)
+	}
+	if k := keyOf("pk_full"); k != "" {
+		t.Fatalf("bronze records key %s for pk_full before the marker was committed", k)
+	}
+	r.env = pause
 	s = r.start()
 	statusSays("pk_full", "being read again: the table's primary key changed from (id, version, payload) to (id)")
 	waitFor(t, s, time.Minute, "bronze to record the new key of pk_full", func() bool { return keyOf("pk_full") == `["id"]` })
@@ -604,6 +622,13 @@ func TestDDLKeyChange(t *testing.T) {
 	for table, want := range map[string]string{"pk_live": "code, id", "pk_full": "id"} {
 		if k := m.silverKey(table); k != want {
 			t.Errorf("silver %s is keyed by (%s) after the change, want (%s)", table, k, want)
+		}
+	}
+	// No change was merged by a key it does not carry (a delete by the
+	// new key into the table keyed by the old one would be a dead letter).
+	if _, err := m.lk.cat.LoadTable(context.Background(), silver.DeadLetterIdent(source)); err == nil {
+		if dl := bronzetest.Read(t, wh, silver.DeadLetterIdent(source)...); len(dl) > 0 {
+			t.Errorf("silver dead-letter table holds %d changes, first %v", len(dl), dl[0])
 		}
 	}
 	checkMatrix(t, srcURL, wh, m, tables)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/pipeline"
 )
@@ -30,14 +32,19 @@ import (
 // rekey.go). Rows before the marker stay keyed by the old key; a replay of
 // bronze takes the key of each range from the marker that starts it.
 //
-// The change is seen two ways, decided like a rewrite once the stream has
-// decoded every transaction up to where it was seen:
+// The change is seen two ways:
 //
+//   - in the stream, a Relation message whose key columns (pgoutput flags
+//     those of the replica identity) are not the table's key: followed
+//     right there, before the first change by the new key is written, so
+//     every row before the marker is keyed by the old key
+//     (rekeyAtRelation);
 //   - at the publication poll and each start, the key the catalog gives
 //     now (primary key, or replica identity index) is compared with the
-//     key bronze records;
-//   - in the stream, a Relation message whose key columns (pgoutput flags
-//     those of the replica identity) are not the table's key.
+//     key bronze records, and decided like a rewrite once the stream has
+//     decoded every transaction up to where it was read. This is how a
+//     REPLICA IDENTITY FULL table's change is seen (its Relation messages
+//     flag every column), and one whose table has no change after it.
 //
 // Then the table is described again (chooseKey: the new key must be fit to
 // key it), and the marker committed. A table with a declared merge key
@@ -107,26 +114,64 @@ func (s *stream) checkKeys(ctx context.Context) error {
 	}
 	defer meta.Close(context.Background())
 	for _, o := range due {
-		t := s.tables[o.table]
-		info, err := s.c.describe(ctx, meta, t.id)
-		if err != nil {
-			if isRefusal(err) {
-				// The table's new key cannot key it (chooseKey says why):
-				// it keeps the old one, as it keeps its changes.
-				s.c.log.Warn("table's key changed to one that cannot key it: kept on its old key", "table", t.id.String(), "reason", err.Error())
-				continue
-			}
-			return err
-		}
-		cur := t.info.Load().Relation.KeyNames
-		if !info.IdentKey || slices.Equal(info.Relation.KeyNames, cur) {
-			continue // changed back, or no key any more
-		}
-		if err := s.rekey(ctx, t, info, o.lsn); err != nil {
+		if _, err := s.rekeyTo(ctx, meta, s.tables[o.table], nil, o.lsn); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// rekeyTo re-keys t to the key the catalog gives it now, if that is not
+// t's key and t may follow it; with flagged (the key columns of the
+// Relation message being applied), only when the catalog's key has the
+// same columns, and done reports whether t was re-keyed (or keeps its
+// key for good: the new one cannot key it). lsn is where the change was
+// seen.
+func (s *stream) rekeyTo(ctx context.Context, meta *pgx.Conn, t *table, flagged []string, lsn uint64) (done bool, err error) {
+	info, err := s.c.describe(ctx, meta, t.id)
+	if err != nil {
+		if isRefusal(err) {
+			// The table's new key cannot key it (chooseKey says why): it
+			// keeps the old one, as it keeps its changes.
+			s.c.log.Warn("table's key changed to one that cannot key it: kept on its old key", "table", t.id.String(), "reason", err.Error())
+			return true, nil
+		}
+		return false, err
+	}
+	key := info.Relation.KeyNames
+	if !info.IdentKey || slices.Equal(key, t.info.Load().Relation.KeyNames) {
+		return false, nil // changed back, or no key any more
+	}
+	if flagged != nil {
+		a, b := slices.Clone(key), slices.Clone(flagged)
+		slices.Sort(a)
+		slices.Sort(b)
+		if !slices.Equal(a, b) {
+			return false, nil // the catalog moved on since: decided later
+		}
+	}
+	return true, s.rekey(ctx, t, info, lsn)
+}
+
+// rekeyAtRelation follows a key change the stream meets at a Relation
+// message (flagged: its key columns) right there, before the first change
+// by the new key is written: the marker is then a commit of its own in the
+// middle of the transaction (bronze may commit a transaction in parts; the
+// per-table cursor makes the replay of a partly committed one safe), and
+// every row before it is keyed by the old key. When the catalog no longer
+// agrees, the change is decided once the transaction is decoded.
+func (s *stream) rekeyAtRelation(ctx context.Context, t *table, flagged []string) error {
+	lsn := max(s.tx.commitLSN, s.completedEnd)
+	meta, err := s.c.d.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer meta.Close(context.Background())
+	done, err := s.rekeyTo(ctx, meta, t, flagged, lsn)
+	if err == nil && !done {
+		s.noteKey(t, flagged, lsn)
+	}
+	return err
 }
 
 // rekey switches t to the key info gives (see the file comment): one

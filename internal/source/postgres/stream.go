@@ -437,9 +437,10 @@ func (s *stream) applyRelation(ctx context.Context, m *pglogrepl.RelationMessage
 			if len(s.c.opts.MergeKeys[id]) > 0 {
 				return keyChangedError(id, t.info.Load().Relation.KeyNames, flagged)
 			}
-			// Followed once the transaction is decoded (rekey.go); until
-			// the marker, its changes are written by the old key.
-			s.noteKey(t, flagged, max(s.tx.commitLSN, s.completedEnd))
+			// Followed here, before a change by the new key (rekey.go).
+			if err := s.rekeyAtRelation(ctx, t, flagged); err != nil {
+				return err
+			}
 		}
 	}
 	rel.setKeys(t.info.Load().Relation.KeyNames)
