@@ -374,7 +374,14 @@ func TestDDLMatrix(t *testing.T) {
 	matrixTable(t, pg, srcURL, "dropped", "gone text, kept int", "'gone' || g, g")
 	matrixTable(t, pg, srcURL, "widen", "i int, d numeric(10,2), v varchar(10), r real", "g, g + 0.25, 'v' || g, g + 0.1")
 	matrixTable(t, pg, srcURL, "defaults", "", "")
-	tables := []string{"ren_live", "ren_stopped", "dropped", "widen", "defaults"}
+	// pk_live's primary key is replaced while tidemark runs; pk_full,
+	// keyed on its whole row (REPLICA IDENTITY FULL), gets one while it is
+	// stopped (more of both, with status: TestDDLKeyChange).
+	matrixTable(t, pg, srcURL, "pk_live", "code text NOT NULL DEFAULT 'new'", "'c' || g")
+	matrixTable(t, pg, srcURL, "pk_full", "", "")
+	pg.Exec(t, srcURL, `ALTER TABLE pk_full DROP CONSTRAINT pk_full_pkey;
+		ALTER TABLE pk_full ALTER COLUMN id SET NOT NULL, ALTER COLUMN payload SET NOT NULL, REPLICA IDENTITY FULL`)
+	tables := []string{"ren_live", "ren_stopped", "dropped", "widen", "defaults", "pk_live", "pk_full"}
 
 	r, wh := newRunner(t, bin, srcURL)
 	m := &matrixLake{t: t, lk: openLake(t, wh, source), source: source}
@@ -391,12 +398,15 @@ func TestDDLMatrix(t *testing.T) {
 	pg.Exec(t, srcURL, `ALTER TABLE widen ALTER COLUMN v TYPE varchar(20)`)
 	pg.Exec(t, srcURL, `ALTER TABLE widen ALTER COLUMN r TYPE double precision`)
 	pg.Exec(t, srcURL, `ALTER TABLE defaults ADD COLUMN x text DEFAULT 'p', ADD COLUMN y int NOT NULL DEFAULT 5`)
+	pg.Exec(t, srcURL, `ALTER TABLE pk_live DROP CONSTRAINT pk_live_pkey, ADD PRIMARY KEY (code, id)`)
+	pg.Exec(t, srcURL, `UPDATE pk_live SET code = 'changed' WHERE id % 7 = 0`)
 	pg.Exec(t, srcURL, `UPDATE ren_live SET b = 'b' || id WHERE id % 7 = 0;
 		UPDATE widen SET i = 5000000000 + id, d = 1234567890.12, v = 'twenty chars long...', r = 1e300 WHERE id % 7 = 0;
 		UPDATE defaults SET x = 'q', y = 6 WHERE id % 7 = 0;`)
 	waitFor(t, s, time.Minute, "bronze to follow the changes", func() bool {
 		return m.column(m.bronze("ren_live"), "b") != "" && m.column(m.bronze("widen"), "r") == "double" &&
-			m.column(m.bronze("widen"), "i") == "long" && m.column(m.bronze("defaults"), "y") != ""
+			m.column(m.bronze("widen"), "i") == "long" && m.column(m.bronze("defaults"), "y") != "" &&
+			m.summary("pk_live")[bronze.PropKey] == `["code","id"]`
 	})
 	s.kill(t)
 
@@ -404,11 +414,12 @@ func TestDDLMatrix(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	pg.Exec(t, srcURL, `ALTER TABLE ren_stopped RENAME COLUMN a TO b`)
 	pg.Exec(t, srcURL, `ALTER TABLE dropped DROP COLUMN gone`)
+	pg.Exec(t, srcURL, `ALTER TABLE pk_full ADD PRIMARY KEY (id)`)
 	pg.Exec(t, srcURL, `UPDATE ren_stopped SET b = 'b' || id WHERE id % 7 = 0; UPDATE dropped SET kept = -kept WHERE id % 7 = 0`)
 	time.Sleep(200 * time.Millisecond)
 	s = r.start()
 	waitFor(t, s, time.Minute, "bronze to follow the changes made while stopped", func() bool {
-		return m.column(m.bronze("ren_stopped"), "b") != ""
+		return m.column(m.bronze("ren_stopped"), "b") != "" && m.summary("pk_full")[bronze.PropKey] == `["id"]`
 	})
 	time.Sleep(time.Second)
 	w.stop(t)
@@ -418,6 +429,12 @@ func TestDDLMatrix(t *testing.T) {
 	}
 	checkSilver(t, r, srcURL, wh, source, tables)
 	checkMatrix(t, srcURL, wh, m, tables)
+	// A changed key: silver is rebuilt on it.
+	for table, want := range map[string]string{"pk_live": "code, id", "pk_full": "id"} {
+		if k := m.silverKey(table); k != want {
+			t.Errorf("silver %s is keyed by (%s) after the key change, want (%s)", table, k, want)
+		}
+	}
 	// A dropped column stays in bronze and silver (docs/silver.md), NULL
 	// in the rows changed after the drop.
 	for _, ident := range [][]string{m.bronze("dropped"), m.silver("dropped")} {
