@@ -651,7 +651,6 @@ func TestDDLKeyChange(t *testing.T) {
 	checkMatrix(t, srcURL, wh, m, tables)
 }
 
-
 // summary returns the current summary of a table's bronze table (nil if
 // it cannot be loaded). It reads through the test's own catalog: a second
 // one opened in the test process (bronzeSummary) can leave this one

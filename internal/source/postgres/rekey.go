@@ -81,6 +81,9 @@ func (s *stream) noteKey(t *table, key []string, lsn uint64) {
 	if len(key) == 0 || len(s.c.opts.MergeKeys[t.id]) > 0 || slices.Equal(key, t.info.Load().Relation.KeyNames) {
 		return
 	}
+	if d, ok := s.declinedKeys[t.id]; ok && sameColumns(d, key) {
+		return // found unfit already (rekeyTo)
+	}
 	if i := slices.IndexFunc(s.pendingKey, func(p keyObs) bool { return p.table == t.id }); i >= 0 {
 		// The earlier reading's position is kept while the key is the
 		// same: a poll that keeps finding it does not put it off.
@@ -114,26 +117,35 @@ func (s *stream) checkKeys(ctx context.Context) error {
 	}
 	defer meta.Close(context.Background())
 	for _, o := range due {
-		if _, err := s.rekeyTo(ctx, meta, s.tables[o.table], nil, o.lsn); err != nil {
+		if _, err := s.rekeyTo(ctx, meta, s.tables[o.table], o.key, nil, o.lsn); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// sameColumns reports whether a and b name the same columns, in any order.
+func sameColumns(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
 // rekeyTo re-keys t to the key the catalog gives it now, if that is not
 // t's key and t may follow it; with flagged (the key columns of the
 // Relation message being applied), only when the catalog's key has the
 // same columns, and done reports whether t was re-keyed (or keeps its
-// key for good: the new one cannot key it). lsn is where the change was
-// seen.
-func (s *stream) rekeyTo(ctx context.Context, meta *pgx.Conn, t *table, flagged []string, lsn uint64) (done bool, err error) {
+// key for good: the new one, seen as seen, cannot key it). lsn is where
+// the change was seen.
+func (s *stream) rekeyTo(ctx context.Context, meta *pgx.Conn, t *table, seen, flagged []string, lsn uint64) (done bool, err error) {
 	info, err := s.c.describe(ctx, meta, t.id)
 	if err != nil {
 		if isRefusal(err) {
 			// The table's new key cannot key it (chooseKey says why): it
-			// keeps the old one, as it keeps its changes.
+			// keeps the old one, as it keeps its changes; said once.
 			s.c.log.Warn("table's key changed to one that cannot key it: kept on its old key", "table", t.id.String(), "reason", err.Error())
+			s.declinedKeys[t.id] = slices.Clone(seen)
 			return true, nil
 		}
 		return false, err
@@ -142,13 +154,8 @@ func (s *stream) rekeyTo(ctx context.Context, meta *pgx.Conn, t *table, flagged 
 	if !info.IdentKey || slices.Equal(key, t.info.Load().Relation.KeyNames) {
 		return false, nil // changed back, or no key any more
 	}
-	if flagged != nil {
-		a, b := slices.Clone(key), slices.Clone(flagged)
-		slices.Sort(a)
-		slices.Sort(b)
-		if !slices.Equal(a, b) {
-			return false, nil // the catalog moved on since: decided later
-		}
+	if flagged != nil && !sameColumns(key, flagged) {
+		return false, nil // the catalog moved on since: decided later
 	}
 	return true, s.rekey(ctx, t, info, lsn)
 }
@@ -162,12 +169,15 @@ func (s *stream) rekeyTo(ctx context.Context, meta *pgx.Conn, t *table, flagged 
 // agrees, the change is decided once the transaction is decoded.
 func (s *stream) rekeyAtRelation(ctx context.Context, t *table, flagged []string) error {
 	lsn := max(s.tx.commitLSN, s.completedEnd)
+	if d, ok := s.declinedKeys[t.id]; ok && sameColumns(d, flagged) {
+		return nil
+	}
 	meta, err := s.c.d.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer meta.Close(context.Background())
-	done, err := s.rekeyTo(ctx, meta, t, flagged, lsn)
+	done, err := s.rekeyTo(ctx, meta, t, flagged, flagged, lsn)
 	if err == nil && !done {
 		s.noteKey(t, flagged, lsn)
 	}

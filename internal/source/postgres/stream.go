@@ -49,8 +49,10 @@ type stream struct {
 	filenodes   chan []filenodeObs
 	pendingFn   []filenodeObs
 	rewritesDue bool
-	// Key changes (rekey.go) waiting for the stream to pass their position.
-	pendingKey []keyObs
+	// Key changes (rekey.go) waiting for the stream to pass their position,
+	// and the keys found unfit to key their table (not tried again).
+	pendingKey   []keyObs
+	declinedKeys map[change.TableID][]string
 
 	inStream  bool
 	streamXid uint32
@@ -75,6 +77,7 @@ func newStream(c *Capture, repl *pgconn.PgConn, tables map[change.TableID]*table
 		c: c, repl: repl, tables: tables, rels: map[uint32]*Relation{}, unknownRels: map[uint32]*pglogrepl.RelationMessage{},
 		windows: newWindows(), offered: make(chan []change.TableID, 1), filenodes: make(chan []filenodeObs, 1),
 		spools:       map[uint32]*spool{},
+		declinedKeys: map[change.TableID][]string{},
 		completedEnd: start, acked: start,
 	}
 	s.engine = pipeline.NewEngine(c.w, NewCheckpoint(start, from.Pos, from.Watermark, 0, c.opts.Slot), pipeline.EngineOptions{
