@@ -28,6 +28,8 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/failpoint"
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
@@ -372,7 +374,14 @@ func TestDDLMatrix(t *testing.T) {
 	matrixTable(t, pg, srcURL, "dropped", "gone text, kept int", "'gone' || g, g")
 	matrixTable(t, pg, srcURL, "widen", "i int, d numeric(10,2), v varchar(10), r real", "g, g + 0.25, 'v' || g, g + 0.1")
 	matrixTable(t, pg, srcURL, "defaults", "", "")
-	tables := []string{"ren_live", "ren_stopped", "dropped", "widen", "defaults"}
+	// pk_live's primary key is replaced while tidemark runs; pk_full,
+	// keyed on its whole row (REPLICA IDENTITY FULL), gets one while it is
+	// stopped (more of both, with status: TestDDLKeyChange).
+	matrixTable(t, pg, srcURL, "pk_live", "code text NOT NULL DEFAULT 'new'", "'c' || g")
+	matrixTable(t, pg, srcURL, "pk_full", "", "")
+	pg.Exec(t, srcURL, `ALTER TABLE pk_full DROP CONSTRAINT pk_full_pkey;
+		ALTER TABLE pk_full ALTER COLUMN id SET NOT NULL, ALTER COLUMN payload SET NOT NULL, REPLICA IDENTITY FULL`)
+	tables := []string{"ren_live", "ren_stopped", "dropped", "widen", "defaults", "pk_live", "pk_full"}
 
 	r, wh := newRunner(t, bin, srcURL)
 	m := &matrixLake{t: t, lk: openLake(t, wh, source), source: source}
@@ -389,12 +398,15 @@ func TestDDLMatrix(t *testing.T) {
 	pg.Exec(t, srcURL, `ALTER TABLE widen ALTER COLUMN v TYPE varchar(20)`)
 	pg.Exec(t, srcURL, `ALTER TABLE widen ALTER COLUMN r TYPE double precision`)
 	pg.Exec(t, srcURL, `ALTER TABLE defaults ADD COLUMN x text DEFAULT 'p', ADD COLUMN y int NOT NULL DEFAULT 5`)
+	pg.Exec(t, srcURL, `ALTER TABLE pk_live DROP CONSTRAINT pk_live_pkey, ADD PRIMARY KEY (code, id)`)
+	pg.Exec(t, srcURL, `UPDATE pk_live SET code = 'changed' WHERE id % 7 = 0`)
 	pg.Exec(t, srcURL, `UPDATE ren_live SET b = 'b' || id WHERE id % 7 = 0;
 		UPDATE widen SET i = 5000000000 + id, d = 1234567890.12, v = 'twenty chars long...', r = 1e300 WHERE id % 7 = 0;
 		UPDATE defaults SET x = 'q', y = 6 WHERE id % 7 = 0;`)
 	waitFor(t, s, time.Minute, "bronze to follow the changes", func() bool {
 		return m.column(m.bronze("ren_live"), "b") != "" && m.column(m.bronze("widen"), "r") == "double" &&
-			m.column(m.bronze("widen"), "i") == "long" && m.column(m.bronze("defaults"), "y") != ""
+			m.column(m.bronze("widen"), "i") == "long" && m.column(m.bronze("defaults"), "y") != "" &&
+			m.summary("pk_live")[bronze.PropKey] == `["code","id"]`
 	})
 	s.kill(t)
 
@@ -402,11 +414,12 @@ func TestDDLMatrix(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	pg.Exec(t, srcURL, `ALTER TABLE ren_stopped RENAME COLUMN a TO b`)
 	pg.Exec(t, srcURL, `ALTER TABLE dropped DROP COLUMN gone`)
+	pg.Exec(t, srcURL, `ALTER TABLE pk_full ADD PRIMARY KEY (id)`)
 	pg.Exec(t, srcURL, `UPDATE ren_stopped SET b = 'b' || id WHERE id % 7 = 0; UPDATE dropped SET kept = -kept WHERE id % 7 = 0`)
 	time.Sleep(200 * time.Millisecond)
 	s = r.start()
 	waitFor(t, s, time.Minute, "bronze to follow the changes made while stopped", func() bool {
-		return m.column(m.bronze("ren_stopped"), "b") != ""
+		return m.column(m.bronze("ren_stopped"), "b") != "" && m.summary("pk_full")[bronze.PropKey] == `["id"]`
 	})
 	time.Sleep(time.Second)
 	w.stop(t)
@@ -416,6 +429,12 @@ func TestDDLMatrix(t *testing.T) {
 	}
 	checkSilver(t, r, srcURL, wh, source, tables)
 	checkMatrix(t, srcURL, wh, m, tables)
+	// A changed key: silver is rebuilt on it.
+	for table, want := range map[string]string{"pk_live": "code, id", "pk_full": "id"} {
+		if k := m.silverKey(table); k != want {
+			t.Errorf("silver %s is keyed by (%s) after the key change, want (%s)", table, k, want)
+		}
+	}
 	// A dropped column stays in bronze and silver (docs/silver.md), NULL
 	// in the rows changed after the drop.
 	for _, ident := range [][]string{m.bronze("dropped"), m.silver("dropped")} {
@@ -451,11 +470,12 @@ func TestDDLMatrix(t *testing.T) {
 	}
 }
 
-// TestDDLReplace: a primary key changed while tidemark runs and an
-// incompatible type change (int -> text) made while it is stopped, under
-// writes: run stops with incompatible_schema naming the recovery, `tidemark
-// resnapshot --replace` rebuilds both tables under their names, and after
-// the next run silver, bronze and the source agree.
+// TestDDLReplace: an incompatible type change (int -> text) made while
+// tidemark is stopped, under writes: run stops with incompatible_schema
+// naming the recovery, `tidemark resnapshot --replace` rebuilds the tables
+// under their names (also one whose key changed meanwhile, which needs no
+// such step: TestDDLKeyChange), and after the next run silver, bronze and
+// the source agree.
 func TestDDLReplace(t *testing.T) {
 	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
@@ -481,12 +501,14 @@ func TestDDLReplace(t *testing.T) {
 			t.Fatalf("run after %s: exit code %d, want 3 (incompatible_schema naming resnapshot --replace)", what, code)
 		}
 	}
-	// The key changed while running: the stream stops at it.
+	// A key change while running is followed (no stop), then an
+	// incompatible type while stopped, under writes.
 	pg.Exec(t, srcURL, `ALTER TABLE rekeyed DROP CONSTRAINT rekeyed_pkey, ADD PRIMARY KEY (code, id)`)
 	pg.Exec(t, srcURL, `UPDATE rekeyed SET code = 'changed' WHERE id % 7 = 0`)
-	stops("a primary key change while running")
-
-	// An incompatible type while stopped, under writes.
+	waitFor(t, s, time.Minute, "bronze to record the new key of rekeyed", func() bool {
+		return m.summary("rekeyed")[bronze.PropKey] == `["code","id"]`
+	})
+	s.kill(t)
 	pg.Exec(t, srcURL, `ALTER TABLE retyped ALTER COLUMN n TYPE text USING 'n' || n`)
 	pg.Exec(t, srcURL, `UPDATE retyped SET n = 'changed' WHERE id % 7 = 0`)
 	time.Sleep(300 * time.Millisecond)
@@ -519,4 +541,140 @@ func TestDDLReplace(t *testing.T) {
 			t.Errorf("%s: %v, %v; want the two replaced tables", strings.Join(ns, "."), ids, err)
 		}
 	}
+}
+
+// TestDDLKeyChange: a primary key changed or added on a captured table
+// under writes (issue 12). pk_live's key is replaced while tidemark runs
+// (DROP CONSTRAINT …_pkey, ADD PRIMARY KEY (code, id)), then tidemark is
+// killed once bronze records the change; pk_full, keyed on its whole row
+// (REPLICA IDENTITY FULL, no key), gets ADD PRIMARY KEY (id) while
+// tidemark is stopped (killed). Both are read again and silver rebuilt on
+// the new key: status says why while the re-read runs, silver's identifier
+// fields are the new key, and `tidemark verify`, a PyIceberg read of
+// silver and a replay of bronze equal the source.
+func TestDDLKeyChange(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "ddl_keychange")
+	source := sourceName(t, srcURL)
+	matrixTable(t, pg, srcURL, "pk_live", "code text NOT NULL DEFAULT 'new'", "'c' || g")
+	matrixTable(t, pg, srcURL, "pk_full", "", "")
+	pg.Exec(t, srcURL, `ALTER TABLE pk_full DROP CONSTRAINT pk_full_pkey;
+		ALTER TABLE pk_full ALTER COLUMN id SET NOT NULL, ALTER COLUMN payload SET NOT NULL, REPLICA IDENTITY FULL`)
+	tables := []string{"pk_live", "pk_full"}
+
+	// Small chunks, each followed by a pause: a re-read takes 15 chunks of
+	// at least 50 ms, so status lands inside it.
+	r, wh := newRunner(t, bin, srcURL, "--publication-poll", "200ms", "--snapshot-chunk-rows", "100")
+	r.env = []string{failpoint.EnvVar + "=snapshot-between-chunks=sleep(50)"}
+	m := &matrixLake{t: t, lk: openLake(t, wh, source), source: source}
+	s := r.start()
+	w := startMatrixWorkload(srcURL, tables)
+	defer w.cancel()
+	m.lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, tables...)
+	waitSilver(t, s, m, tables)
+	keyOf := func(table string) string { return m.summary(table)[bronze.PropKey] }
+	if k := m.silverKey("pk_live"); k != "id" {
+		t.Fatalf("silver pk_live is keyed by (%s) before the change, want (id)", k)
+	}
+	if k := m.silverKey("pk_full"); k != "id, version, payload" {
+		t.Fatalf("silver pk_full is keyed by (%s) before the change, want the whole row", k)
+	}
+	statusSays := func(table, want string) {
+		t.Helper()
+		waitFor(t, s, time.Minute, "bronze to record the re-read of "+table, func() bool {
+			return strings.Contains(m.summary(table)[pipeline.PropResnapshotReason], "primary key changed")
+		})
+		out, err := exec.Command(bin, "status", "--warehouse", wh).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tidemark status: %v\n%s", err, out)
+		}
+		sp, _ := pipeline.ParseSnapshotState(m.summary(table)[pipeline.PropSnapshot])
+		if sp.Status != pipeline.SnapshotDone && !strings.Contains(string(out), want) {
+			t.Errorf("tidemark status during the re-read of %s (snapshot %s) does not say %q:\n%s", table, sp.Status, want, out)
+		}
+		t.Logf("tidemark status during the re-read of %s:\n%s", table, out)
+	}
+
+	// pk_live: replaced while running, then a kill once bronze has it.
+	pg.Exec(t, srcURL, `ALTER TABLE pk_live DROP CONSTRAINT pk_live_pkey, ADD PRIMARY KEY (code, id)`)
+	pg.Exec(t, srcURL, `UPDATE pk_live SET code = 'changed' WHERE id % 7 = 0`)
+	statusSays("pk_live", "being read again: the table's primary key changed from (id) to (code, id)")
+	waitFor(t, s, time.Minute, "bronze to record the new key of pk_live", func() bool { return keyOf("pk_live") == `["code","id"]` })
+	s.kill(t)
+
+	// pk_full: a key added while stopped; the next session exits as a
+	// kill -9 would once it has committed everything before the marker
+	// (failpoint rewrite-before-marker), and the one after finds the
+	// change again.
+	pg.Exec(t, srcURL, `ALTER TABLE pk_full ADD PRIMARY KEY (id)`)
+	time.Sleep(200 * time.Millisecond) // writes after the change while stopped
+	pause := r.env
+	r.env = []string{pause[0] + ";rewrite-before-marker=exit"}
+	s = r.start()
+	select {
+	case <-s.done:
+	case <-time.After(time.Minute):
+		t.Fatal("tidemark did not reach failpoint rewrite-before-marker within a minute")
+	}
+	if code := s.cmd.ProcessState.ExitCode(); code != failpoint.ExitCode {
+		t.Fatalf("tidemark exited with %d, want %d (failpoint rewrite-before-marker): %v", code, failpoint.ExitCode, s.err)
+	}
+	if k := keyOf("pk_full"); k != "" {
+		t.Fatalf("bronze records key %s for pk_full before the marker was committed", k)
+	}
+	r.env = pause
+	s = r.start()
+	statusSays("pk_full", "being read again: the table's primary key changed from (id, version, payload) to (id)")
+	waitFor(t, s, time.Minute, "bronze to record the new key of pk_full", func() bool { return keyOf("pk_full") == `["id"]` })
+
+	m.lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, tables...)
+	time.Sleep(time.Second)
+	w.stop(t)
+	m.lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, tables...)
+	if code := s.stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	checkSilver(t, r, srcURL, wh, source, tables)
+	for table, want := range map[string]string{"pk_live": "code, id", "pk_full": "id"} {
+		if k := m.silverKey(table); k != want {
+			t.Errorf("silver %s is keyed by (%s) after the change, want (%s)", table, k, want)
+		}
+	}
+	// No change was merged by a key it does not carry (a delete by the
+	// new key into the table keyed by the old one would be a dead letter).
+	if _, err := m.lk.cat.LoadTable(context.Background(), silver.DeadLetterIdent(source)); err == nil {
+		if dl := bronzetest.Read(t, wh, silver.DeadLetterIdent(source)...); len(dl) > 0 {
+			t.Errorf("silver dead-letter table holds %d changes, first %v", len(dl), dl[0])
+		}
+	}
+	checkMatrix(t, srcURL, wh, m, tables)
+}
+
+// summary returns the current summary of a table's bronze table (nil if
+// it cannot be loaded). It reads through the test's own catalog: a second
+// one opened in the test process (bronzeSummary) can leave this one
+// seeing a table moved by `resnapshot --replace` as gone.
+func (m *matrixLake) summary(table string) map[string]string {
+	tbl, err := m.lk.cat.LoadTable(context.Background(), m.bronze(table))
+	if err != nil {
+		return nil
+	}
+	return tbl.Summary()
+}
+
+// silverKey returns the identifier fields of a silver table, in order,
+// comma-separated.
+func (m *matrixLake) silverKey(table string) string {
+	tbl, err := m.lk.cat.LoadTable(context.Background(), m.silver(table))
+	if err != nil {
+		m.t.Fatalf("load silver %s: %v", table, err)
+	}
+	sch := tbl.Schema()
+	var names []string
+	for _, id := range sch.IdentifierFieldIDs {
+		name, _ := sch.FindColumnName(id)
+		names = append(names, name)
+	}
+	return strings.Join(names, ", ")
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/apache/iceberg-go"
 
 	"github.com/tidemark/tidemark/internal/change"
+	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
 // Metadata column names (ARCHITECTURE §2).
@@ -37,8 +38,10 @@ const (
 	// PropKey is a table property: the source table's key columns (JSON
 	// list). A table captured with no key to merge by records [] (bronze
 	// only, no silver table: Keyless); an absent property is a table
-	// written before tidemark recorded keys.
-	PropKey = "tidemark.key"
+	// written before tidemark recorded keys. A key change also records it
+	// in the summary of its marker commit and every later one
+	// (pipeline.PropKey, rekey.go).
+	PropKey = pipeline.PropKey
 )
 
 // keyProperty is the PropKey value of key ([] for none).

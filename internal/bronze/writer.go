@@ -310,6 +310,9 @@ func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Sch
 	if err := checkKey(ctx, id, tb, s); err != nil {
 		return pipeline.TableState{}, err
 	}
+	if err := tb.settleKey(ctx); err != nil {
+		return pipeline.TableState{}, err
+	}
 	if err := w.evolve(ctx, id, tb, s); err != nil {
 		return pipeline.TableState{}, err
 	}
@@ -333,8 +336,8 @@ func checkKey(ctx context.Context, id change.TableID, tb *tableBuf, s *change.Sc
 	if len(s.Key) == 0 {
 		return nil
 	}
-	was, ok := tb.tbl.Properties()[PropKey]
-	if !ok {
+	was := tb.effectiveKey() // the latest key change's (rekey.go), else the table's
+	if was == "" {
 		return nil
 	}
 	var old []string

@@ -24,6 +24,12 @@ const (
 	// their effect (they may also be undecodable under the new schema: the
 	// incompatible change the table was replaced for).
 	PropReplacedBefore = "tidemark.replaced-before"
+	// PropKey, in a commit's props, is the table's key from that commit on
+	// (a JSON list of column names): the marker of a re-read the source
+	// requests because the table's key changed carries the new key, and
+	// the sink carries it forward. It takes precedence over the key the
+	// table was created with (bronze's table property of the same name).
+	PropKey = "tidemark.key"
 )
 
 // Snapshot statuses.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -166,6 +167,12 @@ func State(ctx context.Context, cat lake.Catalog, source, schema, table string) 
 			st.Gated, st.Reason = true, fmt.Sprintf("re-snapshot %s is complete; the next merge replaces the silver rows", id)
 			if open, why := resnapshotGate(cur, id); !open {
 				st.Reason = why
+			}
+		}
+		if key, err := KeyOf(b); err == nil && st.Published {
+			if have := keyOfTable(s); have != nil && !slices.Equal(have, key) {
+				// A key change: rebuilt beside it (rekey.go).
+				st.Gated, st.Reason = true, rekeyReason(cur, have, key)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package silver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -292,6 +293,18 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 	if err != nil {
 		return res, err
 	}
+	// A key change: built anew beside the published table (rekey.go).
+	var rekeyFrom []string
+	if s != nil && !building {
+		was := s
+		var rekey bool
+		if s, rekey, err = m.rekeyed(ctx, b, s, key, source, schema, table); err != nil {
+			return res, err
+		}
+		if rekey {
+			rekeyFrom, building = keyOfTable(was), true
+		}
+	}
 	if s == nil {
 		if open, why := gate(head.Props); !open {
 			res.Gated, res.Reason = true, why
@@ -319,6 +332,9 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 		if cur == lake.NoSnapshot {
 			// Not built yet: build it, in one commit or in passes.
 			done, err := j.build(ctx, head)
+			if err == nil && !done && rekeyFrom != nil {
+				res.Gated, res.Reason = true, rekeyReason(head, rekeyFrom, key)
+			}
 			if err != nil || !done {
 				return res, err
 			}
@@ -327,10 +343,24 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 		res.Cursor = cur
 		res.Position = j.s.Summary()[PropPosition]
 		if building {
+			if rekeyFrom != nil {
+				if snap, err := b.Snapshot(cur); err == nil {
+					if open, _ := gate(snap.Props); open {
+						if err := m.dropReplaced(ctx, Ident(source, schema, table)); err != nil {
+							return res, err
+						}
+					}
+				}
+			}
 			if j.s, building, err = m.publish(ctx, b, j.s, cur, source, schema, table); err != nil {
 				return res, err
 			}
 			res.Published = !building
+			if !building && rekeyFrom != nil {
+				m.log.Info("silver table rebuilt on its new key", "table", res.Table,
+					"key_was", strings.Join(rekeyFrom, ", "), "key", strings.Join(key, ", "))
+				rekeyFrom = nil
+			}
 		}
 		res.visible = !building
 		if id := resnapshotPending(head, j.s.Summary()); id != "" && !building {
@@ -799,8 +829,11 @@ func (m *Merger) openSilver(ctx context.Context, source, schema, table string) (
 // where a table named placeAs keeps them (a build is renamed to that name
 // when published: its files are under the name readers see).
 func (m *Merger) create(ctx context.Context, ident, placeAs []string, b lake.Table, key []string) (lake.KeyedTable, error) {
-	keyJSON := b.Properties()[bronze.PropKey]
-	props := map[string]string{bronze.PropKey: keyJSON}
+	keyJSON, err := json.Marshal(key)
+	if err != nil {
+		return nil, err
+	}
+	props := map[string]string{bronze.PropKey: string(keyJSON)}
 	if ids := b.Properties()[bronze.PropColumnIDs]; ids != "" {
 		props[bronze.PropColumnIDs] = ids
 	}

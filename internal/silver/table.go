@@ -65,10 +65,15 @@ func BuildingIdent(source, schema, table string) []string {
 }
 
 // KeyOf returns the key columns a bronze table records in its tidemark.key
-// property (a JSON list, written when bronze creates the table).
+// property (a JSON list, written when bronze creates the table), or, after
+// a key change, in its current snapshot's summary (bronze/rekey.go: the
+// marker of the change carries the new key, and every later commit).
 func KeyOf(b lake.Table) ([]string, error) {
 	name := strings.Join(b.Ident(), ".")
-	raw, ok := b.Properties()[bronze.PropKey]
+	raw, ok := b.Summary()[bronze.PropKey]
+	if !ok || raw == "" {
+		raw, ok = b.Properties()[bronze.PropKey]
+	}
 	if !ok || raw == "" || raw == "null" {
 		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
 			"bronze table %s records no key (table property %s): silver needs the source table's primary key "+

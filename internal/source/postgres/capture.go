@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,11 +94,10 @@ func (c *Capture) Close() { c.types.Close() }
 // table is the capture's view of one published table.
 type table struct {
 	id change.TableID
-	// info is replaced by the stream goroutine when a keyless table gets
-	// a key (stream.keyGained), under infoMu; the snapshot worker reads
-	// it with described.
-	infoMu   sync.Mutex
-	info     *TableInfo
+	// info is replaced whole when the table's key changes (rekey.go), or
+	// a keyless table gets one (stream.keyGained); the snapshot worker
+	// reads it too.
+	info     atomic.Pointer[TableInfo]
 	schema   *change.Schema
 	snapshot snapState
 	// Rewrite detection (rewrite.go): the relfilenode bronze records, the
@@ -121,12 +119,6 @@ type table struct {
 	leafNodes map[string]uint32
 }
 
-// described returns the table's description (any goroutine).
-func (t *table) described() *TableInfo {
-	t.infoMu.Lock()
-	defer t.infoMu.Unlock()
-	return t.info
-}
 
 // Run runs one capture session: it verifies or creates the publication, the
 // slot and the lake tables, then streams until ctx is done or an error
@@ -358,7 +350,11 @@ func (c *Capture) noteKeyless(id change.TableID, info *TableInfo) bool {
 
 // openDescribed creates (or verifies) the lake tables of a described table.
 func (c *Capture) openDescribed(ctx context.Context, meta *pgx.Conn, id change.TableID, info *TableInfo) (*table, error) {
-	t := &table{id: id, info: info, schema: schemaOf(info.Relation)}
+	if err := c.lakeKey(ctx, id, info); err != nil {
+		return nil, err
+	}
+	t := &table{id: id, schema: schemaOf(info.Relation)}
+	t.info.Store(info)
 	texts, err := missingValues(ctx, meta, id)
 	if err != nil {
 		return nil, err

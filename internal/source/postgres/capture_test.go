@@ -644,14 +644,91 @@ func TestNamedErrors(t *testing.T) {
 		}
 	})
 	t.Run("key changed while stopped", func(t *testing.T) {
-		h := newHarness(t, pg, `CREATE TABLE kc (a int, b int, PRIMARY KEY (a))`)
+		// Followed (rekey.go): the table is read again under a marker
+		// that records the new key.
+		h := newHarness(t, pg, `CREATE TABLE kc (a int, b int, PRIMARY KEY (a)); INSERT INTO kc VALUES (1, 1)`)
 		r := h.start(h.opts())
 		h.waitCaughtUp(r)
 		r.stop()
 		h.exec(`ALTER TABLE kc DROP CONSTRAINT kc_pkey; ALTER TABLE kc ADD PRIMARY KEY (a, b)`)
-		err := h.runErr(h.opts())
-		if !errors.Is(err, fault.ErrIncompatibleSchema) || !strings.Contains(err.Error(), "key changed") {
-			t.Fatalf("err = %v, want ErrIncompatibleSchema about the key", err)
+		r = h.start(h.opts())
+		h.exec(`INSERT INTO kc VALUES (2, 2)`)
+		h.waitCaughtUp(r)
+		h.exec(`INSERT INTO kc VALUES (3, 3)`)
+		h.waitCaughtUp(r)
+		if err := r.stop(); err != nil {
+			t.Fatalf("capture after the key change: %v", err)
+		}
+		sum := h.summary(bronzeIdent("kc")...)
+		if sum[bronze.PropKey] != `["a","b"]` || !strings.Contains(sum[pipeline.PropResnapshotReason], "primary key changed from (a) to (a, b)") {
+			t.Fatalf("bronze summary after the key change: key %s, re-read reason %q; want the new key and why", sum[bronze.PropKey], sum[pipeline.PropResnapshotReason])
+		}
+	})
+	t.Run("key changed while running", func(t *testing.T) {
+		// Followed at the Relation message, in the middle of the DDL's
+		// transaction: its delete (whose old row carries the new key's
+		// columns only) is written after the marker.
+		h := newHarness(t, pg, `CREATE TABLE kr (a int, b int NOT NULL, c text, PRIMARY KEY (a)); INSERT INTO kr VALUES (1, 1, 'x'), (2, 2, 'y')`)
+		r := h.start(h.opts())
+		h.waitCaughtUp(r)
+		h.exec(`BEGIN; ALTER TABLE kr DROP CONSTRAINT kr_pkey, ADD PRIMARY KEY (b, a); DELETE FROM kr WHERE a = 1; INSERT INTO kr VALUES (3, 3, 'z'); COMMIT`)
+		h.waitCaughtUp(r)
+		if err := r.stop(); err != nil {
+			t.Fatalf("capture after the key change: %v", err)
+		}
+		sum := h.summary(bronzeIdent("kr")...)
+		if sum[bronze.PropKey] != `["b","a"]` || !strings.Contains(sum[pipeline.PropResnapshotReason], "primary key changed from (a) to (b, a)") {
+			t.Fatalf("bronze summary after the key change: key %s, re-read reason %q; want the new key and why", sum[bronze.PropKey], sum[pipeline.PropResnapshotReason])
+		}
+		// Every row after the marker, none before it, is by the new key.
+		ctx := context.Background()
+		cat, err := lake.Open(ctx, lake.Config{Warehouse: h.wh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cat.Close()
+		tbl, err := cat.LoadTable(ctx, bronzeIdent("kr"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, _ := tbl.CurrentSnapshot()
+		hist, err := tbl.History(lake.NoSnapshot, head.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		marker := lake.NoSnapshot
+		for _, sn := range hist {
+			if sn.Props[pipeline.PropResnapshot] != "" {
+				marker = sn.ID
+				break
+			}
+		}
+		ops := func(after, to int64) string {
+			var out []string
+			if err := tbl.ScanAppended(ctx, after, to, func(rec arrow.RecordBatch) error {
+				for i, f := range rec.Schema().Fields() {
+					if f.Name == bronze.ColOp {
+						col := rec.Column(i).(interface{ Value(int) string })
+						for j := 0; j < int(rec.NumRows()); j++ {
+							out = append(out, col.Value(j))
+						}
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			sort.Strings(out)
+			return strings.Join(out, "")
+		}
+		if marker == lake.NoSnapshot {
+			t.Fatal("bronze holds no re-read marker")
+		}
+		if got := ops(lake.NoSnapshot, marker); strings.Contains(got, "d") {
+			t.Errorf("bronze rows before the marker: ops %q; the delete by the new key belongs after it", got)
+		}
+		if got := ops(marker, head.ID); !strings.Contains(got, "d") || !strings.Contains(got, "c") {
+			t.Errorf("bronze rows after the marker: ops %q, want the transaction's delete and insert (and the re-read)", got)
 		}
 	})
 	t.Run("second writer on the same pipeline", func(t *testing.T) {

@@ -276,6 +276,10 @@ type TableInfo struct {
 	// fault.ErrNoPrimaryKey with its fixes), nil for a keyed table: it
 	// is captured into bronze only (keyless.go).
 	Keyless error
+	// IdentKey: the table is keyed by its primary key or replica identity
+	// index (not a declared merge key, not the whole row), so it follows a
+	// change of that key (rekey.go).
+	IdentKey bool
 }
 
 func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
@@ -357,6 +361,7 @@ func describeKeyed(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", t, err)
 	}
+	identKey := len(declared) == 0 && len(keys) > 0 && replid != "n"
 	var keyless error
 	var kl *keylessTable
 	if keys, err = chooseKey(t, rel, replid, keys, declared); errors.As(err, &kl) {
@@ -365,7 +370,7 @@ func describeKeyed(ctx context.Context, conn *pgx.Conn, t change.TableID, lookup
 		return nil, err
 	}
 	rel.setKeys(keys)
-	return &TableInfo{Relation: rel, Estimate: int64(estimate), Keyless: keyless}, nil
+	return &TableInfo{Relation: rel, Estimate: int64(estimate), Keyless: keyless, IdentKey: identKey}, nil
 }
 
 // tableKey returns the replica identity index columns when one is set, else

@@ -72,6 +72,10 @@ type filenodeObs struct {
 	filenode uint32
 	xmin     uint32 // pg_class.xmin of the table's row
 	lsn      uint64 // WAL insert position when read: the change, if any, is below it
+	// The table's key as the catalog gives it (rekey.go): its primary key
+	// and replica identity index columns, and pg_class.relreplident.
+	pk, ri []string
+	replid string
 }
 
 // readFilenodes reads the relfilenode of each table of ids (tables that no
@@ -87,7 +91,14 @@ func readFilenodes(ctx context.Context, conn *pgx.Conn, ids []change.TableID) ([
 	}
 	rows, err := conn.Query(ctx, `
 		SELECT n.nspname, c.relname, c.relfilenode::bigint, c.xmin::text::bigint,
-		       ((SELECT pg_current_wal_insert_lsn()) - '0/0'::pg_lsn)::text
+		       ((SELECT pg_current_wal_insert_lsn()) - '0/0'::pg_lsn)::text,
+		       c.relreplident::text,
+		       ARRAY(SELECT a.attname::text FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY k(attnum, ord)
+		             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+		             WHERE i.indrelid = c.oid AND i.indisprimary ORDER BY k.ord),
+		       ARRAY(SELECT a.attname::text FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY k(attnum, ord)
+		             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+		             WHERE i.indrelid = c.oid AND i.indisreplident ORDER BY k.ord)
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		JOIN unnest($1::text[], $2::text[]) AS t(s, r) ON t.s = n.nspname AND t.r = c.relname
 		WHERE c.relfilenode <> 0`, schemas, names)
@@ -100,7 +111,7 @@ func readFilenodes(ctx context.Context, conn *pgx.Conn, ids []change.TableID) ([
 		var o filenodeObs
 		var fn, xmin int64
 		var lsn string
-		if err := rows.Scan(&o.table.Schema, &o.table.Name, &fn, &xmin, &lsn); err != nil {
+		if err := rows.Scan(&o.table.Schema, &o.table.Name, &fn, &xmin, &lsn, &o.replid, &o.pk, &o.ri); err != nil {
 			return nil, classify(fmt.Errorf("read the relfilenode of the captured tables: %w", err))
 		}
 		l, err := strconv.ParseUint(lsn, 10, 64)
@@ -172,6 +183,9 @@ func (s *stream) offerFilenodes(obs []filenodeObs) {
 func (s *stream) addObservations(obs []filenodeObs) {
 	for _, o := range obs {
 		t := s.tables[o.table]
+		if t != nil {
+			s.noteKey(t, o.identKey(), o.lsn)
+		}
 		if t == nil || o.filenode == t.filenode {
 			continue
 		}

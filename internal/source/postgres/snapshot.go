@@ -228,24 +228,10 @@ func (sn *snapshotter) finished(t *table, gen int64) bool {
 // table snapshots one table from where its persisted progress left off.
 func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) error {
 	gen := t.gen.Load() // before the progress: a rewrite after it restarts
-	info := t.described()
-	var keyCols, keyTypes []string
-	// keyed sets the key the chunks are ordered by: the table's, or for a
-	// keyless table none (keyCols nil: chunks are ctid ranges).
-	keyed := func(rel *Relation) error {
-		keyCols = make([]string, len(rel.KeyNames))
-		keyTypes = make([]string, len(rel.KeyNames))
-		for i, k := range rel.KeyNames {
-			keyCols[i] = quoteIdent(k)
-			idx := rel.Index(k)
-			if idx < 0 {
-				return fmt.Errorf("table %s: key column %q not found", t.id, k)
-			}
-			keyTypes[i] = rel.Columns[idx].TypeName
-		}
-		return nil
-	}
-	if err := keyed(info.Relation); err != nil {
+	// The key the chunks are ordered by: the table's, or for a keyless
+	// table none (chunks are ctid ranges).
+	keyCols, keyTypes, err := snapshotKey(t)
+	if err != nil {
 		return err
 	}
 	lastKey := t.snapshot.LastKey
@@ -258,7 +244,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 		}
 	}
 	rows := t.snapshot.Rows
-	est := info.Estimate
+	est := t.info.Load().Estimate
 	start := time.Now()
 	lastLog := start
 	startRows := rows
@@ -345,8 +331,9 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 			}
 			gen, lastKey, rows, startRows = t.gen.Load(), nil, 0, 0
 			limit, span = min(chunkRows, firstChunkRows), 1
-			// The table may have got a key meanwhile (stream.keyGained).
-			if err := keyed(t.described().Relation); err != nil {
+			// A key change (or a keyless table that got a key,
+			// stream.keyGained) restarts it too.
+			if keyCols, keyTypes, err = snapshotKey(t); err != nil {
 				return err
 			}
 			sn.c.log.Info("table rewritten while its snapshot ran: reading it again from its first key", "table", t.id.String())
@@ -375,7 +362,7 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 			}
 			gen, lastKey, rows, startRows = t.gen.Load(), nil, 0, 0
 			limit, span = min(chunkRows, firstChunkRows), 1
-			if err := keyed(t.described().Relation); err != nil {
+			if keyCols, keyTypes, err = snapshotKey(t); err != nil {
 				return err
 			}
 			sn.c.log.Info("table rewritten as its snapshot ended: reading it again from its first key", "table", t.id.String())
@@ -386,6 +373,24 @@ func (sn *snapshotter) table(ctx context.Context, conn *pgx.Conn, t *table) erro
 		// or a truncate here, inside a window, instead of hoping for it.
 		failpoint.Inject("snapshot-between-chunks")
 	}
+}
+
+// snapshotKey returns the quoted key columns of t the snapshot orders
+// and pages by, and their types: t's key as of the generation loaded
+// before (a key change stores the new key before it moves the generation).
+func snapshotKey(t *table) (cols, types []string, err error) {
+	rel := t.info.Load().Relation
+	cols = make([]string, len(rel.KeyNames))
+	types = make([]string, len(rel.KeyNames))
+	for i, k := range rel.KeyNames {
+		cols[i] = quoteIdent(k)
+		idx := rel.Index(k)
+		if idx < 0 {
+			return nil, nil, fmt.Errorf("table %s: key column %q not found", t.id, k)
+		}
+		types[i] = rel.Columns[idx].TypeName
+	}
+	return cols, types, nil
 }
 
 // visibleSnapshot opens the transaction the chunk is read in, with a
@@ -682,7 +687,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *pgx.Conn, t *table, w *wi
 		// key: the chunk is dropped, and the snapshot read again by it.)
 		rel.setKeys(nil)
 	} else {
-		rel.setKeys(t.described().Relation.KeyNames)
+		rel.setKeys(t.info.Load().Relation.KeyNames)
 	}
 	w.schema, w.rel = schemaOf(rel), rel
 	var bytes int64

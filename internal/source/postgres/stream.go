@@ -49,6 +49,10 @@ type stream struct {
 	filenodes   chan []filenodeObs
 	pendingFn   []filenodeObs
 	rewritesDue bool
+	// Key changes (rekey.go) waiting for the stream to pass their position,
+	// and the keys found unfit to key their table (not tried again).
+	pendingKey   []keyObs
+	declinedKeys map[change.TableID][]string
 
 	inStream  bool
 	streamXid uint32
@@ -73,6 +77,7 @@ func newStream(c *Capture, repl *pgconn.PgConn, tables map[change.TableID]*table
 		c: c, repl: repl, tables: tables, rels: map[uint32]*Relation{}, unknownRels: map[uint32]*pglogrepl.RelationMessage{},
 		windows: newWindows(), offered: make(chan []change.TableID, 1), filenodes: make(chan []filenodeObs, 1),
 		spools:       map[uint32]*spool{},
+		declinedKeys: map[change.TableID][]string{},
 		completedEnd: start, acked: start,
 	}
 	s.engine = pipeline.NewEngine(c.w, NewCheckpoint(start, from.Pos, from.Watermark, 0, c.opts.Slot), pipeline.EngineOptions{
@@ -193,6 +198,9 @@ func (s *stream) run(ctx context.Context) error {
 			if s.rewritesDue {
 				// Just after a commit: no transaction is half-buffered.
 				s.rewritesDue = false
+				if err := s.checkKeys(ctx); err != nil {
+					return err
+				}
 				if err := s.checkRewrites(ctx); err != nil {
 					return err
 				}
@@ -368,6 +376,12 @@ func (s *stream) commit(commitLSN, endLSN uint64, t time.Time) {
 			break
 		}
 	}
+	for _, o := range s.pendingKey {
+		if o.lsn <= endLSN {
+			s.rewritesDue = true
+			break
+		}
+	}
 }
 
 func (s *stream) nextPos() change.Position {
@@ -421,7 +435,7 @@ func (s *stream) applyRelation(ctx context.Context, m *pglogrepl.RelationMessage
 		return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: a column's type cannot be mapped", id), err)
 	}
 	rekeyed := false
-	if len(t.info.Relation.KeyNames) == 0 {
+	if len(t.info.Load().Relation.KeyNames) == 0 {
 		// A keyless table is described again at each Relation message
 		// (they follow DDL): a key added makes it a keyed table.
 		var err error
@@ -431,11 +445,17 @@ func (s *stream) applyRelation(ctx context.Context, m *pglogrepl.RelationMessage
 	}
 	if s.tx.commitLSN >= t.replacedBefore {
 		// (Changes from before a replace are skipped, whatever their key.)
-		if err := keyChanged(id, m, t.info.Relation.KeyNames); err != nil {
-			return err
+		if flagged, changed := keyChanged(m, t.info.Load().Relation.KeyNames); changed {
+			if len(s.c.opts.MergeKeys[id]) > 0 {
+				return keyChangedError(id, t.info.Load().Relation.KeyNames, flagged)
+			}
+			// Followed here, before a change by the new key (rekey.go).
+			if err := s.rekeyAtRelation(ctx, t, flagged); err != nil {
+				return err
+			}
 		}
 	}
-	rel.setKeys(t.info.Relation.KeyNames)
+	rel.setKeys(t.info.Load().Relation.KeyNames)
 	for i, k := range rel.KeyIdx {
 		if k < 0 {
 			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: key column %q is no longer in the published columns", id, rel.KeyNames[i]), nil)
@@ -453,7 +473,7 @@ func (s *stream) applyRelation(ctx context.Context, m *pglogrepl.RelationMessage
 		return err
 	}
 	if rekeyed {
-		return s.rekey(ctx, t, rel)
+		return s.takeKey(ctx, t, rel)
 	}
 	return nil
 }
@@ -486,22 +506,20 @@ func (s *stream) keyGained(ctx context.Context, t *table) (bool, error) {
 	if info.Keyless != nil {
 		return false, nil
 	}
-	t.infoMu.Lock()
-	t.info = info
-	t.infoMu.Unlock()
+	t.info.Store(info)
 	s.c.log.Info("keyless table has a key now: bronze records it, its silver table is built", "table", t.id.String(), "key", info.Relation.KeyNames)
 	return true, nil
 }
 
-// rekey records t's new key in bronze (its tidemark.key, from none to
-// the key) and, if its snapshot is not complete, reads it again by that
+// takeKey records the key keyless table t got (keyGained) in bronze (its
+// tidemark.key, from none to the key) and, if its snapshot is not complete, reads it again by that
 // key (a snapshot read in row positions cannot resume by key). Silver is
 // then built from the whole bronze table: under REPLICA IDENTITY DEFAULT
 // or NOTHING a keyless table took inserts and truncates only, which
 // replay by any key (docs/silver.md, "Tables without a primary key").
-func (s *stream) rekey(ctx context.Context, t *table, rel *Relation) error {
+func (s *stream) takeKey(ctx context.Context, t *table, rel *Relation) error {
 	sch := *t.schema
-	sch.Key = slices.Clone(t.info.Relation.KeyNames)
+	sch.Key = slices.Clone(t.info.Load().Relation.KeyNames)
 	if _, err := s.c.w.OpenTable(ctx, t.id, &sch); err != nil {
 		return err
 	}
@@ -550,17 +568,16 @@ func (s *stream) skip(ctx context.Context, rel *Relation) (bool, error) {
 	return false, s.openRelation(ctx, t, rel, rel.schema)
 }
 
-// keyChanged stops the stream at a Relation message whose replica identity
-// columns (the columns pgoutput flags as part of the key) are not the key
-// the table was opened with: a primary key added, dropped or changed while
-// tidemark runs. Changes by the new key cannot be merged with the old ones;
-// the table is rebuilt on its new key by `tidemark resnapshot --replace`.
-// A message that flags every column (REPLICA IDENTITY FULL) says nothing
-// about the key, nor does any message of a table captured with no key
-// (keyGained).
-func keyChanged(id change.TableID, m *pglogrepl.RelationMessage, key []string) error {
+// keyChanged reports the replica identity columns of a Relation message
+// (the columns pgoutput flags as part of the key) when they are not the
+// key the table is keyed by: a primary key added or changed while
+// tidemark runs, followed by a re-key (rekey.go). A message that flags
+// every column (REPLICA IDENTITY FULL), or none (the key dropped), says
+// nothing about the key, nor does any message of a table captured with no
+// key (keyGained). The flagged columns come in column order.
+func keyChanged(m *pglogrepl.RelationMessage, key []string) ([]string, bool) {
 	if len(key) == 0 {
-		return nil
+		return nil, false
 	}
 	var flagged []string
 	for _, col := range m.Columns {
@@ -569,14 +586,20 @@ func keyChanged(id change.TableID, m *pglogrepl.RelationMessage, key []string) e
 		}
 	}
 	if len(flagged) == len(m.Columns) || len(flagged) == 0 {
-		return nil
+		return nil, false
 	}
 	a, b := slices.Clone(flagged), slices.Clone(key)
 	slices.Sort(a)
 	slices.Sort(b)
 	if slices.Equal(a, b) {
-		return nil
+		return nil, false
 	}
+	return flagged, true
+}
+
+// keyChangedError stops the stream at a key change of a table whose key
+// the config declares (merge_keys): the declared key is not followed.
+func keyChangedError(id change.TableID, key, flagged []string) error {
 	return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf(
 		"table %s: its key changed from %v to %v while tidemark was capturing it; changes by the new key cannot be merged with the old ones. "+
 			"Restore the old key, or rebuild the table on its new key with `tidemark resnapshot --replace %s` (docs/operations.md, Schema changes)",
@@ -1028,7 +1051,7 @@ func (s *stream) addTables(ctx context.Context, ids []change.TableID) error {
 			delete(s.c.refused, id)
 			changed = true
 		}
-		changed = s.c.noteKeyless(id, t.info) || changed
+		changed = s.c.noteKeyless(id, t.info.Load()) || changed
 		s.tables[id] = t
 		s.c.log.Info("table added to the publication", "table", id.String())
 		if _, err := s.snap.sched.Admit(ctx, t.id, &t.snapshot, t); err != nil {
