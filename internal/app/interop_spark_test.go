@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -174,6 +175,26 @@ func TestInteropSpark(t *testing.T) {
 			}
 			colsOf[strings.Join(ident, ".")] = cols
 		}
+		// Spark must apply silver's merge-on-read position deletes
+		// (docs/silver.md): the streamed updates and deletes leave some.
+		deletes := 0
+		lk = openLake(t, wh, source)
+		for _, ident := range idents {
+			tbl, err := lk.cat.LoadTable(context.Background(), ident)
+			if err != nil {
+				t.Fatalf("load %q: %v", ident, err)
+			}
+			if snap, ok := tbl.CurrentSnapshot(); ok {
+				n, _ := strconv.Atoi(snap.Props["total-position-deletes"])
+				t.Logf("silver %s: %d position deletes, %s data files", ident[len(ident)-1], n, snap.Props["total-data-files"])
+				deletes += n
+			}
+		}
+		lk.close()
+		if deletes == 0 {
+			t.Errorf("no silver table holds a position delete when Spark reads: the test does not check that Spark applies them")
+		}
+
 		read := sparkRead(t, wh, idents...)
 		for i, tb := range captured {
 			st, ident := read[i], strings.Join(idents[i], ".")
