@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,6 +108,8 @@ func timeAsText(cols []wholeCol) []wholeCol {
 //  2. A table with a time column under the default time_as: time: Spark
 //     refuses the whole table, as docs/type-mapping.md says, and reads the
 //     lake's other tables.
+//  3. Under time_as: micros the time columns read in Spark as bigint
+//     microseconds since midnight (24:00:00 as 86400000000).
 func TestInteropSpark(t *testing.T) {
 	if os.Getenv("TIDEMARK_PYTHON") == "" || os.Getenv("TIDEMARK_SPARK_JARS") == "" {
 		t.Fatal("TIDEMARK_PYTHON (a venv with pyspark) and TIDEMARK_SPARK_JARS (the Iceberg Spark runtime and sqlite-jdbc) are not set: run `make interop`")
@@ -300,6 +303,49 @@ func TestInteropSpark(t *testing.T) {
 		} else {
 			want := wholeSource(t, srcURL, captured[1].id, matrixCols)
 			compareWhole(t, "Spark read of silver plain", matrixCols, want, wholeCanonPy(t, read[1].Rows, matrixCols))
+		}
+	})
+	t.Run("time_as_micros", func(t *testing.T) {
+		srcURL := pg.CreateDB(t, "interop_spark_micros")
+		source := sourceName(t, srcURL)
+		pg.Exec(t, srcURL, `CREATE TABLE clock (id bigint PRIMARY KEY, t time, t3 time(3), ta time[]);
+			INSERT INTO clock VALUES (1, '24:00:00', '12:00:00.5', '{00:00:00,24:00:00,NULL}'), (2, '23:59:59.999999', NULL, '{}'),
+				(3, NULL, '00:00:00.001', NULL), (4, '03:04:05.5', '23:59:59.999', '{12:34:56.789}');`)
+		captured := []oddTable{{change.TableID{Schema: "public", Name: "clock"}, []string{"id"}}}
+		r, wh := newRunner(t, bin, srcURL, "--silver-every", "300ms", "--time-as", "micros")
+		lk := openLake(t, wh, source)
+		s := r.start()
+		lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, captured)
+		waitFor(t, s, 2*time.Minute, "silver public.clock to be published", func() bool {
+			_, err := lk.cat.LoadTable(context.Background(), silver.Ident(source, "public", "clock"))
+			return err == nil
+		})
+		if code := s.stop(t, time.Minute); code != 0 {
+			t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+		}
+		lk.close()
+		read := sparkRead(t, wh, silver.Ident(source, "public", "clock"))[0]
+		if read.Error != "" {
+			t.Fatalf("Spark cannot read silver clock under time_as: micros: %s", read.Error)
+		}
+		for c, w := range map[string]string{"t": "bigint", "t3": "bigint", "ta": "array<bigint>"} {
+			if read.Types[c] != w {
+				t.Errorf("Spark reads silver clock column %s under time_as: micros as %q, want %q", c, read.Types[c], w)
+			}
+		}
+		got := map[string]string{}
+		for _, row := range read.Rows {
+			js, _ := json.Marshal([]any{row["t"], row["t3"], row["ta"]})
+			got[canonText(row["id"]).(string)] = string(js)
+		}
+		want := map[string]string{
+			"1": `[86400000000,43200500000,[0,86400000000,null]]`,
+			"2": `[86399999999,null,[]]`,
+			"3": `[null,1000,null]`,
+			"4": `[11045500000,86399999000,[45296789000]]`,
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("Spark reads silver clock (id: [t, t3, ta]) under time_as: micros\n%v\nwant (µs since midnight)\n%v", got, want)
 		}
 	})
 	t.Logf("total %s", time.Since(began).Round(time.Millisecond))
