@@ -7,7 +7,13 @@ GO ?= go
 TIDEMARK_PYTHON ?= $(CURDIR)/.venv/bin/python
 export TIDEMARK_PYTHON
 
-.PHONY: build test setup demo faults soak
+.PHONY: build test setup demo faults soak interop
+
+# The jars `make interop` reads with (scripts/setup-interop-env.sh fetches
+# these versions: exported, so `make interop ICEBERG_VERSION=...` changes both).
+ICEBERG_VERSION ?= 1.10.0
+SQLITE_JDBC_VERSION ?= 3.51.1.0
+export ICEBERG_VERSION SQLITE_JDBC_VERSION
 
 # What `tidemark --version` prints: VERSION (a release sets it: make build
 # VERSION=v1.2.0; else git describe) and the commit, "+dirty" with
@@ -32,6 +38,19 @@ test: setup
 	$(GO) vet -tags faults ./internal/faults/
 	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_MARIADB=1 TIDEMARK_REQUIRE_PYICEBERG=1 $(GO) test -count=1 -timeout 40m ./...
 	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_MARIADB=1 $(GO) test -tags faults -count=1 -timeout 20m -run Quick ./internal/faults/
+
+## interop: third-party readers beyond `make test`'s PyIceberg and DuckDB:
+## Apache Spark 3.5 (Iceberg's Spark runtime, JdbcCatalog on catalog.db) reads
+## a whole-schema lake equal to the source (TestInteropSpark, a few minutes).
+## Sets itself up: scripts/setup-interop-env.sh (pyspark into the venv, jars
+## into .interop-cache/); `make test` does not.
+INTEROP_JARS = $(CURDIR)/.interop-cache/jars
+interop: setup
+	bash scripts/setup-interop-env.sh
+	$(GO) vet -tags interop ./internal/app/
+	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_PYICEBERG=1 \
+		TIDEMARK_SPARK_JARS=$(INTEROP_JARS)/iceberg-spark-runtime-3.5_2.12-$(ICEBERG_VERSION).jar,$(INTEROP_JARS)/sqlite-jdbc-$(SQLITE_JDBC_VERSION).jar \
+		$(GO) test -tags interop -count=1 -timeout 20m -v -run Interop ./internal/app/
 
 ## soak: the footprint soak test (docs/operations.md#footprint) for 30 minutes
 ## (TIDEMARK_SOAK_DURATION=2h make soak for longer; `make test` runs it for 2 minutes)
