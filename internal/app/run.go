@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -158,10 +159,15 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	silverDone := make(chan error, 1)
 	reg := prometheus.NewRegistry()
 	met := newMetrics(reg, cfg.Name, int64(cfg.MemoryBudget))
+	// Silver's merges and maintenance take turns by table: each is bounded
+	// by the budget, and both at once were not (a bronze compaction during
+	// a catch-up after a crash storm took the run over memory_budget).
+	var heavy sync.Mutex
 	var merger *silver.Merger
 	if cfg.Silver.IsEnabled() {
 		sopts := SilverOptions(cfg)
 		sopts.Observer = met
+		sopts.Exclusive = &heavy
 		merger = silver.NewMerger(cat, sopts, log)
 	}
 	go func() {
@@ -191,7 +197,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 		// Maintenance errors are logged and retried by Loop; a panic is a
 		// bug and stops the pipeline like a silver error.
 		if perr := fault.Guard("maintenance", func() error {
-			maintain.New(cat, maintain.Options{WithoutSilver: !cfg.Silver.IsEnabled(), OnRun: met.maintained}, log).Loop(ctx, cfg.Name, maintain.DefaultEvery)
+			maintain.New(cat, maintain.Options{WithoutSilver: !cfg.Silver.IsEnabled(), OnRun: met.maintained, Exclusive: &heavy}, log).Loop(ctx, cfg.Name, maintain.DefaultEvery)
 			return nil
 		})(); perr != nil {
 			maintPanic = perr

@@ -86,6 +86,19 @@ type Options struct {
 	// OnRun, if set, is told the outcome of each run of Loop (nil: it
 	// succeeded), for metrics. Called on Loop's goroutine; must not block.
 	OnRun func(err error)
+	// Exclusive, if set, is held while one table is maintained (or
+	// checked and compacted): `tidemark run` shares one with silver's
+	// merger, so their memory peaks do not add up.
+	Exclusive sync.Locker
+}
+
+// exclusive takes opts.Exclusive, if set; the returned func releases it.
+func (m *Maintainer) exclusive() func() {
+	if m.opts.Exclusive == nil {
+		return func() {}
+	}
+	m.opts.Exclusive.Lock()
+	return m.opts.Exclusive.Unlock
 }
 
 // MinOrphanAge is the least OrphanAge accepted.
@@ -216,6 +229,7 @@ func (m *Maintainer) Run(ctx context.Context, source string, only []change.Table
 // Table maintains one table: compaction, then snapshot expiry, then
 // orphan-file removal.
 func (m *Maintainer) Table(ctx context.Context, source string, ident []string) (Result, error) {
+	defer m.exclusive()()
 	res := Result{Table: strings.Join(ident, ".")}
 	t, err := m.cat.Open(ctx, ident)
 	if err != nil {
@@ -473,6 +487,7 @@ func (m *Maintainer) Check(ctx context.Context, source string) ([]Result, error)
 }
 
 func (m *Maintainer) checkTable(ctx context.Context, ident []string) (Result, bool, error) {
+	defer m.exclusive()()
 	res := Result{Table: strings.Join(ident, ".")}
 	t, err := m.cat.Open(ctx, ident)
 	if err != nil {

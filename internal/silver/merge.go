@@ -36,6 +36,11 @@ const (
 // keeps its own (soft deletes: it has a cdc_deleted column; the delete
 // mode: its write.delete.mode property, which an operator may change).
 type Options struct {
+	// Exclusive, if set, is held while one table is merged (each turn of
+	// it): `tidemark run` shares one with maintenance, so a compaction and
+	// a merge, each bounded by the budget, do not hold their memory at the
+	// same time.
+	Exclusive sync.Locker
 	// Buckets is N of the partitioning bucket(N, first key column).
 	// 0: DefaultBuckets; negative: unpartitioned.
 	Buckets int
@@ -234,6 +239,10 @@ func (m *Merger) MergeTable(ctx context.Context, source, schema, table string) (
 // mergeLogged is MergeTable, in at most steps commits (0: until caught
 // up; turns.go), reported to Options.Report if report is set.
 func (m *Merger) mergeLogged(ctx context.Context, source, schema, table string, steps int, report bool) (Result, error) {
+	if m.opts.Exclusive != nil {
+		m.opts.Exclusive.Lock()
+		defer m.opts.Exclusive.Unlock()
+	}
 	start := m.now()
 	res, err := m.mergeTable(ctx, source, schema, table, steps)
 	if err != nil && ctx.Err() == nil {
