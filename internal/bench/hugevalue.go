@@ -14,7 +14,7 @@ import (
 const hugeValueSlack = 3
 
 // hugeValue is scenario 7: the peak RSS of a pipeline that carries one
-// value of HugeValueBytes (200 MiB by default; PostgreSQL allows 1 GiB) of
+// value of HugeValueBytes (200 MiB by default; PostgreSQL allows 1 GB) of
 // incompressible text (base64 of random bytes, stored out of line
 // uncompressed), against memory_budget:
 //
@@ -24,15 +24,25 @@ const hugeValueSlack = 3
 //     the same size, until silver has merged it.
 //
 // Each is the highest peak over the repetitions.
+// pgMaxValue is about the largest text value PostgreSQL holds: a varlena
+// of at most 2^30 - 1 bytes, its header included.
+const pgMaxValue = 1<<30 - 1 - 64
+
 func (b *bench) hugeValue(ctx context.Context) error {
 	const db = "huge"
 	if err := b.srv.createDB(ctx, db); err != nil {
 		return err
 	}
 	size := b.opts.HugeValueBytes
+	if size <= 0 || size > pgMaxValue {
+		return fmt.Errorf("--huge-value-bytes %d: a PostgreSQL value holds at most %d bytes (1 GB, less its header); give at most that, e.g. 1000000000", size, pgMaxValue)
+	}
 	value := func() string {
-		// 16 random bytes per md5; base64 makes 4 characters of 3 bytes.
-		return fmt.Sprintf(`(SELECT encode(decode(string_agg(md5(random()::text), ''), 'hex'), 'base64') FROM generate_series(1, %d))`, size*3/4/16)
+		// 64 base64 characters of 48 random bytes (three md5s) a piece,
+		// joined: no intermediate larger than the value, so a value up to
+		// PostgreSQL's limit of 1 GB (a string of at most 2^30 - 1 bytes)
+		// can be made (hex of the whole value first would be 1.5 times it).
+		return fmt.Sprintf(`(SELECT string_agg(encode(decode(md5(random()::text) || md5(random()::text) || md5(random()::text), 'hex'), 'base64'), '') FROM generate_series(1, %d))`, size/64)
 	}
 	var snapPeak, streamPeak int64
 	var snapRSS, streamRSS []float64
