@@ -119,7 +119,6 @@ type table struct {
 	leafNodes map[string]uint32
 }
 
-
 // Run runs one capture session: it verifies or creates the publication, the
 // slot and the lake tables, then streams until ctx is done or an error
 // occurs. On ctx cancellation it flushes and acknowledges before returning
