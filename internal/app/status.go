@@ -150,7 +150,7 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 			if w := st.BronzeFootprint; w != nil && w.Warning != "" {
 				st.Warnings = append(st.Warnings, st.Table+": "+w.Warning)
 			}
-			if bronze.Keyless(tbl.Properties()) {
+			if bronze.Keyless(tbl.Summary(), tbl.Properties()) {
 				st.Silver = "none (bronze only)"
 				st.BronzeOnly = "[no_primary_key] the source table has no key to merge by"
 				for _, k := range keyless {

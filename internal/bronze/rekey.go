@@ -27,10 +27,7 @@ import (
 // effectiveKey is the key tb's rows are keyed by from its latest commit
 // on (JSON, "" if the table records none).
 func (tb *tableBuf) effectiveKey() string {
-	if k := tb.props[PropKey]; k != "" {
-		return k
-	}
-	return tb.tbl.Properties()[PropKey]
+	return RecordedKey(tb.props, tb.tbl.Properties())
 }
 
 // settleKey sets the table property PropKey to the key the latest commit
@@ -63,9 +60,7 @@ func (w *Writer) TableKey(ctx context.Context, id change.TableID) ([]string, boo
 		if err != nil {
 			return nil, false, fmt.Errorf("bronze: read the key of %s: %w", strings.Join(Ident(w.source, id), "."), err)
 		}
-		if raw = tbl.Summary()[PropKey]; raw == "" {
-			raw = tbl.Properties()[PropKey]
-		}
+		raw = RecordedKey(tbl.Summary(), tbl.Properties())
 	}
 	if raw == "" || raw == "null" {
 		return nil, false, nil

@@ -53,10 +53,21 @@ func keyProperty(key []string) string {
 	return string(b)
 }
 
-// Keyless reports whether a bronze table's properties record a source
-// table with no key (PropKey = []): it is captured into bronze only.
-func Keyless(props map[string]string) bool {
-	return strings.TrimSpace(props[PropKey]) == "[]"
+// RecordedKey is the key (PropKey's JSON list) a bronze table's rows are
+// keyed by from its latest commit on, given that commit's summary and the
+// table's properties: the summary's after a key change (rekey.go), else
+// the property; "" when the table records none.
+func RecordedKey(summary, props map[string]string) string {
+	if k := summary[PropKey]; k != "" {
+		return k
+	}
+	return props[PropKey]
+}
+
+// Keyless reports whether a bronze table records a source table with no
+// key (RecordedKey = []): it is captured into bronze only.
+func Keyless(summary, props map[string]string) bool {
+	return strings.TrimSpace(RecordedKey(summary, props)) == "[]"
 }
 
 // idAssigner hands out field ids, including those of list elements.

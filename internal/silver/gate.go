@@ -126,7 +126,7 @@ func State(ctx context.Context, cat lake.Catalog, source, schema, table string) 
 		return st, err
 	}
 	cur, haveCur := b.CurrentSnapshot()
-	if s == nil && bronze.Keyless(b.Properties()) {
+	if s == nil && bronze.Keyless(b.Summary(), b.Properties()) {
 		st.BronzeOnly, st.Reason = true, "the source table has no key to merge by: bronze only, no silver table"
 		return st, nil
 	}

@@ -288,7 +288,7 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 		res.Gated, res.Reason = true, "bronze has no commit yet"
 		return res, nil
 	}
-	if bronze.Keyless(b.Properties()) {
+	if bronze.Keyless(b.Summary(), b.Properties()) {
 		// Captured with no key to merge by: bronze only, and no silver
 		// table until it has one (`tidemark status` says how).
 		res.BronzeOnly, res.Reason = true, "the source table has no key to merge by: bronze only, no silver table"

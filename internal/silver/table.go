@@ -70,16 +70,13 @@ func BuildingIdent(source, schema, table string) []string {
 // marker of the change carries the new key, and every later commit).
 func KeyOf(b lake.Table) ([]string, error) {
 	name := strings.Join(b.Ident(), ".")
-	raw, ok := b.Summary()[bronze.PropKey]
-	if !ok || raw == "" {
-		raw, ok = b.Properties()[bronze.PropKey]
-	}
-	if !ok || raw == "" || raw == "null" {
+	raw := bronze.RecordedKey(b.Summary(), b.Properties())
+	if raw == "" || raw == "null" {
 		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
 			"bronze table %s records no key (table property %s): silver needs the source table's primary key "+
 				"or replica identity to merge by; recreate the bronze table with a current tidemark", name, bronze.PropKey), nil)
 	}
-	if bronze.Keyless(b.Properties()) {
+	if bronze.Keyless(b.Summary(), b.Properties()) {
 		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
 			"bronze table %s records that its source table has no key (%s = []): it is captured into bronze only, with no silver table", name, bronze.PropKey), nil)
 	}

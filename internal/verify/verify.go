@@ -250,7 +250,7 @@ func Run(ctx context.Context, cat *lake.Catalog, src Source, opts Options, log *
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		if b, err := cat.LoadTable(ctx, bronzeIdent(opts.Source, t)); err == nil && bronze.Keyless(b.Properties()) {
+		if b, err := cat.LoadTable(ctx, bronzeIdent(opts.Source, t)); err == nil && bronze.Keyless(b.Summary(), b.Properties()) {
 			why := "[no_primary_key] the source table has no key to merge by"
 			for _, k := range keyless {
 				if k.Schema == t.Schema && k.Table == t.Table {

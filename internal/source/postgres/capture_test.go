@@ -583,7 +583,7 @@ func TestNamedErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bronze.Keyless(tbl.Properties()) {
+		if !bronze.Keyless(tbl.Summary(), tbl.Properties()) {
 			t.Errorf("bronze nokey records %s = %q, want []", bronze.PropKey, tbl.Properties()[bronze.PropKey])
 		}
 		only, err := bronze.BronzeOnly(ctx, cat, h.source)
