@@ -245,6 +245,18 @@ func jsonString(s string) string {
 	return strings.Trim(string(b), `"`)
 }
 
+// waitSilverPublished waits (up to 2 minutes each) until the silver table
+// of every one of tables is published.
+func (l *lakeView) waitSilverPublished(s *session, source string, tables []oddTable) {
+	l.t.Helper()
+	for _, tb := range tables {
+		waitFor(l.t, s, 2*time.Minute, "silver "+tb.id.String()+" to be published", func() bool {
+			_, err := l.cat.LoadTable(context.Background(), silver.Ident(source, tb.id.Schema, tb.id.Name))
+			return err == nil
+		})
+	}
+}
+
 // waitCaughtUpIDs is waitCaughtUp for tables in any schema.
 func (l *lakeView) waitCaughtUpIDs(s *session, target uint64, timeout time.Duration, tables []oddTable) {
 	l.t.Helper()

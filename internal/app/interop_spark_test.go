@@ -149,12 +149,7 @@ func TestInteropSpark(t *testing.T) {
 			INSERT INTO sales.orders SELECT g, 1, 'new', date '2025-01-01' + g FROM generate_series(201, 260) g;
 			UPDATE sales.orders SET version = version + 1, placed = NULL WHERE id % 5 = 0;`)
 		lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 3*time.Minute, captured)
-		for _, tb := range captured {
-			waitFor(t, s, 2*time.Minute, "silver "+tb.id.String()+" to be published", func() bool {
-				_, err := lk.cat.LoadTable(context.Background(), silver.Ident(source, tb.id.Schema, tb.id.Name))
-				return err == nil
-			})
-		}
+		lk.waitSilverPublished(s, source, captured)
 		if code := s.stop(t, time.Minute); code != 0 {
 			t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 		}
@@ -278,12 +273,7 @@ func TestInteropSpark(t *testing.T) {
 		lk := openLake(t, wh, source)
 		s := r.start()
 		lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, captured)
-		for _, tb := range captured {
-			waitFor(t, s, 2*time.Minute, "silver "+tb.id.String()+" to be published", func() bool {
-				_, err := lk.cat.LoadTable(context.Background(), silver.Ident(source, tb.id.Schema, tb.id.Name))
-				return err == nil
-			})
-		}
+		lk.waitSilverPublished(s, source, captured)
 		if code := s.stop(t, time.Minute); code != 0 {
 			t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 		}
@@ -316,10 +306,7 @@ func TestInteropSpark(t *testing.T) {
 		lk := openLake(t, wh, source)
 		s := r.start()
 		lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, captured)
-		waitFor(t, s, 2*time.Minute, "silver public.clock to be published", func() bool {
-			_, err := lk.cat.LoadTable(context.Background(), silver.Ident(source, "public", "clock"))
-			return err == nil
-		})
+		lk.waitSilverPublished(s, source, captured)
 		if code := s.stop(t, time.Minute); code != 0 {
 			t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 		}

@@ -302,12 +302,7 @@ func TestWholeSchema(t *testing.T) {
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, captured)
 
 	// Every table that can be captured reaches silver.
-	for _, tb := range captured {
-		waitFor(t, s, 2*time.Minute, "silver "+tb.id.String()+" to be published", func() bool {
-			_, err := lk.cat.LoadTable(context.Background(), silver.Ident(source, tb.id.Schema, tb.id.Name))
-			return err == nil
-		})
-	}
+	lk.waitSilverPublished(s, source, captured)
 	t.Logf("silver published for every captured table %s after the start", time.Since(began).Round(time.Millisecond))
 	// The lake holds exactly those tables in silver: none for a table left
 	// out, one for the partitioned table (no leaf). (Bronze of a keyless
