@@ -49,7 +49,6 @@ import argparse
 import datetime
 import decimal
 import json
-import math
 import os
 import sys
 
@@ -57,30 +56,10 @@ INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1
 NEG_INF = {-INT32_MAX, -(2**31), -INT64_MAX, -(2**63)}
 
 
-def json_safe(v):
-    if v is None or isinstance(v, (bool, int, str)):
-        return v
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "NaN"
-        if math.isinf(v):
-            return "Infinity" if v > 0 else "-Infinity"
-        return v
-    if isinstance(v, decimal.Decimal):
-        return format(v, "f")
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return bytes(v).hex()
-    if isinstance(v, datetime.datetime):
-        if v.tzinfo is not None:
-            v = v.astimezone(datetime.timezone.utc)
-        return v.isoformat(timespec="microseconds")
-    if isinstance(v, datetime.date):
-        return v.isoformat()
-    if isinstance(v, dict):
-        return {str(k): json_safe(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [json_safe(x) for x in v]
-    return str(v)
+# The JSON form of a value, as scripts/pyiceberg_read.py gives it (the
+# same canonical form for both readers).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pyiceberg_read import json_safe  # noqa: E402
 
 
 def temporal(v, kind):
