@@ -254,6 +254,18 @@ func replaceTables(ctx context.Context, cat *lake.Catalog, admin *postgres.Admin
 					t, layer.name, strings.Join(layer.ident, "."), strings.Join(to, "."))
 			}
 		}
+		// A silver table being built (a first build, or a rebuild on a new
+		// key) was built from the old bronze table: its cursor means nothing
+		// in the new one. It holds nothing bronze does not, so it is dropped
+		// and built again from the new bronze table.
+		building := silver.BuildingIdent(source, t.Schema, t.Name)
+		switch err := cat.Drop(ctx, building); {
+		case errors.Is(err, lake.ErrNoSuchTable):
+		case err != nil:
+			return fmt.Errorf("%s: drop the unpublished silver build %s: %w", t, strings.Join(building, "."), err)
+		default:
+			fmt.Fprintf(out, "  %s: unpublished silver build %s dropped (built again from the new bronze table)\n", t, strings.Join(building, "."))
+		}
 	}
 	fmt.Fprintf(out, "next: `tidemark run` with the same flags creates the bronze and silver tables of %d table(s) under their\n", len(tables))
 	fmt.Fprintf(out, "  current schema and reads them in chunks while it streams; their changes from before %s are skipped\n", postgres.FormatLSN(before))
