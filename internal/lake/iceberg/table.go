@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -200,9 +202,10 @@ func (t *Table) Append(ctx context.Context, recs []arrow.RecordBatch, props map[
 // appendOnce makes one attempt; t.mu is held. retry reports that the
 // attempt lost a race to another writer and t now holds the new metadata.
 func (t *Table) appendOnce(ctx context.Context, sc *arrow.Schema, recs []arrow.RecordBatch, props map[string]string) (retry bool, err error) {
+	base := currentID(t.tbl)
 	tx := t.tbl.NewTransaction()
 	if err := t.stageAppend(ctx, tx, sc, recs, props); err != nil {
-		return false, err
+		return t.baseGone(ctx, base, err)
 	}
 	staged, err := tx.StagedTable()
 	if err != nil {
@@ -226,10 +229,43 @@ func (t *Table) appendOnce(ctx context.Context, sc *arrow.Schema, recs []arrow.R
 			return false, nil
 		}
 	}
+	if isMissingFile(err) {
+		return t.baseGone(ctx, base, err)
+	}
 	return t.afterFailedCommit(ctx, err, func(m table.Metadata) bool {
 		// iceberg-go keeps the snapshot id when it replays a commit.
 		return m.SnapshotByID(snap.SnapshotID) != nil
 	})
+}
+
+// currentID is tbl's current snapshot id (-1: none).
+func currentID(tbl *table.Table) int64 {
+	if cs := tbl.CurrentSnapshot(); cs != nil {
+		return cs.SnapshotID
+	}
+	return -1
+}
+
+// isMissingFile reports whether err is a file of the table's metadata
+// that is not there (a manifest list or manifest).
+func isMissingFile(err error) bool {
+	return err != nil && (errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "no such file or directory"))
+}
+
+// baseGone decides a write that failed on err while it read the snapshot
+// it was built on (base): when a file of that snapshot is missing and the
+// table has moved on since (another writer committed, and maintenance
+// expired base and deleted its files), the write lost a race: t now holds
+// the new metadata and it is retried. Otherwise err stands (a file of the
+// current snapshot missing is damage, named as such).
+func (t *Table) baseGone(ctx context.Context, base int64, err error) (bool, error) {
+	if !isMissingFile(err) {
+		return false, err
+	}
+	if rerr := t.refreshLocked(ctx); rerr != nil {
+		return false, errors.Join(err, rerr)
+	}
+	return currentID(t.tbl) != base, err
 }
 
 // stageAppend writes recs as data files and stages, in tx, the snapshot
