@@ -120,6 +120,22 @@ func (ws *windows) changed(id change.TableID, key string, lsn uint64) {
 	ws.mu.Unlock()
 }
 
+// changedRow is changed for a decoded row of t: its key is computed only
+// when a window of the table is open (mostly none is, and the key costs an
+// allocation per change).
+func (ws *windows) changedRow(t *table, vals []any, lsn uint64) {
+	ws.mu.Lock()
+	if l := ws.m[t.id]; len(l) > 0 {
+		key := keyOf(t, vals)
+		for _, w := range l {
+			if lsn > w.changed[key] {
+				w.changed[key] = lsn
+			}
+		}
+	}
+	ws.mu.Unlock()
+}
+
 func (ws *windows) truncate(id change.TableID, lsn uint64) {
 	ws.mu.Lock()
 	for _, w := range ws.m[id] {
