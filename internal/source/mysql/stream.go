@@ -197,8 +197,9 @@ func (s *stream) run(ctx context.Context) error {
 	// A server that sends nothing, not even a heartbeat, for this long is
 	// gone: checked here, instead of go-mysql's ReadTimeout, which sets a
 	// read deadline on the connection for every packet (8 % of the CPU of
-	// a catch-up).
-	lastEvent := time.Now()
+	// a catch-up). Only the time the loop waits for the reader counts: a
+	// long flush or reconcile is not the server's silence.
+	var silent time.Duration
 	for {
 		if ctx.Err() != nil {
 			fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -221,10 +222,12 @@ func (s *stream) run(ctx context.Context) error {
 			wait = 5 * time.Millisecond
 		}
 		timer.Reset(wait)
+		waitFrom := time.Now()
 		select {
 		case <-ctx.Done():
 		case <-timer.C:
-			if s.readTimeout > 0 && time.Since(lastEvent) > s.readTimeout {
+			silent += time.Since(waitFrom)
+			if s.readTimeout > 0 && silent > s.readTimeout {
 				return s.streamError(fmt.Errorf("read the binlog after %s: nothing received, not even a heartbeat, for %s", describeResume(s.done), s.readTimeout))
 			}
 		case w := <-s.ready:
@@ -235,7 +238,7 @@ func (s *stream) run(ctx context.Context) error {
 			}
 			return s.streamError(fmt.Errorf("read the binlog after %s: %w", describeResume(s.done), err))
 		case batch := <-events:
-			lastEvent = time.Now()
+			silent = 0
 			for _, ev := range batch {
 				if err := s.handle(ctx, ev); err != nil {
 					return err
