@@ -392,7 +392,7 @@ func (s *stream) rowsEvent(ctx context.Context, e *replication.RowsEvent, lsn ui
 				Raw: rawJSON(t, row), Error: derr.Error()})
 		}
 		s.windows.changed(id, keyOf(t, vals), lsn)
-		if err := s.c.sink.Write(ctx, &change.Change{Table: id, Op: op, Values: vals, Before: bvals, Schema: t.schema,
+		if err := s.write(ctx, &change.Change{Table: id, Op: op, Values: vals, Before: bvals, Schema: t.schema,
 			Pos: pos, TxID: txid, CommitTime: at}); err != nil {
 			return err
 		}
@@ -465,7 +465,7 @@ func (s *stream) tableFor(ctx context.Context, id change.TableID, tm *replicatio
 	// After a DDL statement (or with columns the table did not have): the
 	// table as it is now, if its columns are the event's; else the layout
 	// the DDL statements describe.
-	nt, err := s.c.describe(ctx, id)
+	nt, err := s.redescribe(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -651,7 +651,7 @@ func (s *stream) ddl(ctx context.Context, schema, q string, h *replication.Event
 				continue
 			}
 			s.windows.truncate(id, s.readPos)
-			if err := s.c.sink.Write(ctx, &change.Change{Table: id, Op: change.OpTruncate, Values: make([]any, len(t.cols)), Schema: t.schema,
+			if err := s.write(ctx, &change.Change{Table: id, Op: change.OpTruncate, Values: make([]any, len(t.cols)), Schema: t.schema,
 				Pos: change.Position{LSN: s.readPos, Seq: 1}, TxID: int64(s.tx.gtidSeq), CommitTime: at}); err != nil {
 				return err
 			}
@@ -859,6 +859,10 @@ func (s *stream) pickUpNewTables(ctx context.Context) error {
 			changed = true
 		}
 		s.tables[id] = t
+		if t.keyless {
+			s.c.noteKeyless(t)
+			changed = true
+		}
 		s.c.log.Info("new table picked up", "table", id.String())
 		if _, err := s.snap.sched.Admit(ctx, t.id, &t.snap, t); err != nil {
 			return err
