@@ -712,7 +712,7 @@ func TestMySQLNoTableBlocksTheOthers(t *testing.T) {
 		t.Fatalf("tidemark status: %v\n%s", err, out)
 	}
 	for _, w := range []string{
-		"bronze only, no silver: " + dbname + ".logs: [no_primary_key]",
+		"bronze only, no silver: bronze." + dbname + "." + dbname + ".logs: [no_primary_key]",
 		"not captured: " + dbname + ": " + dbname + ".clash: [column_collision]",
 		"ADD PRIMARY KEY", "RENAME COLUMN",
 	} {
@@ -830,7 +830,7 @@ func TestMySQLKeylessBronzeOnly(t *testing.T) {
 	if err != nil {
 		t.Fatalf("tidemark status: %v\n%s", err, out)
 	}
-	for _, w := range []string{"bronze only, no silver: " + dbname + ".events: [no_primary_key]", "none (bronze only)"} {
+	for _, w := range []string{"bronze only, no silver: bronze." + dbname + "." + dbname + ".events: [no_primary_key]", "none (bronze only)"} {
 		if !strings.Contains(string(out), w) {
 			t.Errorf("tidemark status does not say %q:\n%s", w, out)
 		}

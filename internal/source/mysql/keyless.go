@@ -66,7 +66,7 @@ type keylessRead struct {
 func keylessReason(id change.TableID) error {
 	return fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
 		"table %s has no primary key (nor a unique index on NOT NULL columns), so it is captured into bronze only, with no silver table: tidemark cannot merge its changes by key. "+
-			"Add one (ALTER TABLE %s ADD PRIMARY KEY (...)) and rebuild the table (tidemark resnapshot --replace %s) for a silver table",
+			"Add one (ALTER TABLE %s ADD PRIMARY KEY (...)); a table that gets one while captured stays bronze only until its lake tables are rebuilt (tidemark resnapshot --replace %s)",
 		id, quoteTable(id), id), nil)
 }
 
