@@ -105,8 +105,8 @@ type table struct {
 	keyIdx []int // indexes of the key columns in cols
 	// keyless: no key, captured into bronze only (keyless.go).
 	keyless bool
-	est    int64
-	snap   snapState
+	est     int64
+	snap    snapState
 	// mapped: cols were brought in line with a table map event
 	// (ApplyTableMap).
 	mapped bool
