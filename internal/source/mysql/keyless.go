@@ -34,14 +34,11 @@ package mysql
 // no_primary_key, as before.
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -194,28 +191,16 @@ func (sn *snapshotter) readWhole(ctx context.Context, conn *sql.Conn, w *window)
 	if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
 		return Classify(fmt.Errorf("table %s: set the snapshot's isolation level: %w", t.id, err))
 	}
-	if c.flavor == MySQL {
-		p, err := c.binlogEnd(ctx, conn)
-		if err != nil {
-			return err
-		}
-		w.low = p.LSN()
-	}
-	if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
-		return Classify(fmt.Errorf("table %s: open the snapshot: %w", t.id, err))
+	low, end, err := c.openSnapshot(ctx, conn, t.id)
+	if err != nil {
+		return err
 	}
 	defer func() {
-		if _, cerr := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); cerr != nil && err == nil {
-			err = Classify(fmt.Errorf("table %s: end the snapshot: %w", t.id, cerr))
+		if cerr := end(); cerr != nil && err == nil {
+			err = cerr
 		}
 	}()
-	if c.flavor == MariaDB {
-		p, err := snapshotPos(ctx, conn)
-		if err != nil {
-			return fmt.Errorf("table %s: %w", t.id, err)
-		}
-		w.low = p.LSN()
-	}
+	w.low = low
 	if w.kl.spool, err = newRowSpool(c.opts.SpoolDir); err != nil {
 		return fmt.Errorf("table %s: %w", t.id, err)
 	}
@@ -311,87 +296,63 @@ func (s *stream) emitKeyless(ctx context.Context, w *window) error {
 	return nil
 }
 
-// rowSpool is a keyless table's snapshot rows on disk: per row a 4-byte
-// column count, then per column a 4-byte length (0xffffffff: NULL) and
-// the column's text.
+// rowSpool is a keyless table's snapshot rows on disk, a record of the
+// spool per row: a 4-byte column count, then per column a 4-byte length
+// (0xffffffff: NULL) and the column's text.
 type rowSpool struct {
-	f *os.File
-	w *bufio.Writer
+	sp  *txSpool
+	buf []byte
 }
 
 func newRowSpool(dir string) (*rowSpool, error) {
-	if dir == "" {
-		dir = os.TempDir()
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("spool the snapshot: %w", err)
-	}
-	f, err := os.CreateTemp(dir, "mysql-snapshot-*.spool")
+	sp, err := newSpool(dir, "mysql-snapshot-*.spool")
 	if err != nil {
 		return nil, fmt.Errorf("spool the snapshot: %w", err)
 	}
-	return &rowSpool{f: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
+	return &rowSpool{sp: sp}, nil
 }
 
-func (sp *rowSpool) append(raw []sql.RawBytes) error {
-	var n [4]byte
-	binary.LittleEndian.PutUint32(n[:], uint32(len(raw)))
-	sp.w.Write(n[:])
-	for _, b := range raw {
-		l := uint32(len(b))
-		if b == nil {
+func (r *rowSpool) append(raw []sql.RawBytes) error {
+	b := binary.LittleEndian.AppendUint32(r.buf[:0], uint32(len(raw)))
+	for _, v := range raw {
+		l := uint32(len(v))
+		if v == nil {
 			l = 0xffffffff
 		}
-		binary.LittleEndian.PutUint32(n[:], l)
-		sp.w.Write(n[:])
-		if _, err := sp.w.Write(b); err != nil {
-			return fmt.Errorf("spool the snapshot to %s: %w", sp.f.Name(), err)
-		}
+		b = binary.LittleEndian.AppendUint32(b, l)
+		b = append(b, v...)
 	}
-	return nil
+	r.buf = b
+	return r.sp.append(b)
 }
 
-func (sp *rowSpool) finish() error {
-	if err := sp.w.Flush(); err != nil {
-		return fmt.Errorf("spool the snapshot to %s: %w", sp.f.Name(), err)
-	}
-	return nil
-}
+func (r *rowSpool) finish() error { return r.sp.w.Flush() }
 
 // replay hands each spooled row to fn, in the order read.
-func (sp *rowSpool) replay(fn func(raw []sql.RawBytes) error) error {
-	if _, err := sp.f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("read the spooled snapshot %s: %w", sp.f.Name(), err)
-	}
-	r := bufio.NewReaderSize(sp.f, 1<<20)
-	var n [4]byte
-	for {
-		if _, err := io.ReadFull(r, n[:]); err == io.EOF {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("read the spooled snapshot %s: %w", sp.f.Name(), err)
+func (r *rowSpool) replay(fn func(raw []sql.RawBytes) error) error {
+	return r.sp.each(func(rec []byte) error {
+		bad := fault.With(fault.ErrCorruptState, fmt.Sprintf("the spooled snapshot %s is damaged", r.sp.f.Name()), nil)
+		if len(rec) < 4 {
+			return bad
 		}
-		row := make([]sql.RawBytes, binary.LittleEndian.Uint32(n[:]))
+		row := make([]sql.RawBytes, binary.LittleEndian.Uint32(rec))
+		rec = rec[4:]
 		for i := range row {
-			if _, err := io.ReadFull(r, n[:]); err != nil {
-				return fmt.Errorf("read the spooled snapshot %s: %w", sp.f.Name(), err)
+			if len(rec) < 4 {
+				return bad
 			}
-			l := binary.LittleEndian.Uint32(n[:])
+			l := binary.LittleEndian.Uint32(rec)
+			rec = rec[4:]
 			if l == 0xffffffff {
 				continue
 			}
-			row[i] = make([]byte, l)
-			if _, err := io.ReadFull(r, row[i]); err != nil {
-				return fmt.Errorf("read the spooled snapshot %s: %w", sp.f.Name(), err)
+			if uint32(len(rec)) < l {
+				return bad
 			}
+			row[i], rec = rec[:l:l], rec[l:]
 		}
-		if err := fn(row); err != nil {
-			return err
-		}
-	}
+		return fn(row)
+	})
 }
 
-func (sp *rowSpool) remove() {
-	sp.f.Close()
-	os.Remove(sp.f.Name())
-}
+func (r *rowSpool) remove() { r.sp.remove() }

@@ -251,28 +251,16 @@ func (sn *snapshotter) table(ctx context.Context, t *table) error {
 func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, after []string, limit int) (err error) {
 	t := w.t
 	c := sn.c
-	if c.flavor == MySQL {
-		p, err := c.binlogEnd(ctx, conn)
-		if err != nil {
-			return err
-		}
-		w.low = p.LSN()
-	}
-	if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
-		return Classify(fmt.Errorf("table %s: open the snapshot chunk: %w", t.id, err))
+	low, end, err := c.openSnapshot(ctx, conn, t.id)
+	if err != nil {
+		return err
 	}
 	defer func() {
-		if _, cerr := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); cerr != nil && err == nil {
-			err = Classify(fmt.Errorf("table %s: end the snapshot chunk: %w", t.id, cerr))
+		if cerr := end(); cerr != nil && err == nil {
+			err = cerr
 		}
 	}()
-	if c.flavor == MariaDB {
-		p, err := snapshotPos(ctx, conn)
-		if err != nil {
-			return fmt.Errorf("table %s: %w", t.id, err)
-		}
-		w.low = p.LSN()
-	}
+	w.low = low
 	cols := make([]string, len(t.cols))
 	for i, m := range t.maps {
 		cols[i] = m.SelectExpr()
@@ -332,6 +320,38 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 	}
 	w.high = hp.LSN()
 	return nil
+}
+
+// openSnapshot opens a consistent snapshot on conn and returns the binlog
+// position (LSN) it is consistent with (see the top of this file), and
+// the function that ends it.
+func (c *Capture) openSnapshot(ctx context.Context, conn *sql.Conn, id change.TableID) (uint64, func() error, error) {
+	var low uint64
+	if c.flavor == MySQL {
+		p, err := c.binlogEnd(ctx, conn)
+		if err != nil {
+			return 0, nil, err
+		}
+		low = p.LSN()
+	}
+	if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
+		return 0, nil, Classify(fmt.Errorf("table %s: open the snapshot: %w", id, err))
+	}
+	end := func() error {
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
+			return Classify(fmt.Errorf("table %s: end the snapshot: %w", id, err))
+		}
+		return nil
+	}
+	if c.flavor == MariaDB {
+		p, err := snapshotPos(ctx, conn)
+		if err != nil {
+			end()
+			return 0, nil, fmt.Errorf("table %s: %w", id, err)
+		}
+		low = p.LSN()
+	}
+	return low, end, nil
 }
 
 // decodeSnapRow decodes the text of a row the snapshot read; a row that
