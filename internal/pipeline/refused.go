@@ -45,3 +45,27 @@ func RecordRefused(ctx context.Context, sink Sink, log *slog.Logger, refused map
 	}
 	return nil
 }
+
+// BronzeOnlyRecorder is the Sink side of the tables a source captures
+// into bronze only, having no key to merge them by (bronze.Writer: for
+// `tidemark status` and `tidemark verify`). Optional: a Sink without it
+// (a test's) is told nothing.
+type BronzeOnlyRecorder interface {
+	// SetBronzeOnly replaces the recorded set of tables captured into
+	// bronze only and why.
+	SetBronzeOnly(ctx context.Context, keyless map[change.TableID]string) error
+}
+
+// RecordBronzeOnly logs each table of keyless (captured into bronze only,
+// with why) and records the whole set in sink, so a table given a key
+// since is no longer named. show names a table in the log.
+func RecordBronzeOnly(ctx context.Context, sink Sink, log *slog.Logger, keyless map[change.TableID]error, show func(change.TableID) string) error {
+	out := Reasons(keyless)
+	for id, why := range out {
+		log.Warn("table captured into bronze only, no silver", "table", show(id), "reason", why)
+	}
+	if r, ok := sink.(BronzeOnlyRecorder); ok {
+		return r.SetBronzeOnly(ctx, out)
+	}
+	return nil
+}

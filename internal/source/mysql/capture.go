@@ -83,6 +83,9 @@ type Capture struct {
 	// refused are the tables left out on their own (refusable), with why;
 	// status names them. Used by Run, then by the stream goroutine only.
 	refused map[change.TableID]error
+	// keyless are the tables captured into bronze only (keyless.go), with
+	// why; status names them. Owned as refused.
+	keyless map[change.TableID]error
 }
 
 // New returns a Capture; nothing happens until Run.
@@ -100,8 +103,10 @@ type table struct {
 	maps   []*Mapping // of cols
 	schema *change.Schema
 	keyIdx []int // indexes of the key columns in cols
-	est    int64
-	snap   snapState
+	// keyless: no key, captured into bronze only (keyless.go).
+	keyless bool
+	est     int64
+	snap    snapState
 	// mapped: cols were brought in line with a table map event
 	// (ApplyTableMap).
 	mapped bool
@@ -185,6 +190,7 @@ func (c *Capture) Run(ctx context.Context) error {
 			continue
 		}
 		tables[id] = t
+		c.noteKeyless(t)
 	}
 	if len(problems) > 0 {
 		return errors.Join(problems...)
@@ -205,10 +211,10 @@ func (c *Capture) Run(ctx context.Context) error {
 	c.log.Info("capture starting", "source", "mysql", "flavor", c.flavor, "database", c.opts.Database,
 		"tables", len(tables), "from", describeResume(start))
 
-	// A transaction spooled by an earlier (crashed) session is read again
-	// from the binlog: its spool file is garbage.
+	// A transaction (or a keyless table's snapshot) spooled by an earlier
+	// (crashed) session is read again: its spool file is garbage.
 	if c.opts.SpoolDir != "" {
-		old, _ := filepath.Glob(filepath.Join(c.opts.SpoolDir, "mysql-tx-*.spool"))
+		old, _ := filepath.Glob(filepath.Join(c.opts.SpoolDir, "mysql-*.spool"))
 		for _, f := range old {
 			os.Remove(f)
 		}
@@ -284,10 +290,14 @@ func (c *Capture) refusable(id change.TableID, err error) bool {
 	return !slices.Contains(c.opts.Tables, id.Name)
 }
 
-// recordRefused logs and records the tables refused on their own (the
-// whole set, so a table fixed since is no longer named).
+// recordRefused logs and records the tables refused on their own and the
+// tables captured into bronze only (each whole set, so a table fixed
+// since is no longer named).
 func (c *Capture) recordRefused(ctx context.Context) error {
-	return pipeline.RecordRefused(ctx, c.sink, c.log, c.refused, func(id change.TableID) string { return id.String() })
+	if err := pipeline.RecordRefused(ctx, c.sink, c.log, c.refused, func(id change.TableID) string { return id.String() }); err != nil {
+		return err
+	}
+	return c.recordBronzeOnly(ctx)
 }
 
 // wanted reports whether a table of the database is captured.
@@ -331,11 +341,7 @@ func (c *Capture) tableOf(ctx context.Context, id change.TableID, cols []Column,
 		t.maps = append(t.maps, m)
 		t.schema.Fields = append(t.schema.Fields, m.Field())
 	}
-	if len(key) == 0 {
-		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
-			"table %s has no primary key (nor a unique index on NOT NULL columns): its changes cannot be merged into a replica by key, so it is not captured. Add one (ALTER TABLE %s ADD PRIMARY KEY (...)), or leave the table out with tables:",
-			id, quoteTable(id)), nil)
-	}
+	t.keyless = len(key) == 0
 	for _, k := range key {
 		i := slices.IndexFunc(cols, func(c Column) bool { return c.Name == k })
 		if i < 0 {

@@ -1,7 +1,8 @@
 // Package mysql is tidemark's MySQL and MariaDB source: it captures the
 // tables of one database by reading the server's row-based binary log as a
 // replica does (go-mysql's BinlogSyncer, COM_BINLOG_DUMP[_GTID]), after a
-// snapshot chunked by primary key and reconciled with the binlog by
+// snapshot chunked by primary key (one consistent read for a table
+// without one) and reconciled with the binlog by
 // watermarks, into the same bronze change log and silver replica tables as
 // the PostgreSQL source.
 //
@@ -52,6 +53,18 @@
 // grants, views, routines, temporary tables) are classified without being
 // parsed. A schema statement the parser cannot read is unsupported_ddl:
 // the stream stops before it, never skips it.
+//
+// # Tables without a key
+//
+// A table with no primary key (nor a unique index on NOT NULL columns) is
+// captured into bronze only (tidemark.key = [], no silver table), as on
+// PostgreSQL. Its snapshot is one consistent read (REPEATABLE READ, START
+// TRANSACTION WITH CONSISTENT SNAPSHOT at MariaDB's Binlog_snapshot_file/
+// position) spooled to disk, written by the stream at the snapshot's
+// position with the changes it held meanwhile, in one bronze commit: a
+// crash before it leaves nothing of the table in bronze and the read
+// starts over (keyless.go, docs/bronze.md "MySQL and MariaDB tables
+// without a key").
 //
 // # Logical messages
 //

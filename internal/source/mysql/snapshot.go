@@ -76,6 +76,7 @@ type window struct {
 	lastKey   []string
 	last      bool
 	bytes     int64
+	kl        *keylessRead // a keyless table's whole read (keyless.go), else nil
 
 	done chan error
 }
@@ -185,6 +186,9 @@ func (sn *snapshotter) run(ctx context.Context) error {
 // The worker reads t's columns and key, which the stream may replace after
 // a schema change: it keeps its own copy, taken at start.
 func (sn *snapshotter) table(ctx context.Context, t *table) error {
+	if t.keyless {
+		return sn.keylessTable(ctx, t)
+	}
 	conn, err := sn.c.db.Conn(ctx)
 	if err != nil {
 		return Classify(fmt.Errorf("table %s: connect for the snapshot: %w", t.id, err))
@@ -263,28 +267,16 @@ func (sn *snapshotter) table(ctx context.Context, t *table) error {
 func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, after []string, limit int) (err error) {
 	t := w.t
 	c := sn.c
-	if c.flavor == MySQL {
-		p, err := c.binlogEnd(ctx, conn)
-		if err != nil {
-			return err
-		}
-		w.low = p.LSN()
-	}
-	if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
-		return Classify(fmt.Errorf("table %s: open the snapshot chunk: %w", t.id, err))
+	low, end, err := c.openSnapshot(ctx, conn, t.id)
+	if err != nil {
+		return err
 	}
 	defer func() {
-		if _, cerr := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); cerr != nil && err == nil {
-			err = Classify(fmt.Errorf("table %s: end the snapshot chunk: %w", t.id, cerr))
+		if cerr := end(); cerr != nil && err == nil {
+			err = cerr
 		}
 	}()
-	if c.flavor == MariaDB {
-		p, err := snapshotPos(ctx, conn)
-		if err != nil {
-			return fmt.Errorf("table %s: %w", t.id, err)
-		}
-		w.low = p.LSN()
-	}
+	w.low = low
 	cols := make([]string, len(t.cols))
 	for i, m := range t.maps {
 		cols[i] = m.SelectExpr()
@@ -317,28 +309,10 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 		if err := rs.Scan(ptrs...); err != nil {
 			return Classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
 		}
-		r := snapRow{values: make([]any, len(cols))}
-		for i, b := range raw {
+		for _, b := range raw {
 			w.bytes += int64(len(b)) + 8
-			if r.err != nil {
-				continue
-			}
-			if b == nil {
-				continue
-			}
-			v, err := t.maps[i].DecodeText(b)
-			if err != nil {
-				r.err = fmt.Errorf("column %q: %w", t.cols[i].Name, err)
-				continue
-			}
-			r.values[i] = v
 		}
-		if r.err != nil {
-			r.raw = make([]string, len(raw))
-			for i, b := range raw {
-				r.raw[i] = string(b)
-			}
-		}
+		r := decodeSnapRow(t, raw)
 		r.key = keyOf(t, r.values)
 		w.rows = append(w.rows, r)
 		w.lastKey = make([]string, len(t.keyIdx))
@@ -362,6 +336,72 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 	}
 	w.high = hp.LSN()
 	return nil
+}
+
+// openSnapshot opens a consistent snapshot on conn and returns the binlog
+// position (LSN) it is consistent with (see the top of this file), and
+// the function that ends it.
+func (c *Capture) openSnapshot(ctx context.Context, conn *sql.Conn, id change.TableID) (uint64, func() error, error) {
+	var low uint64
+	if c.flavor == MySQL {
+		p, err := c.binlogEnd(ctx, conn)
+		if err != nil {
+			return 0, nil, err
+		}
+		low = p.LSN()
+	}
+	if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
+		return 0, nil, Classify(fmt.Errorf("table %s: open the snapshot: %w", id, err))
+	}
+	end := func() error {
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
+			return Classify(fmt.Errorf("table %s: end the snapshot: %w", id, err))
+		}
+		return nil
+	}
+	if c.flavor == MariaDB {
+		p, err := snapshotPos(ctx, conn)
+		if err != nil {
+			end()
+			return 0, nil, fmt.Errorf("table %s: %w", id, err)
+		}
+		low = p.LSN()
+	}
+	return low, end, nil
+}
+
+// decodeSnapRow decodes the text of a row the snapshot read; a row that
+// cannot be decoded keeps its text, for the dead-letter table.
+func decodeSnapRow(t *table, raw []sql.RawBytes) snapRow {
+	r := snapRow{values: make([]any, len(raw))}
+	for i, b := range raw {
+		if b == nil {
+			continue
+		}
+		v, err := t.maps[i].DecodeText(b)
+		if err != nil {
+			r.err = fmt.Errorf("column %q: %w", t.cols[i].Name, err)
+			break
+		}
+		r.values[i] = v
+	}
+	if r.err != nil {
+		r.raw = make([]string, len(raw))
+		for i, b := range raw {
+			r.raw[i] = string(b)
+		}
+	}
+	return r
+}
+
+// rawTextJSON renders a snapshot row's text for the dead-letter table.
+func rawTextJSON(t *table, raw []string) string {
+	m := map[string]string{}
+	for i, v := range raw {
+		m[t.cols[i].Name] = v
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
 }
 
 // snapshotPos reads MariaDB's binlog position of the consistent snapshot
@@ -417,6 +457,9 @@ func (s *stream) reconcileReady(ctx context.Context) error {
 
 // emitChunk writes a reconciled chunk at its high watermark.
 func (s *stream) emitChunk(ctx context.Context, w *window) error {
+	if w.kl != nil {
+		return s.emitKeyless(ctx, w)
+	}
 	for _, p := range w.truncated {
 		if p > w.low && p <= w.high {
 			return errTruncatedInWindow
@@ -443,12 +486,7 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 		// so the order against those changes does not matter.
 		pos := change.Position{LSN: w.high, Seq: snapSeqBase + t.snap.Rows + int64(i) + 1}
 		if r.err != nil {
-			m := map[string]string{}
-			for i, v := range r.raw {
-				m[w.t.cols[i].Name] = v
-			}
-			b, _ := json.Marshal(m)
-			dls = append(dls, change.DeadLetter{Table: w.table, Op: change.OpRead, Pos: pos, CommitTime: now, Raw: string(b), Error: r.err.Error()})
+			dls = append(dls, change.DeadLetter{Table: w.table, Op: change.OpRead, Pos: pos, CommitTime: now, Raw: rawTextJSON(w.t, r.raw), Error: r.err.Error()})
 			continue
 		}
 		cs = append(cs, &change.Change{Table: w.table, Op: change.OpRead, Values: r.values, Schema: w.t.schema, Pos: pos, CommitTime: now})

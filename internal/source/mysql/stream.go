@@ -420,7 +420,7 @@ func (s *stream) rowsEvent(ctx context.Context, e *replication.RowsEvent, lsn ui
 				Raw: rawJSON(t, row), Error: derr.Error()})
 		}
 		s.windows.changedRow(t, vals, lsn)
-		if err := s.c.sink.Write(ctx, &change.Change{Table: id, Op: op, Values: vals, Before: bvals, Schema: t.schema,
+		if err := s.write(ctx, &change.Change{Table: id, Op: op, Values: vals, Before: bvals, Schema: t.schema,
 			Pos: pos, TxID: txid, CommitTime: at}); err != nil {
 			return err
 		}
@@ -497,7 +497,7 @@ func (s *stream) tableFor(ctx context.Context, id change.TableID, tm *replicatio
 	// After a DDL statement (or with columns the table did not have): the
 	// table as it is now, if its columns are the event's; else the layout
 	// the DDL statements describe.
-	nt, err := s.c.describe(ctx, id)
+	nt, err := s.redescribe(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -722,7 +722,7 @@ func (s *stream) ddl(ctx context.Context, schema, q string, h *replication.Event
 				continue
 			}
 			s.windows.truncate(id, s.readPos)
-			if err := s.c.sink.Write(ctx, &change.Change{Table: id, Op: change.OpTruncate, Values: make([]any, len(t.cols)), Schema: t.schema,
+			if err := s.write(ctx, &change.Change{Table: id, Op: change.OpTruncate, Values: make([]any, len(t.cols)), Schema: t.schema,
 				Pos: change.Position{LSN: s.readPos, Seq: 1}, TxID: int64(s.tx.gtidSeq), CommitTime: at}); err != nil {
 				return err
 			}
@@ -930,6 +930,10 @@ func (s *stream) pickUpNewTables(ctx context.Context) error {
 			changed = true
 		}
 		s.tables[id] = t
+		if t.keyless {
+			s.c.noteKeyless(t)
+			changed = true
+		}
 		s.c.log.Info("new table picked up", "table", id.String())
 		if _, err := s.snap.sched.Admit(ctx, t.id, &t.snap, t); err != nil {
 			return err
@@ -986,16 +990,20 @@ type txSpool struct {
 	w *bufio.Writer
 }
 
-func newTxSpool(dir string) (*txSpool, error) {
+func newTxSpool(dir string) (*txSpool, error) { return newSpool(dir, "mysql-tx-*.spool") }
+
+// newSpool creates a spool file named by pattern in dir (the system's
+// temporary directory if "").
+func newSpool(dir, pattern string) (*txSpool, error) {
 	if dir == "" {
 		dir = os.TempDir()
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("spool a large transaction: %w", err)
+		return nil, fmt.Errorf("create a spool file: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "mysql-tx-*.spool")
+	f, err := os.CreateTemp(dir, pattern)
 	if err != nil {
-		return nil, fmt.Errorf("spool a large transaction: %w", err)
+		return nil, fmt.Errorf("create a spool file: %w", err)
 	}
 	return &txSpool{f: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
 }
@@ -1015,12 +1023,6 @@ func (sp *txSpool) append(raw []byte) error {
 // replay parses the spooled events again, with a parser of the stream's
 // settings, and hands each row event to fn in binlog order.
 func (sp *txSpool) replay(s *stream, fn func(*replication.RowsEvent) error) error {
-	if err := sp.w.Flush(); err != nil {
-		return fmt.Errorf("spool a large transaction to %s: %w", sp.f.Name(), err)
-	}
-	if _, err := sp.f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("read the spooled transaction %s: %w", sp.f.Name(), err)
-	}
 	p := replication.NewBinlogParser()
 	p.SetFlavor(string(s.c.flavor))
 	p.SetParseTime(false)
@@ -1029,26 +1031,40 @@ func (sp *txSpool) replay(s *stream, fn func(*replication.RowsEvent) error) erro
 	if _, err := p.Parse(s.fde); err != nil {
 		return fmt.Errorf("parse the binlog's format description again: %w", err)
 	}
+	return sp.each(func(raw []byte) error {
+		ev, err := p.Parse(raw)
+		if err != nil {
+			return fault.With(fault.ErrCorruptState, fmt.Sprintf("the spooled transaction %s cannot be parsed again", sp.f.Name()), err)
+		}
+		if e, ok := ev.Event.(*replication.RowsEvent); ok {
+			return fn(e)
+		}
+		return nil
+	})
+}
+
+// each hands every record appended to fn, in order.
+func (sp *txSpool) each(fn func(raw []byte) error) error {
+	if err := sp.w.Flush(); err != nil {
+		return fmt.Errorf("spool to %s: %w", sp.f.Name(), err)
+	}
+	if _, err := sp.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("read the spool %s: %w", sp.f.Name(), err)
+	}
 	r := bufio.NewReaderSize(sp.f, 1<<20)
 	var n [4]byte
 	for {
 		if _, err := io.ReadFull(r, n[:]); err == io.EOF {
 			return nil
 		} else if err != nil {
-			return fmt.Errorf("read the spooled transaction %s: %w", sp.f.Name(), err)
+			return fmt.Errorf("read the spool %s: %w", sp.f.Name(), err)
 		}
 		raw := make([]byte, binary.LittleEndian.Uint32(n[:]))
 		if _, err := io.ReadFull(r, raw); err != nil {
-			return fmt.Errorf("read the spooled transaction %s: %w", sp.f.Name(), err)
+			return fmt.Errorf("read the spool %s: %w", sp.f.Name(), err)
 		}
-		ev, err := p.Parse(raw)
-		if err != nil {
-			return fault.With(fault.ErrCorruptState, fmt.Sprintf("the spooled transaction %s cannot be parsed again", sp.f.Name()), err)
-		}
-		if e, ok := ev.Event.(*replication.RowsEvent); ok {
-			if err := fn(e); err != nil {
-				return err
-			}
+		if err := fn(raw); err != nil {
+			return err
 		}
 	}
 }

@@ -169,15 +169,6 @@ func declaredKey(t change.TableID, rel *Relation, replid string, ident, declared
 		showTable(t), strings.Join(declared, ", "), strings.Join(ident, ", "), quoteTable(t)), nil))
 }
 
-// bronzeOnlyRecorder is the Sink side of keyless tables (bronze.Writer:
-// for `tidemark status` and `tidemark verify`). Optional: a Sink without
-// it (a test's) is told nothing.
-type bronzeOnlyRecorder interface {
-	// SetBronzeOnly replaces the recorded set of tables captured into
-	// bronze only and why.
-	SetBronzeOnly(ctx context.Context, keyless map[change.TableID]string) error
-}
-
 // recordRefused logs and records the tables refused on their own and the
 // tables captured into bronze only (each whole set, so a table fixed
 // since is no longer named).
@@ -185,12 +176,5 @@ func (c *Capture) recordRefused(ctx context.Context) error {
 	if err := pipeline.RecordRefused(ctx, c.w, c.log, c.refused, showTable); err != nil {
 		return err
 	}
-	keyless := pipeline.Reasons(c.keyless)
-	for id, why := range keyless {
-		c.log.Warn("table captured into bronze only, no silver", "table", showTable(id), "reason", why)
-	}
-	if r, ok := c.w.(bronzeOnlyRecorder); ok {
-		return r.SetBronzeOnly(ctx, keyless)
-	}
-	return nil
+	return pipeline.RecordBronzeOnly(ctx, c.w, c.log, c.keyless, showTable)
 }
