@@ -6,7 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/config"
 )
@@ -60,7 +60,8 @@ func (b *bench) commands(ctx context.Context) error {
 }
 
 // commandPeak runs `tidemark cmd args...` to its end and returns its peak
-// RSS.
+// RSS: its VmHWM, read every 20 ms while it runs (the last read is within
+// 20 ms of its exit; VmHWM only grows).
 func (b *bench) commandPeak(ctx context.Context, cmd string, args ...string) (int64, error) {
 	logPath := filepath.Join(b.opts.WorkDir, "logs", "command_"+cmd+".log")
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
@@ -74,12 +75,29 @@ func (b *bench) commandPeak(ctx context.Context, cmd string, args ...string) (in
 	c := exec.CommandContext(ctx, b.opts.Launcher.Path, append([]string{cmd}, args...)...)
 	c.Env = append(os.Environ(), b.opts.Launcher.Env...)
 	c.Stdout, c.Stderr = logf, logf
-	if err := c.Run(); err != nil {
-		return 0, fmt.Errorf("tidemark %s: %w (log: %s)", cmd, err, logPath)
+	if err := c.Start(); err != nil {
+		return 0, fmt.Errorf("start tidemark %s: %w", cmd, err)
 	}
-	ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return 0, fmt.Errorf("tidemark %s: no resource usage", cmd)
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	var peak int64
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-exited:
+			if err != nil {
+				return 0, fmt.Errorf("tidemark %s: %w (log: %s)", cmd, err, logPath)
+			}
+			if peak == 0 {
+				return 0, fmt.Errorf("tidemark %s exited before its peak RSS was read", cmd)
+			}
+			return peak, nil
+		case <-t.C:
+			// A read can fail as the process exits: the reads before stand.
+			if v, err := peakRSSOf(c.Process.Pid); err == nil {
+				peak = max(peak, v)
+			}
+		}
 	}
-	return ru.Maxrss << 10, nil // KiB on Linux
 }
