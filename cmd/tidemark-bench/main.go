@@ -82,7 +82,7 @@ func rootCmd(ctx context.Context) *cobra.Command {
 	f.StringVar(&tidemark, "tidemark", "bin/tidemark", "the tidemark binary to measure")
 	f.StringVar(&profileDir, "cpuprofile", "", "write a CPU profile of every pipeline into this directory (runs the pipeline inside this binary instead of --tidemark)")
 	f.StringVar(&opts.Source, "source", "postgres", "database to measure: postgres, or mysql (a throwaway MariaDB; scenarios 1 and 2: catch-up against a bare go-mysql binlog reader, snapshot against SELECT *)")
-	f.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run, of 1,2,3,4,5,6,7,8 (default: all)")
+	f.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run, of 1,2,3,4,5,6,7,8,9 (default: all)")
 	f.StringVar(&pipeArgs, "pipeline-args", "", "more `tidemark run` flags for every pipeline, space-separated (e.g. \"--snapshot-chunk-rows 50000\"); the defaults are measured without")
 	f.StringVar(&out, "out", "", "also write the markdown report to this file")
 	f.StringVar(&opts.WorkDir, "workdir", "", "directory for lakes and logs (default: a temporary directory)")
@@ -102,8 +102,8 @@ func rootCmd(ctx context.Context) *cobra.Command {
 	f.IntVar(&opts.BigRows, "big-rows", opts.BigRows, "scenario 5: rows of the big-value transaction")
 	f.IntVar(&opts.BigValueBytes, "big-value-bytes", opts.BigValueBytes, "scenario 5: bytes per big value")
 	f.IntVar(&opts.HugeValueBytes, "huge-value-bytes", opts.HugeValueBytes, "scenario 7: bytes of the one huge value (PostgreSQL allows up to 1 GiB)")
-	f.IntVar(&opts.BacklogChanges, "backlog-changes", opts.BacklogChanges, "scenario 8: changes in the silver backlog (and rows of its table)")
-	f.IntVar(&opts.BacklogCommits, "backlog-commits", opts.BacklogCommits, "scenario 8: bronze commits the backlog is written in (against 1)")
+	f.IntVar(&opts.BacklogChanges, "backlog-changes", opts.BacklogChanges, "scenarios 8 and 9: changes in the silver backlog (and rows of its table)")
+	f.IntVar(&opts.BacklogCommits, "backlog-commits", opts.BacklogCommits, "scenarios 8 and 9: bronze commits the backlog is written in (8: against 1)")
 	return cmd
 }
 

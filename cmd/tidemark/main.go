@@ -129,7 +129,11 @@ func tailCmd(ctx context.Context) *cobra.Command {
 			if cfg.Log.Level == config.DefaultLogLevel && !cmd.Flags().Changed("log-level") {
 				cfg.Log.Level = "warn"
 			}
-			return app.Tail(ctx, cfg, opts, os.Stdout, app.NewLogger(cfg))
+			log := app.NewLogger(cfg)
+			// Output is streamed (a buffered writer); the capture holds
+			// at most commit_bytes, from the budget, between flushes.
+			defer limitMemory(cfg.MemoryBudget, log)()
+			return app.Tail(ctx, cfg, opts, os.Stdout, log)
 		},
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "", "YAML configuration file (flags override it)")
@@ -139,7 +143,7 @@ func tailCmd(ctx context.Context) *cobra.Command {
 	holder.BindFlags(cmd.Flags())
 	// tail reads the stream through a temporary slot (a binlog dump) of its own: of the
 	// configuration's flags only these matter to it.
-	onlyConfigFlags(cmd, own, "source", "source-file", "name", "publication", "tables", "log-level", "log-format")
+	onlyConfigFlags(cmd, own, "source", "source-file", "name", "publication", "tables", "memory-budget", "log-level", "log-format")
 	quietByDefault(cmd)
 	return cmd
 }
@@ -194,6 +198,13 @@ type lakeFlags struct {
 	// withSource: the command takes a source (--source, --source-file,
 	// the config file's, TIDEMARK_SOURCE).
 	withSource bool
+	// mem is --memory-budget, for the commands that bind it (bindBudget).
+	mem budgetFlag
+}
+
+// bindBudget gives the command --memory-budget (resolve checks it).
+func (l *lakeFlags) bindBudget(cmd *cobra.Command, usage string) {
+	l.mem.bind(cmd.Flags(), usage)
 }
 
 func (l *lakeFlags) bind(cmd *cobra.Command, withSource bool) {
@@ -215,9 +226,10 @@ func (l *lakeFlags) resolve() error {
 	if l.source.HasPassword() {
 		fmt.Fprintln(os.Stderr, "tidemark: warning: "+config.PasswordWarning("--source", l.source.Reveal()))
 	}
+	var cfg *config.Config
 	if l.cfgPath != "" {
-		cfg, err := config.Load(l.cfgPath)
-		if err != nil {
+		var err error
+		if cfg, err = config.Load(l.cfgPath); err != nil {
 			return err
 		}
 		if l.warehouse == "" {
@@ -239,6 +251,9 @@ func (l *lakeFlags) resolve() error {
 			return &config.Error{Path: "source_file", Msg: err.Error()}
 		}
 		l.source = s
+	}
+	if err := l.mem.resolve(cfg); err != nil {
+		return err
 	}
 	if l.withSource && l.source.IsZero() {
 		l.source = config.NewSecret(strings.TrimSpace(os.Getenv(config.SourceEnv)))

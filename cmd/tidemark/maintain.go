@@ -44,10 +44,14 @@ func maintainCmd(ctx context.Context) *cobra.Command {
 			if err := opts.Validate(); err != nil {
 				return usageError{err}
 			}
+			// Compaction reads and writes in bounded batches
+			// (lake.compactionBounds); the limit bounds the process.
+			defer limitMemory(lf.mem.budget, slog.New(slog.DiscardHandler))()
 			return runMaintain(ctx, lf, name, args, opts, os.Stdout)
 		},
 	}
 	lf.bind(cmd, false)
+	lf.bindBudget(cmd, "the process's memory budget, as tidemark run's memory_budget (a --config file's memory_budget unless given)")
 	cmd.Flags().StringVar(&name, "name", "", "source name (default: from --config, or the only source in the warehouse)")
 	cmd.Flags().DurationVar(&opts.OlderThan, "older-than", maintain.DefaultOlderThan, "expire snapshots older than this")
 	cmd.Flags().IntVar(&opts.RetainLast, "retain-last", maintain.DefaultRetainLast, "keep at least the newest N snapshots of each table")

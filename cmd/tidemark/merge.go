@@ -32,7 +32,6 @@ func mergeCmd(ctx context.Context) *cobra.Command {
 		soft bool
 		mode string
 		drop = config.DropColumnKeep
-		mem  = config.ByteSize(config.DefaultMemoryBudget)
 	)
 	cmd := &cobra.Command{
 		Use:   "merge --warehouse DIR [--name SOURCE] [TABLE...]",
@@ -52,21 +51,15 @@ func mergeCmd(ctx context.Context) *cobra.Command {
 				if name == "" {
 					name = cfg.Name
 				}
-				if !cmd.Flags().Changed("memory-budget") && cfg.MemoryBudget > 0 {
-					mem = cfg.MemoryBudget
-				}
 				if !cmd.Flags().Changed("drop-column") && cfg.Silver.DropColumn != "" {
 					drop = strings.ToLower(strings.TrimSpace(cfg.Silver.DropColumn))
 				}
 			}
-			if mem < config.MinMemoryBudget {
-				return usageError{fmt.Errorf("--memory-budget: must be at least %s, got %s", config.ByteSize(config.MinMemoryBudget), mem)}
-			}
 			// The same share of the budget per merge step as tidemark run,
 			// and the same bound on the process (a backlog is drained in
 			// steps within it, not in one heap).
-			opts.MaxBytes = app.SilverMaxBytes(mem)
-			defer app.LimitMemory(mem, slog.New(slog.DiscardHandler))()
+			opts.MaxBytes = app.SilverMaxBytes(lf.mem.budget)
+			defer limitMemory(lf.mem.budget, slog.New(slog.DiscardHandler))()
 			switch mode {
 			case lake.MergeOnRead, lake.CopyOnWrite:
 			default:
@@ -92,7 +85,7 @@ func mergeCmd(ctx context.Context) *cobra.Command {
 	cmd.Flags().BoolVar(&soft, "soft-deletes", false, "new tables: keep deleted rows with cdc_deleted = true")
 	cmd.Flags().StringVar(&drop, "drop-column", config.DropColumnKeep, "a column dropped at the source: keep (stays in silver) or drop (deleted from silver), as tidemark run's silver.drop_column (a --config file's unless given)")
 	cmd.Flags().Int64Var(&opts.MaxChanges, "max-changes", silver.DefaultMaxChanges, "most bronze rows merged per commit (memory bound)")
-	cmd.Flags().Var(&mem, "memory-budget", "the process's memory budget, as tidemark run's memory_budget (a --config file's memory_budget unless given): it bounds each merge step")
+	lf.bindBudget(cmd, "the process's memory budget, as tidemark run's memory_budget (a --config file's memory_budget unless given): it bounds each merge step")
 	return cmd
 }
 

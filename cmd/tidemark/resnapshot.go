@@ -34,7 +34,9 @@ func resnapshotCmd(ctx context.Context) *cobra.Command {
 				return err
 			}
 			opts.Tables = args
-			return app.Resnapshot(ctx, cfg, opts, os.Stdout, app.NewLogger(cfg))
+			log := app.NewLogger(cfg)
+			defer limitMemory(cfg.MemoryBudget, log)()
+			return app.Resnapshot(ctx, cfg, opts, os.Stdout, log)
 		},
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "", "YAML configuration file (flags override it)")

@@ -51,6 +51,10 @@ could be verified (not published yet, silver behind, keys that kept changing); 2
 				cfg.Log.Level = "warn"
 			}
 			log := app.NewLogger(cfg)
+			// Chunk hashes are streamed and drilling holds at most
+			// verify.DefaultDrillRows rows at a time; the limit bounds
+			// the process.
+			defer limitMemory(cfg.MemoryBudget, log)()
 			for _, s := range cfg.Tables {
 				tn, err := config.ParseTableName(s)
 				if err != nil {
@@ -110,7 +114,7 @@ could be verified (not published yet, silver behind, keys that kept changing); 2
 	holder.BindFlags(cmd.Flags())
 	// Of the configuration's flags only the connection settings matter to
 	// verify: keep --help short.
-	onlyConfigFlags(cmd, own, "source", "source-file", "name", "warehouse", "catalog", "tables", "merge-keys", "log-level", "log-format")
+	onlyConfigFlags(cmd, own, "source", "source-file", "name", "warehouse", "catalog", "tables", "merge-keys", "memory-budget", "log-level", "log-format")
 	quietByDefault(cmd)
 	return cmd
 }

@@ -210,6 +210,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		{"5", b.memory},
 		{"7", b.hugeValue},
 		{"8", b.backlog},
+		{"9", b.commands},
 	}
 	for _, s := range steps {
 		want := opts.wants(s.id) || (s.id == "3" && opts.wants("6"))

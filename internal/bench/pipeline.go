@@ -226,9 +226,20 @@ func scrape(ctx context.Context, client *http.Client, url string) (pipelineMetri
 
 // peakRSS is the process's peak resident set size (VmHWM) in bytes.
 func (p *pipeline) peakRSS() (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	peak, err := peakRSSOf(p.cmd.Process.Pid)
 	if err != nil {
-		return 0, fmt.Errorf("read peak RSS of tidemark %s: %w", p.name, err)
+		return 0, fmt.Errorf("tidemark %s: %w", p.name, err)
+	}
+	return peak, nil
+}
+
+// peakRSSOf is process pid's peak resident set size (VmHWM) in bytes. Not
+// the rusage of a finished child: Linux carries the parent's peak at fork
+// into it across exec.
+func peakRSSOf(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read peak RSS: %w", err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -236,12 +247,12 @@ func (p *pipeline) peakRSS() (int64, error) {
 		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("parse VmHWM %q of tidemark %s: %w", v, p.name, err)
+				return 0, fmt.Errorf("parse VmHWM %q: %w", v, err)
 			}
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status (tidemark %s)", p.cmd.Process.Pid, p.name)
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }
 
 // cpuTime is the CPU time (user + system) the process has used so far. It
