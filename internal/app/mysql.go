@@ -141,7 +141,7 @@ func mysqlVerify(cfg *config.Config) (verify.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return verify.NewMySQL(opts.DSN())
+	return verify.NewMySQLWith(opts.DSN(), opts.TimeAs)
 }
 
 // tailMySQL is the mysql source's tail: a capture from the binlog's
