@@ -43,10 +43,15 @@ func mysqlOptions(cfg *config.Config) (mysql.Options, error) {
 		// would let the values it was set against through.
 		return mysql.Options{}, fault.With(fault.ErrBadConfig, "max_value_bytes: not supported for MySQL/MariaDB sources yet (PostgreSQL only); remove it", nil)
 	}
-	if cfg.TimeAs != "" && cfg.TimeAs != config.DefaultTimeAs {
-		// A MySQL TIME (-838:59:59 to 838:59:59) always lands as long
-		// microseconds, which every reader opens.
-		return mysql.Options{}, fault.With(fault.ErrBadConfig, "time_as: "+cfg.TimeAs+" applies to PostgreSQL sources only (a MySQL/MariaDB TIME always lands as long microseconds, docs/type-mapping.md); remove it", nil)
+	timeAs := cfg.TimeAs
+	switch {
+	case timeAs == mysql.TimeAsMicros || timeAs == mysql.TimeAsText:
+	case timeAs == "" || timeAs == config.DefaultTimeAs && !cfg.TimeAsGiven():
+		timeAs = mysql.TimeAsMicros // the default: time cannot hold a MySQL TIME
+	default:
+		// A MySQL TIME (-838:59:59 to 838:59:59) is a signed duration; an
+		// Iceberg time is a time of day (00:00 to 24:00).
+		return mysql.Options{}, fault.With(fault.ErrBadConfig, "time_as: "+cfg.TimeAs+" cannot hold a MySQL/MariaDB TIME (-838:59:59 to 838:59:59; an Iceberg time is 00:00:00 to 23:59:59.999999): use micros (long microseconds, the default for MySQL) or text (docs/type-mapping.md)", nil)
 	}
 	return mysql.Options{
 		Host: conn.Host, Port: conn.Port, User: conn.User, Password: conn.Password, Database: conn.Database,
@@ -57,6 +62,7 @@ func mysqlOptions(cfg *config.Config) (mysql.Options, error) {
 		CommitInterval:    time.Duration(cfg.CommitInterval),
 		CommitBytes:       int64(cfg.CommitBytes),
 		HeartbeatInterval: time.Duration(cfg.HeartbeatInterval),
+		TimeAs:            timeAs,
 		Snapshot: mysql.SnapshotOptions{
 			Enabled:     cfg.Snapshot.IsEnabled(),
 			Parallelism: cfg.Snapshot.Parallelism,
@@ -135,7 +141,7 @@ func mysqlVerify(cfg *config.Config) (verify.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return verify.NewMySQL(opts.DSN())
+	return verify.NewMySQLWith(opts.DSN(), opts.TimeAs)
 }
 
 // tailMySQL is the mysql source's tail: a capture from the binlog's

@@ -2,6 +2,8 @@ package app
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -47,21 +49,28 @@ func TestSourceNamed(t *testing.T) {
 	}
 }
 
-// time_as is PostgreSQL's: a MySQL source, whose TIME always lands as long
-// microseconds, refuses any other value than the default by name.
-func TestMySQLRefusesTimeAs(t *testing.T) {
-	for _, as := range []string{"", "time", "text", "micros"} {
+// time_as for MySQL: micros (the default) and text land a TIME as long
+// microseconds or as its text; time cannot hold a MySQL TIME (negative,
+// beyond 24 hours), so a config that gives it is refused by name, while
+// the defaulted time_as means micros.
+func TestMySQLTimeAs(t *testing.T) {
+	for as, want := range map[string]string{"": "micros", "time": "micros", "micros": "micros", "text": "text"} {
 		cfg := &config.Config{Source: config.NewSecret("mysql://u:secret@h:3306/shop"), TimeAs: as}
-		_, err := mysqlOptions(cfg)
-		switch as {
-		case "", "time":
-			if err != nil {
-				t.Errorf("time_as %q: %v", as, err)
-			}
-		default:
-			if !errors.Is(err, fault.ErrBadConfig) || !strings.Contains(err.Error(), "time_as: "+as) || !strings.Contains(err.Error(), "PostgreSQL sources only") {
-				t.Errorf("time_as %q: %v; want bad_config naming time_as and PostgreSQL", as, err)
-			}
+		opts, err := mysqlOptions(cfg)
+		if err != nil || opts.TimeAs != want {
+			t.Errorf("time_as %q (defaulted): %q, %v; want %q", as, opts.TimeAs, err, want)
 		}
+	}
+	path := filepath.Join(t.TempDir(), "tidemark.yaml")
+	if err := os.WriteFile(path, []byte("source: mysql://u:secret@h:3306/shop\nwarehouse: /lake\ntime_as: time\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = mysqlOptions(cfg)
+	if !errors.Is(err, fault.ErrBadConfig) || !strings.Contains(err.Error(), "time_as: time cannot hold a MySQL/MariaDB TIME") || !strings.Contains(err.Error(), "use micros") {
+		t.Errorf("time_as: time given: %v; want bad_config naming time_as and the options", err)
 	}
 }

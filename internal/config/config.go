@@ -75,7 +75,8 @@ type Config struct {
 	// TimeAs is how a PostgreSQL `time` column lands in the lake: "time"
 	// (Iceberg time, the default), "text" (Iceberg string, PostgreSQL's
 	// text of it) or "micros" (Iceberg long, microseconds since midnight),
-	// for readers that cannot open Iceberg time (Spark 3.5).
+	// for readers that cannot open Iceberg time (Spark 3.5). A MySQL TIME
+	// (a signed duration) lands as "micros" (its default) or "text".
 	TimeAs string `yaml:"time_as"`
 	// HeartbeatInterval is how often a heartbeat logical message is written
 	// to the source; its commit moves the watermark and lets the slot advance
@@ -488,6 +489,11 @@ func (c *Config) isSet(path string) bool { _, ok := c.set[path]; return ok }
 // environment) rather than defaulted: a default lets silver give a small
 // table fewer buckets (silver.Options.AdaptBuckets).
 func (c *Config) BucketsGiven() bool { return c.isSet("silver.buckets") }
+
+// TimeAsGiven reports whether time_as was given (file, flag or
+// environment) rather than defaulted: a MySQL source refuses a given
+// time_as: time, which cannot hold its TIME values.
+func (c *Config) TimeAsGiven() bool { return c.isSet("time_as") }
 
 // suggest returns a "did you mean" hint for an unknown key.
 func suggest(key, parent string, siblings []string) string {

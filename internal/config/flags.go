@@ -33,7 +33,7 @@ var fields = []field{
 	{"commit_interval", "commit-interval", "longest time between lake commits", func(c *Config) any { return &c.CommitInterval }},
 	{"commit_bytes", "commit-bytes", "commit when this many bytes of rows are buffered (default: memory-budget/16)", func(c *Config) any { return &c.CommitBytes }},
 	{"max_value_bytes", "max-value-bytes", "rows with a column value longer than this go to the dead-letter table; 0: no maximum", func(c *Config) any { return &c.MaxValueBytes }},
-	{"time_as", "time-as", "how a PostgreSQL time column lands: time (Iceberg time), text (string, PostgreSQL's text) or micros (long, microseconds since midnight); Spark 3.5 cannot read Iceberg time", func(c *Config) any { return &c.TimeAs }},
+	{"time_as", "time-as", "how a time column lands: time (Iceberg time, PostgreSQL only), text (string, the source's text) or micros (long, microseconds; the MySQL default); Spark 3.5 cannot read Iceberg time", func(c *Config) any { return &c.TimeAs }},
 	{"memory_budget", "memory-budget", "the process's memory budget (resident memory): Go's soft memory limit is set below it (unless GOMEMLIMIT is set), and it bounds commit-bytes, snapshot chunks and silver's merge pass", func(c *Config) any { return &c.MemoryBudget }},
 	{"heartbeat_interval", "heartbeat-interval", "interval of the heartbeat message (pg_logical_emit_message) that moves the watermark and the slot on an idle source", func(c *Config) any { return &c.HeartbeatInterval }},
 	{"publication_poll", "publication-poll", "how often to look for tables added to the publication", func(c *Config) any { return &c.PublicationPoll }},

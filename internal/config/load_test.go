@@ -153,8 +153,9 @@ func TestBadFiles(t *testing.T) {
 			`unknown_key.bad.yml:3: snapshot.paralelism: unknown key; did you mean "parallelism"?`,
 			`unknown_key.bad.yml:4: commit-interval: unknown key; did you mean "commit_interval"?`,
 		},
-		"unknown_top.bad.yml": {`unknown_top.bad.yml:1: sorce: unknown key; did you mean "source"?`},
-		"wrong_level.bad.yml": {`wrong_level.bad.yml:2: parallelism: unknown key; did you mean snapshot.parallelism?`},
+		"mysql_top_slot.bad.yml": {"mysql_top_slot.bad.yml:4: slot: is a PostgreSQL setting; a MySQL source has no slot: remove the key (the binlog reader's identity is mysql.server_id)"},
+		"unknown_top.bad.yml":    {`unknown_top.bad.yml:1: sorce: unknown key; did you mean "source"?`},
+		"wrong_level.bad.yml":    {`wrong_level.bad.yml:2: parallelism: unknown key; did you mean snapshot.parallelism?`},
 		"bad_duration.bad.yml": {
 			`bad_duration.bad.yml:2: commit_interval: invalid duration "5": missing unit`,
 			`bad_duration.bad.yml:4: retry.max_backoff: invalid duration "10 minutes"`,

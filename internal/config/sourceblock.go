@@ -54,14 +54,24 @@ func (d *decoder) sourceBlock(n *yaml.Node) {
 // deprecated top-level keys the file gave (Config.Deprecations).
 func (d *decoder) foldSourceBlock() {
 	c := d.cfg
+	b := d.block
 	// The deprecated keys the file itself gave, read before fold marks
-	// the top-level keys as set on behalf of the block.
+	// the top-level keys as set on behalf of the block. For a MySQL
+	// source their new spelling is itself an error: the key has no
+	// meaning there, so the file gets an error saying to remove it.
+	mysql := c.SourceType() == SourceMySQL ||
+		(b != nil && (b.Type == SourceMySQL || isMySQLURL(b.URL.Reveal())))
 	for _, k := range deprecatedKeys {
-		if o, ok := c.set[k.key]; ok {
+		o, ok := c.set[k.key]
+		switch {
+		case !ok:
+		case mysql:
+			d.errs = append(d.errs, &Error{Path: k.key, File: d.file, Line: o.line,
+				Msg: "is a PostgreSQL setting; a MySQL source has no " + k.key + ": remove the key (the binlog reader's identity is mysql.server_id)"})
+		default:
 			c.Deprecations = append(c.Deprecations, Deprecation{Key: k.key, Use: k.use, File: d.file, Line: o.line})
 		}
 	}
-	b := d.block
 	if b == nil {
 		return
 	}

@@ -34,18 +34,23 @@ import (
 // NewMySQL is the Source of the MySQL or MariaDB server that dsn (a
 // go-sql-driver DSN setting mysql.SessionVariables, as mysql.Options.DSN
 // writes it) connects to.
-func NewMySQL(dsn string) (Source, error) {
+func NewMySQL(dsn string) (Source, error) { return NewMySQLWith(dsn, "") }
+
+// NewMySQLWith is NewMySQL for a capture whose TIME columns land as timeAs
+// (mysql.Options.TimeAs: "" or mysql.TimeAsMicros, or mysql.TimeAsText).
+func NewMySQLWith(dsn, timeAs string) (Source, error) {
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		return nil, err
 	}
 	db.SetMaxIdleConns(2)
-	return &mySource{db: db}, nil
+	return &mySource{db: db, timeAs: timeAs}, nil
 }
 
 type mySource struct {
 	db     *sql.DB
 	flavor mysql.Flavor
+	timeAs string
 }
 
 func (p *mySource) FormatPosition(pos uint64) string { return mysql.FormatPosition("", pos) }
@@ -86,13 +91,14 @@ func (p *mySource) Snapshot(ctx context.Context) (Snapshot, error) {
 	if err != nil {
 		return fail(err)
 	}
-	return &mySnap{conn: conn, db: p.db, pos: pos}, nil
+	return &mySnap{conn: conn, db: p.db, pos: pos, timeAs: p.timeAs}, nil
 }
 
 type mySnap struct {
-	conn *sql.Conn
-	db   *sql.DB
-	pos  uint64
+	conn   *sql.Conn
+	db     *sql.DB
+	pos    uint64
+	timeAs string
 }
 
 func (s *mySnap) Position() uint64 { return s.pos }
@@ -130,6 +136,7 @@ func (s *mySnap) Describe(ctx context.Context, t TableName) (*sourceTable, error
 	}
 	st := &sourceTable{schema: t.Schema, name: t.Table, estimate: -1}
 	for _, c := range cols {
+		c.TimeAs = s.timeAs
 		m, err := mysql.Map(c)
 		if err != nil {
 			return nil, fmt.Errorf("table %s: %w", t, err)

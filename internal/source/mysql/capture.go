@@ -56,6 +56,9 @@ type Options struct {
 	CommitBytes       int64
 	HeartbeatInterval time.Duration
 	Snapshot          SnapshotOptions
+	// TimeAs is how a TIME column lands: "" or TimeAsMicros (long
+	// microseconds), or TimeAsText (its text, a string).
+	TimeAs string
 	// OnProgress, if set, is called after each durable flush.
 	OnProgress func(pipeline.Checkpoint)
 }
@@ -327,6 +330,10 @@ func (c *Capture) describe(ctx context.Context, id change.TableID) (*table, erro
 
 // tableOf builds the capture's table from its columns and key.
 func (c *Capture) tableOf(ctx context.Context, id change.TableID, cols []Column, key []string) (*table, error) {
+	cols = slices.Clone(cols)
+	for i := range cols {
+		cols[i].TimeAs = c.opts.TimeAs
+	}
 	t := &table{id: id, cols: cols, schema: &change.Schema{Key: key}}
 	for _, col := range cols {
 		if reservedColumn(col.Name) {

@@ -77,8 +77,15 @@ type DDL struct {
 	Renames    []TableRename  // RENAME TABLE, ALTER TABLE ... RENAME TO
 	Columns    []ColumnChange // ALTER TABLE
 	KeyChanged bool           // ALTER TABLE adds or drops the primary key, or a column clause declares one
-	Like       *TableName     // CREATE TABLE ... LIKE this
-	Database   string         // CREATE/DROP DATABASE
+	// KeyDropped: the statement drops the primary key (DROP PRIMARY KEY,
+	// DROP INDEX `PRIMARY`). NewKey is the primary key it declares (ADD
+	// PRIMARY KEY (a, b), a column's PRIMARY KEY option), its columns in
+	// order; nil for none. KeyDropped with no NewKey leaves the table
+	// without a primary key.
+	KeyDropped bool
+	NewKey     []string
+	Like       *TableName // CREATE TABLE ... LIKE this
+	Database   string     // CREATE/DROP DATABASE
 	// OrReplace: MariaDB's CREATE OR REPLACE TABLE, which drops a table of
 	// that name first. IfExists / IfNotExists: the statement's guard
 	// (DROP TABLE IF EXISTS, ALTER TABLE IF EXISTS, CREATE TABLE IF NOT EXISTS).
@@ -603,7 +610,8 @@ func describe(stmt ast.StmtNode, defaultSchema string, fix *fixups) (DDL, error)
 		if err != nil {
 			return DDL{}, err
 		}
-		d = DDL{Kind: AlterTable, Tables: []TableName{t}, KeyChanged: strings.EqualFold(s.IndexName, "PRIMARY")}
+		primary := strings.EqualFold(s.IndexName, "PRIMARY")
+		d = DDL{Kind: AlterTable, Tables: []TableName{t}, KeyChanged: primary, KeyDropped: primary}
 	case *ast.AlterTableStmt:
 		t, err := resolve(s.Table)
 		if err != nil {
@@ -634,6 +642,7 @@ func describeSpec(d *DDL, t TableName, spec *ast.AlterTableSpec, resolve func(*a
 	declaresKey := func(col *ast.ColumnDef) bool {
 		for _, o := range col.Options {
 			if o.Tp == ast.ColumnOptionPrimaryKey {
+				d.NewKey = []string{col.Name.Name.O}
 				return true
 			}
 		}
@@ -683,12 +692,18 @@ func describeSpec(d *DDL, t TableName, spec *ast.AlterTableSpec, resolve func(*a
 	case ast.AlterTableAddConstraint:
 		if spec.Constraint != nil && spec.Constraint.Tp == ast.ConstraintPrimaryKey {
 			d.KeyChanged = true
+			d.NewKey = nil
+			for _, k := range spec.Constraint.Keys {
+				if k.Column != nil {
+					d.NewKey = append(d.NewKey, k.Column.Name.O)
+				}
+			}
 		}
 	case ast.AlterTableDropPrimaryKey:
-		d.KeyChanged = true
+		d.KeyChanged, d.KeyDropped = true, true
 	case ast.AlterTableDropIndex:
 		if strings.EqualFold(spec.Name, "PRIMARY") {
-			d.KeyChanged = true
+			d.KeyChanged, d.KeyDropped = true, true
 		}
 	}
 	return nil

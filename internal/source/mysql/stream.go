@@ -743,7 +743,7 @@ func (s *stream) ddl(ctx context.Context, schema, q string, h *replication.Event
 			t.after = alteredColumns(t.afterCols(), d.Columns)
 			s.stale[t.id] = true
 			if d.KeyChanged {
-				s.c.log.Warn("the primary key of a captured table changed", "table", t.id.String())
+				s.keyChanged(t, d)
 			}
 		}
 		for _, rn := range d.Renames {

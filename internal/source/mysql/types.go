@@ -112,6 +112,10 @@ type Column struct {
 	// ('abc', 12, current_timestamp()), the value's text in MySQL; nil for
 	// none (NULL, or MariaDB's expression NULL). Not interpreted here.
 	Default *string
+	// TimeAs is how a time column lands: "" or TimeAsMicros (long
+	// microseconds) or TimeAsText (its text). The capture sets it from
+	// Options.TimeAs; LoadColumns leaves it empty.
+	TimeAs string
 }
 
 // ID names the column as schema.table.column, for messages.
@@ -325,6 +329,7 @@ const (
 	kUUID                    // MariaDB uuid -> string
 	kInet4                   // MariaDB inet4 -> string
 	kInet6                   // MariaDB inet6 -> string
+	kTimeText                // time under time_as text -> string
 )
 
 // Mapping is one column's lake type and its decoders. Get one from Map;
@@ -462,6 +467,9 @@ func Map(c Column) (*Mapping, error) {
 	case "time":
 		m.frac = c.DatetimePrecision
 		set(kTime, iceberg.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Int64)
+		if c.TimeAs == TimeAsText {
+			str(kTimeText)
+		}
 	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext":
 		cs, ok := charsetOf(c.Charset)
 		switch {

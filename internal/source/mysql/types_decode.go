@@ -193,12 +193,12 @@ func (m *Mapping) decodeBinlog(v any) (any, error) {
 		case time.Time: // ParseTime: the instant
 			return arrow.Timestamp(t.UnixMicro()), nil
 		}
-	case kTime:
+	case kTime, kTimeText:
 		if s, ok := v.(string); ok {
 			if m.oldTime {
-				return parseOldTime(s)
+				return m.timeValue(parseOldTime(s))
 			}
-			return parseTime(s)
+			return m.timeValue(parseTime(s))
 		}
 	case kText:
 		switch s := v.(type) {
@@ -318,8 +318,8 @@ func (m *Mapping) decodeText(text []byte) (any, error) {
 		return parseDate(string(text))
 	case kDatetime, kTimestamp:
 		return parseDatetime(string(text))
-	case kTime:
-		return parseTime(string(text))
+	case kTime, kTimeText:
+		return m.timeValue(parseTime(string(text)))
 	case kText:
 		return toUTF8(csUTF8, text) // the server converted it (SessionVariables)
 	case kJSON:
@@ -658,7 +658,7 @@ func (m *Mapping) BinlogText(v any) string {
 		if s, err := toUTF8(m.cs, b); err == nil {
 			return s
 		}
-	case kDate, kDatetime, kTimestamp, kTime:
+	case kDate, kDatetime, kTimestamp, kTime, kTimeText:
 		if utf8.Valid(b) {
 			return string(b)
 		}
