@@ -87,7 +87,7 @@ func TestBadInputIdentifiers(t *testing.T) {
 
 	r, wh := newRunner(t, bin, srcURL, "--silver-every", "300ms")
 	lk := openLake(t, wh, source)
-	s := r.start()
+	s := r.Start()
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, tables)
 	insert("stream", 100) // streamed
 	pg.Exec(t, srcURL, `
@@ -97,7 +97,7 @@ func TestBadInputIdentifiers(t *testing.T) {
 		UPDATE "sch""q"."ta""ble" SET v = 'changed' WHERE "k ey" = 101;
 		DELETE FROM public."order" WHERE id = 1;`)
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, tables)
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	lk.close()
@@ -198,7 +198,7 @@ func TestBadInputRefusedIdentifiers(t *testing.T) {
 	// Not listed: each refused table is left out, the others run.
 	r, wh := newRunner(t, bin, srcURL, "--name", "src", "--publication-poll", "200ms")
 	lk := openLake(t, wh, "src")
-	s := r.start()
+	s := r.Start()
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "good"}}})
 	if rows := tryRead(wh, "bronze", "src", "public", "good"); len(rows) != 1 {
 		t.Errorf("bronze.src.public.good holds %d rows, want 1", len(rows))
@@ -235,7 +235,7 @@ func TestBadInputRefusedIdentifiers(t *testing.T) {
 	if rows := tryRead(wh, "bronze", "src", "public", "bad_op"); len(rows) < 2 {
 		t.Errorf("bronze.src.public.bad_op holds %d rows after the rename, want its 2 rows and the insert", len(rows))
 	}
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 }
@@ -262,8 +262,8 @@ func (l *lakeView) waitCaughtUpIDs(s *session, target uint64, timeout time.Durat
 	l.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		if s.exited() {
-			l.t.Fatalf("tidemark session %d exited by itself while catching up: %v", s.n, s.err)
+		if s.Exited() {
+			l.t.Fatalf("tidemark session %d exited by itself while catching up: %v", s.N, s.Err)
 		}
 		cp, ok := l.checkpoint()
 		done := ok && postgres.AckedLSN(cp) >= target
@@ -340,9 +340,9 @@ func compareRows(t *testing.T, what string, want, got map[string]bronzetest.Row)
 // source position it compares at, and requires every table equal.
 func runVerify(t *testing.T, r *runner, bin, srcURL, wh, source string) []byte {
 	t.Helper()
-	s := r.start()
+	s := r.Start()
 	out, err := exec.Command(bin, "verify", "--source", srcURL, "--warehouse", wh, "--name", source, "--wait", "2m").CombinedOutput()
-	code := s.stop(t, time.Minute)
+	code := s.Stop(t, time.Minute)
 	if err != nil {
 		t.Fatalf("tidemark verify: %v\n%s", err, out)
 	}
@@ -353,36 +353,12 @@ func runVerify(t *testing.T, r *runner, bin, srcURL, wh, source string) []byte {
 	return out
 }
 
-// pyRead reads a lake table with PyIceberg (scripts/pyiceberg_read.py),
-// addressing it by its identifier levels. It returns nil when
-// TIDEMARK_PYTHON is not set.
+// pyRead reads a lake table with PyIceberg (testenv.PyIcebergRead); nil
+// when TIDEMARK_PYTHON is not set.
 func pyRead(t *testing.T, wh string, ident []string) []map[string]any {
 	t.Helper()
-	py := os.Getenv("TIDEMARK_PYTHON")
-	if py == "" {
-		return nil
-	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	levels, _ := json.Marshal(ident)
-	cmd := exec.Command(py, filepath.Join(root, "scripts", "pyiceberg_read.py"), "--warehouse", wh, "--ident-json", string(levels))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("PyIceberg reading %q: %v\n%s", ident, err, stderr.String())
-	}
-	var res struct {
-		Rows []map[string]any `json:"rows"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	dec.UseNumber()
-	if err := dec.Decode(&res); err != nil {
-		t.Fatalf("PyIceberg output: %v\n%s", err, out)
-	}
-	return res.Rows
+	rows, _ := testenv.PyIcebergRead(t, wh, ident)
+	return rows
 }
 
 // checkPyIceberg requires PyIceberg to read the source's keys and column
@@ -434,18 +410,18 @@ func TestBadInputRefusedAfterStart(t *testing.T) {
 			pg.Exec(t, srcURL, `CREATE TABLE public.good (id int PRIMARY KEY, v text); INSERT INTO public.good VALUES (1, 'ok')`)
 			r, wh := newRunner(t, bin, srcURL, "--name", "src", "--publication-poll", "200ms")
 			lk := openLake(t, wh, "src")
-			s := r.start()
+			s := r.Start()
 			lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "good"}}})
 			pg.Exec(t, srcURL, tc.ddl)
 			select {
-			case <-s.done:
+			case <-s.Done:
 			case <-time.After(2 * time.Minute):
 				t.Fatal("tidemark did not stop after the refused name appeared")
 			}
-			if code := s.cmd.ProcessState.ExitCode(); code != fault.ExitConfig {
+			if code := s.Cmd.ProcessState.ExitCode(); code != fault.ExitConfig {
 				t.Errorf("exit code %d, want %d", code, fault.ExitConfig)
 			}
-			log, _ := os.ReadFile(r.logPath)
+			log, _ := os.ReadFile(r.LogPath)
 			if !strings.Contains(string(log), "["+tc.code+"]") || !strings.Contains(string(log), tc.want) {
 				t.Errorf("the log does not name [%s] and %s:\n%s", tc.code, tc.want, log)
 			}
@@ -633,7 +609,7 @@ func TestBadInputReadOnlyStatus(t *testing.T) {
 	wh := filepath.Join(sharedDir(t), "lake")
 	r, _ := newRunner(t, tm, srcURL, "--name", "src", "--warehouse", wh)
 	lk := openLake(t, wh, "src")
-	s := r.start()
+	s := r.Start()
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "items"}}})
 	lk.close()
 	check := func(when string) {
@@ -647,18 +623,18 @@ func TestBadInputReadOnlyStatus(t *testing.T) {
 		}
 	}
 	check("while the pipeline runs")
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	check("after the pipeline stopped")
 	// Nothing the read-only user did changed the lake: run resumes and
 	// captures a new row (which also proves it runs before it is stopped).
 	pg.Exec(t, srcURL, `INSERT INTO public.items VALUES (6, 'after')`)
-	s = r.start()
+	s = r.Start()
 	lk = openLake(t, wh, "src")
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "items"}}})
 	lk.close()
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	if rows := bronzetest.Read(t, wh, "bronze", "src", "public", "items"); len(rows) != 6 {
@@ -818,10 +794,10 @@ func TestBadInputPublicationMistakes(t *testing.T) {
 	// creates is captured into bronze only; the others run.
 	r, wh := newRunner(t, bin, srcURL, "--name", "src")
 	lk := openLake(t, wh, "src")
-	s := r.start()
+	s := r.Start()
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, []oddTable{{id: change.TableID{Schema: "public", Name: "accounts"}}, {id: change.TableID{Schema: "public", Name: "history"}}})
 	lk.close()
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	if rows := tryRead(wh, "bronze", "src", "public", "history"); len(rows) != 1 {

@@ -155,14 +155,14 @@ func runValueMatrix(t *testing.T, bin string, pg *testenv.PG, zone string) {
 	tables := []oddTable{{id: special, key: []string{"id"}}, {id: specialDL, key: []string{"id"}}}
 	r, wh := newRunner(t, bin, srcURL, "--silver-every", "300ms")
 	lk := openLake(t, wh, source)
-	s := r.start()
+	s := r.Start()
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, tables)
 	pg.Exec(t, srcURL, valueRows(100)) // the same rows, streamed
 	pg.Exec(t, srcURL, `INSERT INTO special_dl VALUES (101, 'NaN', 'streamed dead letter'), (102, 2.50, 'fine');
 		UPDATE special_dl SET np = 'NaN' WHERE id = 2;
 		UPDATE special SET f8 = '-0', n = 'NaN', js = 'null', jb = NULL WHERE id = 107;`)
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, tables)
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	lk.close()
@@ -200,15 +200,15 @@ func runValueMatrix(t *testing.T, bin string, pg *testenv.PG, zone string) {
 
 	// verify: special is equal; special_dl differs exactly where rows were
 	// dead-lettered, and says the value cannot be stored.
-	s = r.start()
+	s = r.Start()
 	out, err := exec.Command(bin, "verify", "--source", srcURL, "--warehouse", wh, "--name", source, "--wait", "2m", "--tables", "public.special").CombinedOutput()
 	if err != nil {
-		s.stop(t, time.Minute)
+		s.Stop(t, time.Minute)
 		t.Fatalf("tidemark verify special: %v\n%s", err, out)
 	}
 	t.Logf("tidemark verify:\n%s", strings.TrimSpace(string(out)))
 	out, err = exec.Command(bin, "verify", "--source", srcURL, "--warehouse", wh, "--name", source, "--wait", "2m", "--tables", "public.special_dl", "--format", "json").CombinedOutput()
-	s.stop(t, time.Minute)
+	s.Stop(t, time.Minute)
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != fault.ExitDiffers {
 		t.Fatalf("tidemark verify special_dl: %v, want exit %d (the dead-lettered rows differ)\n%s", err, fault.ExitDiffers, out)

@@ -110,8 +110,8 @@ func waitFor(t *testing.T, s *session, timeout time.Duration, what string, cond 
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
-		if s != nil && s.exited() {
-			t.Fatalf("tidemark session %d exited while waiting for %s: %v", s.n, what, s.err)
+		if s != nil && s.Exited() {
+			t.Fatalf("tidemark session %d exited while waiting for %s: %v", s.N, what, s.Err)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
@@ -142,7 +142,7 @@ func TestE2EAddColumnWithDefault(t *testing.T) {
 	}
 	silverID := silver.Ident(source, "public", "items")
 
-	s := r.start()
+	s := r.Start()
 	w := startDDLWorkload(t, srcURL, rows)
 	defer w.cancel()
 	lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, "items")
@@ -158,24 +158,24 @@ func TestE2EAddColumnWithDefault(t *testing.T) {
 	pg.Exec(t, srcURL, `ALTER TABLE items ADD COLUMN late text DEFAULT 'x'`)
 	w.late.Store(true)
 	waitFor(t, s, time.Minute, "bronze to gain column late", func() bool { return hasColumn(bronzeID, "late") })
-	s.kill(t)
-	s = r.start()
+	s.Kill(t)
+	s = r.Start()
 	waitFor(t, s, time.Minute, "silver to gain column late", func() bool { return hasColumn(silverID, "late") })
 	lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, "items")
 
 	// 2. A NOT NULL column with a constant default, added while tidemark is
 	// stopped (killed), with writes before and after it.
-	s.kill(t)
+	s.Kill(t)
 	time.Sleep(200 * time.Millisecond)
 	pg.Exec(t, srcURL, `ALTER TABLE items ADD COLUMN n int NOT NULL DEFAULT 7`)
 	w.n.Store(true)
 	time.Sleep(200 * time.Millisecond)
-	s = r.start()
+	s = r.Start()
 	waitFor(t, s, time.Minute, "silver to gain column n", func() bool { return hasColumn(silverID, "n") })
 	time.Sleep(time.Second)
 	w.stop(t)
 	lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, "items")
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	lk.close()

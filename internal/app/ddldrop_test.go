@@ -56,7 +56,7 @@ func TestDDLDropColumnDrop(t *testing.T) {
 
 	r, wh := newRunner(t, bin, srcURL, "--silver-drop-column", "drop", "--silver-every", "500ms")
 	m := &matrixLake{t: t, lk: openLake(t, wh, source), source: source}
-	s := r.start()
+	s := r.Start()
 	w := startMatrixWorkload(srcURL, tables)
 	defer w.cancel()
 	m.lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, tables...)
@@ -79,21 +79,21 @@ func TestDDLDropColumnDrop(t *testing.T) {
 	waitFor(t, s, time.Minute, "silver to add column gone of drop_readd again", func() bool {
 		return m.column(m.silver("drop_readd"), "gone") != ""
 	})
-	s.kill(t)
+	s.Kill(t)
 
 	// While stopped.
 	time.Sleep(200 * time.Millisecond)
 	pg.Exec(t, srcURL, `ALTER TABLE drop_stopped DROP COLUMN gone`)
 	pg.Exec(t, srcURL, `UPDATE drop_stopped SET kept = -kept WHERE id % 7 = 0`)
 	time.Sleep(200 * time.Millisecond)
-	s = r.start()
+	s = r.Start()
 	waitFor(t, s, time.Minute, "silver to delete the column dropped while stopped", func() bool {
 		return m.column(m.silver("drop_stopped"), "gone") == ""
 	})
 	time.Sleep(time.Second)
 	w.stop(t)
 	m.lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, tables...)
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	// checkSilver's one-shot merge runs in keep mode: it must not add the

@@ -385,7 +385,7 @@ func TestDDLMatrix(t *testing.T) {
 
 	r, wh := newRunner(t, bin, srcURL)
 	m := &matrixLake{t: t, lk: openLake(t, wh, source), source: source}
-	s := r.start()
+	s := r.Start()
 	w := startMatrixWorkload(srcURL, tables)
 	defer w.cancel()
 	m.lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, tables...)
@@ -408,7 +408,7 @@ func TestDDLMatrix(t *testing.T) {
 			m.column(m.bronze("widen"), "i") == "long" && m.column(m.bronze("defaults"), "y") != "" &&
 			m.summary("pk_live")[bronze.PropKey] == `["code","id"]`
 	})
-	s.kill(t)
+	s.Kill(t)
 
 	// While stopped.
 	time.Sleep(200 * time.Millisecond)
@@ -417,14 +417,14 @@ func TestDDLMatrix(t *testing.T) {
 	pg.Exec(t, srcURL, `ALTER TABLE pk_full ADD PRIMARY KEY (id)`)
 	pg.Exec(t, srcURL, `UPDATE ren_stopped SET b = 'b' || id WHERE id % 7 = 0; UPDATE dropped SET kept = -kept WHERE id % 7 = 0`)
 	time.Sleep(200 * time.Millisecond)
-	s = r.start()
+	s = r.Start()
 	waitFor(t, s, time.Minute, "bronze to follow the changes made while stopped", func() bool {
 		return m.column(m.bronze("ren_stopped"), "b") != "" && m.summary("pk_full")[bronze.PropKey] == `["id"]`
 	})
 	time.Sleep(time.Second)
 	w.stop(t)
 	m.lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, tables...)
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	checkSilver(t, r, srcURL, wh, source, tables)
@@ -487,17 +487,17 @@ func TestDDLReplace(t *testing.T) {
 
 	r, wh := newRunner(t, bin, srcURL)
 	m := &matrixLake{t: t, lk: openLake(t, wh, source), source: source}
-	s := r.start()
+	s := r.Start()
 	w := startMatrixWorkload(srcURL, tables)
 	defer w.cancel()
 	m.lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, tables...)
 	waitSilver(t, s, m, tables)
 	stops := func(what string) {
 		t.Helper()
-		<-s.done
-		logs, _ := os.ReadFile(r.logPath)
-		if code := s.cmd.ProcessState.ExitCode(); code != 3 || !strings.Contains(string(logs[s.offset:]), "incompatible_schema") ||
-			!strings.Contains(string(logs[s.offset:]), "resnapshot --replace") {
+		<-s.Done
+		logs, _ := os.ReadFile(r.LogPath)
+		if code := s.Cmd.ProcessState.ExitCode(); code != 3 || !strings.Contains(string(logs[s.Offset:]), "incompatible_schema") ||
+			!strings.Contains(string(logs[s.Offset:]), "resnapshot --replace") {
 			t.Fatalf("run after %s: exit code %d, want 3 (incompatible_schema naming resnapshot --replace)", what, code)
 		}
 	}
@@ -508,27 +508,27 @@ func TestDDLReplace(t *testing.T) {
 	waitFor(t, s, time.Minute, "bronze to record the new key of rekeyed", func() bool {
 		return m.summary("rekeyed")[bronze.PropKey] == `["code","id"]`
 	})
-	s.kill(t)
+	s.Kill(t)
 	pg.Exec(t, srcURL, `ALTER TABLE retyped ALTER COLUMN n TYPE text USING 'n' || n`)
 	pg.Exec(t, srcURL, `UPDATE retyped SET n = 'changed' WHERE id % 7 = 0`)
 	time.Sleep(300 * time.Millisecond)
-	s = r.start()
+	s = r.Start()
 	stops("an incompatible type change while stopped")
 
-	args := append([]string{"resnapshot", "--replace", "public.retyped", "public.rekeyed"}, r.args[1:]...)
+	args := append([]string{"resnapshot", "--replace", "public.retyped", "public.rekeyed"}, r.Args[1:]...)
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("tidemark resnapshot --replace: %v\n%s", err, out)
 	}
 	t.Logf("tidemark resnapshot --replace:\n%s", out)
 
-	s = r.start()
+	s = r.Start()
 	m.lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, tables...)
 	waitSilver(t, s, m, tables)
 	time.Sleep(time.Second)
 	w.stop(t)
 	m.lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, tables...)
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	checkSilver(t, r, srcURL, wh, source, tables)
@@ -566,9 +566,9 @@ func TestDDLKeyChange(t *testing.T) {
 	// Small chunks, each followed by a pause: a re-read takes 15 chunks of
 	// at least 50 ms, so status lands inside it.
 	r, wh := newRunner(t, bin, srcURL, "--publication-poll", "200ms", "--snapshot-chunk-rows", "100")
-	r.env = []string{failpoint.EnvVar + "=snapshot-between-chunks=sleep(50)"}
+	r.Env = []string{failpoint.EnvVar + "=snapshot-between-chunks=sleep(50)"}
 	m := &matrixLake{t: t, lk: openLake(t, wh, source), source: source}
-	s := r.start()
+	s := r.Start()
 	w := startMatrixWorkload(srcURL, tables)
 	defer w.cancel()
 	m.lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, tables...)
@@ -601,7 +601,7 @@ func TestDDLKeyChange(t *testing.T) {
 	pg.Exec(t, srcURL, `UPDATE pk_live SET code = 'changed' WHERE id % 7 = 0`)
 	statusSays("pk_live", "being read again: the table's primary key changed from (id) to (code, id)")
 	waitFor(t, s, time.Minute, "bronze to record the new key of pk_live", func() bool { return keyOf("pk_live") == `["code","id"]` })
-	s.kill(t)
+	s.Kill(t)
 
 	// pk_full: a key added while stopped; the next session exits as a
 	// kill -9 would once it has committed everything before the marker
@@ -609,22 +609,22 @@ func TestDDLKeyChange(t *testing.T) {
 	// change again.
 	pg.Exec(t, srcURL, `ALTER TABLE pk_full ADD PRIMARY KEY (id)`)
 	time.Sleep(200 * time.Millisecond) // writes after the change while stopped
-	pause := r.env
-	r.env = []string{pause[0] + ";rewrite-before-marker=exit"}
-	s = r.start()
+	pause := r.Env
+	r.Env = []string{pause[0] + ";rewrite-before-marker=exit"}
+	s = r.Start()
 	select {
-	case <-s.done:
+	case <-s.Done:
 	case <-time.After(time.Minute):
 		t.Fatal("tidemark did not reach failpoint rewrite-before-marker within a minute")
 	}
-	if code := s.cmd.ProcessState.ExitCode(); code != failpoint.ExitCode {
-		t.Fatalf("tidemark exited with %d, want %d (failpoint rewrite-before-marker): %v", code, failpoint.ExitCode, s.err)
+	if code := s.Cmd.ProcessState.ExitCode(); code != failpoint.ExitCode {
+		t.Fatalf("tidemark exited with %d, want %d (failpoint rewrite-before-marker): %v", code, failpoint.ExitCode, s.Err)
 	}
 	if k := keyOf("pk_full"); k != "" {
 		t.Fatalf("bronze records key %s for pk_full before the marker was committed", k)
 	}
-	r.env = pause
-	s = r.start()
+	r.Env = pause
+	s = r.Start()
 	statusSays("pk_full", "being read again: the table's primary key changed from (id, version, payload) to (id)")
 	waitFor(t, s, time.Minute, "bronze to record the new key of pk_full", func() bool { return keyOf("pk_full") == `["id"]` })
 
@@ -632,7 +632,7 @@ func TestDDLKeyChange(t *testing.T) {
 	time.Sleep(time.Second)
 	w.stop(t)
 	m.lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, tables...)
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	checkSilver(t, r, srcURL, wh, source, tables)

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -43,146 +42,16 @@ import (
 // ---------------------------------------------------------------------------
 // Running tidemark as a subprocess
 
-// runner starts tidemark sessions against one source and warehouse, every
-// session's stderr going to one log file.
-type runner struct {
-	t       *testing.T
-	bin     string
-	args    []string
-	env     []string // added to the environment of the sessions started next
-	logPath string
-	runs    []*session
-}
+// runner and session are testenv's: tidemark run as a subprocess.
+type (
+	runner  = testenv.Runner
+	session = testenv.Session
+)
 
-type session struct {
-	n      int
-	cmd    *exec.Cmd
-	done   chan struct{}
-	err    error // from Wait, valid once done is closed
-	offset int64 // where this session's log starts
-}
-
-// newRunner prepares tidemark sessions of srcURL into a fresh warehouse,
-// which it returns. TIDEMARK_E2E_KEEP=dir keeps the warehouse and the logs
-// in a new directory under dir for a post-mortem.
+// newRunner prepares tidemark sessions of srcURL into a fresh warehouse.
 func newRunner(t *testing.T, bin, srcURL string, extraArgs ...string) (*runner, string) {
 	t.Helper()
-	root := t.TempDir()
-	if keep := os.Getenv("TIDEMARK_E2E_KEEP"); keep != "" {
-		var err error
-		if root, err = os.MkdirTemp(keep, "e2e-"); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("keeping the warehouse and logs in %s", root)
-	}
-	wh := filepath.Join(root, "lake")
-	r := &runner{t: t, bin: bin, logPath: filepath.Join(root, "tidemark.log"), args: append([]string{
-		"run", "--source", srcURL, "--warehouse", wh,
-		"--commit-interval", "200ms", "--heartbeat-interval", "200ms", "--log-level", "debug",
-	}, extraArgs...)}
-	t.Cleanup(r.cleanup)
-	return r, wh
-}
-
-func (r *runner) start() *session {
-	r.t.Helper()
-	f, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	defer f.Close()
-	off, _ := f.Seek(0, 2)
-	s := &session{n: len(r.runs) + 1, done: make(chan struct{}), offset: off}
-	fmt.Fprintf(f, "===== tidemark session %d started %s =====\n", s.n, time.Now().Format(time.RFC3339Nano))
-	s.cmd = exec.Command(r.bin, r.args...)
-	if len(r.env) > 0 {
-		s.cmd.Env = append(os.Environ(), r.env...)
-	}
-	s.cmd.Stdout, s.cmd.Stderr = f, f
-	if err := s.cmd.Start(); err != nil {
-		r.t.Fatalf("start tidemark: %v", err)
-	}
-	go func() {
-		s.err = s.cmd.Wait()
-		close(s.done)
-	}()
-	r.runs = append(r.runs, s)
-	return s
-}
-
-func (s *session) exited() bool {
-	select {
-	case <-s.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// kill SIGKILLs the session and waits for it to be gone.
-func (s *session) kill(t *testing.T) {
-	t.Helper()
-	if s.exited() {
-		t.Fatalf("tidemark session %d exited by itself before it was killed: %v", s.n, s.err)
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.done
-}
-
-// stop SIGTERMs the session and returns its exit code.
-func (s *session) stop(t *testing.T, timeout time.Duration) int {
-	t.Helper()
-	if s.exited() {
-		t.Fatalf("tidemark session %d exited by itself before it was stopped: %v", s.n, s.err)
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(timeout):
-		_ = s.cmd.Process.Signal(syscall.SIGKILL)
-		<-s.done
-		t.Fatalf("tidemark session %d did not stop within %s of SIGTERM", s.n, timeout)
-	}
-	return s.cmd.ProcessState.ExitCode()
-}
-
-// cleanup kills whatever is still running and, if the test failed, dumps
-// the logs: every warning and error of every session, and the tail of each.
-func (r *runner) cleanup() {
-	for _, s := range r.runs {
-		if !s.exited() {
-			_ = s.cmd.Process.Signal(syscall.SIGKILL)
-			<-s.done
-		}
-	}
-	if !r.t.Failed() {
-		return
-	}
-	data, err := os.ReadFile(r.logPath)
-	if err != nil {
-		r.t.Logf("read tidemark log %s: %v", r.logPath, err)
-		return
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "tidemark logs (%s, %d bytes); warnings and errors of all sessions:\n", r.logPath, len(data))
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") || strings.HasPrefix(line, "tidemark:") || strings.HasPrefix(line, "=====") {
-			b.WriteString(line + "\n")
-		}
-	}
-	const tail = 60
-	for i, s := range r.runs {
-		end := int64(len(data))
-		if i+1 < len(r.runs) {
-			end = r.runs[i+1].offset
-		}
-		lines := strings.Split(strings.TrimRight(string(data[s.offset:end]), "\n"), "\n")
-		if len(lines) > tail {
-			lines = lines[len(lines)-tail:]
-		}
-		fmt.Fprintf(&b, "----- last %d lines of session %d (exit: %v) -----\n%s\n", len(lines), s.n, s.err, strings.Join(lines, "\n"))
-	}
-	r.t.Log(b.String())
+	return testenv.NewRunner(t, bin, srcURL, extraArgs...)
 }
 
 // ---------------------------------------------------------------------------
@@ -253,12 +122,12 @@ func TestE2ECrashRecovery(t *testing.T) {
 	// snapshot-between-chunks) so that its snapshot of items lasts at
 	// least 4 s, and the first kill, within 1.2 s, lands inside it.
 	pause := 4000 / (p.preloadItems / 500)
-	r.env = []string{fmt.Sprintf("%s=snapshot-between-chunks=sleep(%d)", failpoint.EnvVar, pause)}
-	first := r.start()
-	r.env = nil
+	r.Env = []string{fmt.Sprintf("%s=snapshot-between-chunks=sleep(%d)", failpoint.EnvVar, pause)}
+	first := r.Start()
+	r.Env = nil
 	for {
-		if first.exited() {
-			t.Fatalf("tidemark session 1 exited by itself: %v", first.err)
+		if first.Exited() {
+			t.Fatalf("tidemark session 1 exited by itself: %v", first.Err)
 		}
 		if _, ok := lk.checkpoint(); ok {
 			break
@@ -276,7 +145,7 @@ func TestE2ECrashRecovery(t *testing.T) {
 	for i := 0; i < p.kills; i++ {
 		s := first
 		if i > 0 {
-			s = r.start()
+			s = r.Start()
 		}
 		d := time.Duration(500+rng.IntN(2500)) * time.Millisecond
 		if i == 0 {
@@ -287,7 +156,7 @@ func TestE2ECrashRecovery(t *testing.T) {
 		if st != "done/done" {
 			midSnapshot++
 		}
-		s.kill(t)
+		s.Kill(t)
 		t.Logf("kill %d after %s (snapshot items/accounts: %s; workload ops so far: %d)", i+1, d.Round(time.Millisecond), st, wl.ops.Load())
 		wl.kills.Store(int32(i + 1))
 		if rng.IntN(2) == 0 { // sometimes stay down a while: an outage is a delay
@@ -311,11 +180,11 @@ func TestE2ECrashRecovery(t *testing.T) {
 	t.Logf("workload stopped after %d operations (%d transactions rolled back/aborted); WAL at %s", wl.ops.Load(), wl.aborted.Load(), postgres.FormatLSN(target))
 
 	// Final session: wait until it has caught up and both snapshots are done.
-	s := r.start()
+	s := r.Start()
 	catchUp := time.Now()
 	lk.waitCaughtUp(s, target, 3*time.Minute, "items", "accounts")
 	t.Logf("caught up in %s", time.Since(catchUp).Round(time.Millisecond))
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	lk.close()
@@ -349,7 +218,7 @@ func TestE2ECrashRecovery(t *testing.T) {
 			t.Errorf("items: no key change of a row with an unchanged TOAST payload happened")
 		}
 		t.Logf("items: %d update rows with unchanged TOAST columns, %d key changes carrying them, %s",
-			n, keyChanges, windowCollisions(r.logPath, rows))
+			n, keyChanges, windowCollisions(r.LogPath, rows))
 	})
 	verifyTable(t, srcURL, wh, source, "accounts", []string{"tenant", "id"}, func(rows []bronzetest.Row) {
 		n := 0
@@ -395,18 +264,18 @@ func checkSilver(t *testing.T, r *runner, srcURL, wh, source string, tables []st
 	}
 	// verify compares at a source position: a running pipeline must carry
 	// silver to it (the server's WAL moves with other databases' work too).
-	s := r.start()
+	s := r.Start()
 	for _, args := range [][]string{
 		{"verify", "--source", srcURL, "--warehouse", wh, "--name", source, "--wait", "2m"},
 	} {
 		out, err := exec.Command(bin, args...).CombinedOutput()
 		if err != nil {
-			s.stop(t, time.Minute)
+			s.Stop(t, time.Minute)
 			t.Fatalf("tidemark %s: %v\n%s", args[0], err, out)
 		}
 		t.Logf("tidemark %s:\n%s", args[0], strings.TrimSpace(string(out)))
 	}
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	py := os.Getenv("TIDEMARK_PYTHON")
@@ -679,7 +548,7 @@ func TestE2EUnchangedToastAcrossKeyChange(t *testing.T) {
 		ALTER TABLE bigfull REPLICA IDENTITY FULL;`)
 	r, wh := newRunner(t, bin, srcURL)
 	lk := openLake(t, wh, source)
-	s := r.start()
+	s := r.Start()
 	lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, "big", "bigfull")
 
 	for _, tbl := range []string{"big", "bigfull"} {
@@ -690,7 +559,7 @@ func TestE2EUnchangedToastAcrossKeyChange(t *testing.T) {
 			UPDATE $T SET v = v + 1 WHERE id = 3;`, "$T", tbl))
 	}
 	lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, "big", "bigfull")
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	lk.close()
@@ -751,8 +620,8 @@ func (l *lakeView) waitCaughtUp(s *session, target uint64, timeout time.Duration
 	l.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		if s.exited() {
-			l.t.Fatalf("tidemark session %d exited by itself while catching up: %v", s.n, s.err)
+		if s.Exited() {
+			l.t.Fatalf("tidemark session %d exited by itself while catching up: %v", s.N, s.Err)
 		}
 		cp, ok := l.checkpoint()
 		done := ok && postgres.AckedLSN(cp) >= target

@@ -135,7 +135,7 @@ func TestInteropSpark(t *testing.T) {
 		}
 		r, wh := newRunner(t, bin, srcURL, "--silver-every", "300ms", "--time-as", "text")
 		lk := openLake(t, wh, source)
-		s := r.start()
+		s := r.Start()
 		lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 3*time.Minute, captured)
 		// Streamed: the edge values again, and changes.
 		pg.Exec(t, srcURL, wholeRows(2_000_000))
@@ -150,7 +150,7 @@ func TestInteropSpark(t *testing.T) {
 			UPDATE sales.orders SET version = version + 1, placed = NULL WHERE id % 5 = 0;`)
 		lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 3*time.Minute, captured)
 		lk.waitSilverPublished(s, source, captured)
-		if code := s.stop(t, time.Minute); code != 0 {
+		if code := s.Stop(t, time.Minute); code != 0 {
 			t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 		}
 		lk.close()
@@ -271,10 +271,10 @@ func TestInteropSpark(t *testing.T) {
 		}
 		r, wh := newRunner(t, bin, srcURL, "--silver-every", "300ms") // time_as: time, the default
 		lk := openLake(t, wh, source)
-		s := r.start()
+		s := r.Start()
 		lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, captured)
 		lk.waitSilverPublished(s, source, captured)
-		if code := s.stop(t, time.Minute); code != 0 {
+		if code := s.Stop(t, time.Minute); code != 0 {
 			t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 		}
 		lk.close()
@@ -304,10 +304,10 @@ func TestInteropSpark(t *testing.T) {
 		captured := []oddTable{{change.TableID{Schema: "public", Name: "clock"}, []string{"id"}}}
 		r, wh := newRunner(t, bin, srcURL, "--silver-every", "300ms", "--time-as", "micros")
 		lk := openLake(t, wh, source)
-		s := r.start()
+		s := r.Start()
 		lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, captured)
 		lk.waitSilverPublished(s, source, captured)
-		if code := s.stop(t, time.Minute); code != 0 {
+		if code := s.Stop(t, time.Minute); code != 0 {
 			t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 		}
 		lk.close()

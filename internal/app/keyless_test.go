@@ -90,7 +90,7 @@ func TestNoTableBlocksTheOthers(t *testing.T) {
 	r, wh := newRunner(t, bin, srcURL, "--publication", "everything", "--silver-every", "300ms",
 		"--merge-keys", "public.tagged=tenant,id", "--merge-keys", "public.staging=k", "--publication-poll", "200ms")
 	lk := openLake(t, wh, source)
-	s := r.start()
+	s := r.Start()
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, all)
 	write(100) // streamed
 	pg.Exec(t, srcURL, `
@@ -193,7 +193,7 @@ func TestNoTableBlocksTheOthers(t *testing.T) {
 	pg.Exec(t, srcURL, `ALTER TABLE public.log_plain ADD PRIMARY KEY (ts); INSERT INTO public.log_plain VALUES (1000, 'after the fix')`)
 	captured = append(captured, oddTable{change.TableID{Schema: "public", Name: "log_plain"}, []string{"ts"}})
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, captured)
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	lk.close()
@@ -308,13 +308,13 @@ func TestKeylessTableBronzeOnly(t *testing.T) {
 	lk := openLake(t, wh, source)
 	// 40 chunks of 500 rows, 100 ms apart: the snapshot lasts 4 s, and the
 	// kill lands inside it.
-	r.env = []string{fmt.Sprintf("%s=snapshot-between-chunks=sleep(100)", failpoint.EnvVar)}
-	first := r.start()
-	r.env = nil
+	r.Env = []string{fmt.Sprintf("%s=snapshot-between-chunks=sleep(100)", failpoint.EnvVar)}
+	first := r.Start()
+	r.Env = nil
 	deadline := time.Now().Add(time.Minute)
 	for lk.snapshotStatusID(events) != "running" {
-		if first.exited() {
-			t.Fatalf("tidemark session 1 exited by itself: %v", first.err)
+		if first.Exited() {
+			t.Fatalf("tidemark session 1 exited by itself: %v", first.Err)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the snapshot of public.events did not start within a minute")
@@ -335,12 +335,12 @@ func TestKeylessTableBronzeOnly(t *testing.T) {
 	if st := lk.snapshotStatusID(events); st != "running" {
 		t.Logf("the snapshot of public.events is %q at the kill, not running: the resume is not exercised", st)
 	}
-	first.kill(t)
+	first.Kill(t)
 	writes(5)
-	s := r.start()
+	s := r.Start()
 	writes(5)
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, both)
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 
@@ -437,13 +437,13 @@ func TestKeylessTableGetsAKeyDuringItsSnapshot(t *testing.T) {
 		INSERT INTO public.events SELECT g, 'e' || g FROM generate_series(1, 10000) g;`)
 	events := change.TableID{Schema: "public", Name: "events"}
 	r, wh := newRunner(t, bin, srcURL, "--snapshot-chunk-rows", "500", "--silver-every", "300ms")
-	r.env = []string{fmt.Sprintf("%s=snapshot-between-chunks=sleep(150)", failpoint.EnvVar)}
+	r.Env = []string{fmt.Sprintf("%s=snapshot-between-chunks=sleep(150)", failpoint.EnvVar)}
 	lk := openLake(t, wh, source)
-	s := r.start()
+	s := r.Start()
 	deadline := time.Now().Add(time.Minute)
 	for lk.snapshotStatusID(events) != "running" {
-		if s.exited() {
-			t.Fatalf("tidemark exited by itself: %v", s.err)
+		if s.Exited() {
+			t.Fatalf("tidemark exited by itself: %v", s.Err)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the snapshot of public.events did not start within a minute")
@@ -457,10 +457,10 @@ func TestKeylessTableGetsAKeyDuringItsSnapshot(t *testing.T) {
 	if st := lk.snapshotStatusID(events); st != "done" {
 		t.Fatalf("snapshot of public.events is %q", st)
 	}
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
-	r.env = nil
+	r.Env = nil
 	tbl, err := lk.cat.LoadTable(context.Background(), bronze.Ident(source, events))
 	if err != nil {
 		t.Fatal(err)

@@ -57,23 +57,23 @@ func TestLargeValue(t *testing.T) {
 		INSERT INTO big VALUES (1, 1, `+randomText(mb)+`), (2, 1, 'small');`)
 	source := sourceName(t, srcURL)
 	r, wh := newRunner(t, bin, srcURL, "--silver-every", "1s", "--log-level", "info")
-	s := r.start()
+	s := r.Start()
 	deadline := time.Now().Add(3 * time.Minute)
 	lv := openLake(t, wh, source)
 	for lv.snapshotStatus("big") != "done" {
-		if s.exited() || time.Now().After(deadline) {
-			t.Fatalf("the snapshot of big did not complete (exited: %v)", s.exited())
+		if s.Exited() || time.Now().After(deadline) {
+			t.Fatalf("the snapshot of big did not complete (exited: %v)", s.Exited())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	snapHWM := peakRSS(s.cmd.Process.Pid)
+	snapHWM := peakRSS(s.Cmd.Process.Pid)
 	// A streamed update of the large value, and one of another column (the
 	// value is unchanged TOAST: silver keeps it).
 	pg.Exec(t, srcURL, `UPDATE big SET v = `+randomText(mb)+`, n = 2 WHERE id = 1`)
 	pg.Exec(t, srcURL, `UPDATE big SET n = 3 WHERE id = 1`)
 	out, err := exec.Command(bin, "verify", "--source", srcURL, "--warehouse", wh, "--name", source, "--wait", "3m").CombinedOutput()
-	hwm := peakRSS(s.cmd.Process.Pid)
-	code := s.stop(t, 2*time.Minute)
+	hwm := peakRSS(s.Cmd.Process.Pid)
+	code := s.Stop(t, 2*time.Minute)
 	if err != nil {
 		t.Fatalf("tidemark verify: %v\n%s", err, out)
 	}
@@ -89,7 +89,7 @@ func TestLargeValue(t *testing.T) {
 	} else {
 		t.Logf("tidemark maintain:\n%s", strings.TrimSpace(string(out)))
 	}
-	logs, _ := os.ReadFile(r.logPath)
+	logs, _ := os.ReadFile(r.LogPath)
 	if strings.Contains(string(logs), "silver merge failed") {
 		t.Errorf("a silver merge failed on the way")
 	}
@@ -124,13 +124,13 @@ func TestMaxValueBytes(t *testing.T) {
 	tables := []oddTable{{id: tbl, key: []string{"id"}}}
 	r, wh := newRunner(t, bin, srcURL, "--silver-every", "300ms", "--max-value-bytes", "1KiB")
 	lk := openLake(t, wh, source)
-	s := r.start()
+	s := r.Start()
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, tables)
 	pg.Exec(t, srcURL, `INSERT INTO mv VALUES (3, repeat('y', 1025)), (4, 'ok');
 		UPDATE mv SET v = repeat('z', 5000) WHERE id = 2;
 		INSERT INTO mv VALUES (5, repeat('w', 1024));`)
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, tables)
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	lk.close()

@@ -36,7 +36,7 @@ func TestE2EBigValuesUnderSmallBudget(t *testing.T) {
 		DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET logical_decoding_work_mem = %L', current_database(), '64kB'); END $$;`)
 	r, wh := newRunner(t, bin, srcURL, "--memory-budget", "64MiB", "--tables", "public.big")
 	lk := openLake(t, wh, source)
-	s := r.start()
+	s := r.Start()
 	lk.waitCaughtUp(s, walLSN(t, srcURL), 5*time.Minute, "big")
 
 	// One transaction of 8 × 6 MiB: with logical_decoding_work_mem at 64kB
@@ -47,12 +47,12 @@ func TestE2EBigValuesUnderSmallBudget(t *testing.T) {
 		UPDATE big SET note = 'unchanged toast' WHERE id = 3;
 		DELETE FROM big WHERE id = 14;`)
 	lk.waitCaughtUp(s, walLSN(t, srcURL), 5*time.Minute, "big")
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	lk.close()
 
-	log, err := os.ReadFile(r.logPath)
+	log, err := os.ReadFile(r.LogPath)
 	if err != nil {
 		t.Fatal(err)
 	}

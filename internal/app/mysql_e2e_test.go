@@ -197,8 +197,8 @@ func myWaitFor(t *testing.T, s *session, timeout time.Duration, what string, con
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
-		if s != nil && s.exited() {
-			t.Fatalf("tidemark session %d exited while waiting for %s: %v", s.n, what, s.err)
+		if s != nil && s.Exited() {
+			t.Fatalf("tidemark session %d exited while waiting for %s: %v", s.N, what, s.Err)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
@@ -345,12 +345,12 @@ func TestMySQLE2E(t *testing.T) {
 	w := startMyWorkload(t, db, 20000, seed)
 
 	// 1. Killed during the snapshot of items.
-	s := r.start()
+	s := r.Start()
 	myWaitFor(t, s, 2*time.Minute, "the snapshot of items to be under way", func() bool {
 		st, n := l.snapshot("items")
 		return st == "running" && n >= 2000
 	})
-	s.kill(t)
+	s.Kill(t)
 	st, n := l.snapshot("items")
 	if st == "done" {
 		t.Fatalf("the snapshot was done before the kill: nothing tested")
@@ -359,9 +359,9 @@ func TestMySQLE2E(t *testing.T) {
 
 	// 2. The snapshot resumes, each chunk's window widened so that the
 	// writer's changes land inside windows; killed again in the stream.
-	r.env = []string{"TIDEMARK_FAILPOINTS=mysql-snapshot-after-select=sleep(30)"}
-	s = r.start()
-	r.env = nil
+	r.Env = []string{"TIDEMARK_FAILPOINTS=mysql-snapshot-after-select=sleep(30)"}
+	s = r.Start()
+	r.Env = nil
 	myWaitFor(t, s, 3*time.Minute, "the snapshots to finish", func() bool {
 		a, _ := l.snapshot("items")
 		b, _ := l.snapshot("accounts")
@@ -372,7 +372,7 @@ func TestMySQLE2E(t *testing.T) {
 	}
 	before := l.position()
 	myWaitFor(t, s, time.Minute, "the stream to move", func() bool { return l.position() > before })
-	s.kill(t)
+	s.Kill(t)
 
 	// 3. A truncate and more writes while stopped, then a clean restart.
 	if err := w.failed(); err != nil {
@@ -386,7 +386,7 @@ func TestMySQLE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	w = startMyWorkload(t, db, w.nextID+1000, seed+1)
-	s = r.start()
+	s = r.Start()
 	time.Sleep(2 * time.Second)
 	w.stop()
 	if err := w.failed(); err != nil {
@@ -394,7 +394,7 @@ func TestMySQLE2E(t *testing.T) {
 	}
 	target := binlogLSN(t, db)
 	myWaitFor(t, s, 2*time.Minute, "the checkpoint to reach the binlog end", func() bool { return l.position() >= target })
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with %d after SIGTERM", code)
 	}
 
@@ -427,7 +427,7 @@ func TestMySQLE2E(t *testing.T) {
 			t.Errorf("bronze %s holds changes twice: %v", tb.name, d[:min(len(d), 5)])
 		}
 	}
-	if logData, err := os.ReadFile(r.logPath); err == nil {
+	if logData, err := os.ReadFile(r.LogPath); err == nil {
 		t.Logf("%d snapshot chunks dropped rows changed inside their window", strings.Count(string(logData), `msg="snapshot chunk reconciled"`))
 	}
 	if out, err := exec.Command(bin, "merge", "--warehouse", wh, "--name", source).CombinedOutput(); err != nil {
@@ -504,7 +504,7 @@ func TestMySQLSchemaChangeMidStream(t *testing.T) {
 	_, srcURL, db, dbname := newMySQLSource(t, 500, 50)
 	r, wh := newRunner(t, bin, srcURL, "--silver-every", "1s")
 	l := myLake{t: t, wh: wh, source: dbname, dbname: dbname}
-	s := r.start()
+	s := r.Start()
 	myWaitFor(t, s, 2*time.Minute, "the snapshots to finish", func() bool {
 		a, _ := l.snapshot("items")
 		b, _ := l.snapshot("accounts")
@@ -535,7 +535,7 @@ func TestMySQLSchemaChangeMidStream(t *testing.T) {
 	// Idle: heartbeats move the watermark past the last commit.
 	wm := l.watermark()
 	myWaitFor(t, s, time.Minute, "the watermark to move on an idle server", func() bool { return l.watermark().After(wm.Add(time.Second)) })
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with %d after SIGTERM", code)
 	}
 	// While stopped: two ALTERs with rows between them. The next session
@@ -545,10 +545,10 @@ func TestMySQLSchemaChangeMidStream(t *testing.T) {
 	exec("UPDATE items SET size = 7, version = version + 1 WHERE id BETWEEN 20 AND 30")
 	exec("ALTER TABLE items ADD COLUMN shape varchar(10) FIRST, MODIFY COLUMN color varchar(40)")
 	exec("UPDATE items SET color = 'green', shape = 'round' WHERE id BETWEEN 25 AND 40")
-	s = r.start()
+	s = r.Start()
 	target = binlogLSN(t, db)
 	myWaitFor(t, s, 2*time.Minute, "the checkpoint to reach the binlog end", func() bool { return l.position() >= target })
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with %d after SIGTERM", code)
 	}
 	if out, err := osexec.Command(bin, "merge", "--warehouse", wh, "--name", dbname).CombinedOutput(); err != nil {
@@ -571,8 +571,8 @@ func TestMySQLLargeTransaction(t *testing.T) {
 	_, srcURL, db, dbname := newMySQLSource(t, 100, 10)
 	r, wh := newRunner(t, bin, srcURL, "--commit-bytes", "1MiB", "--silver-every", "1s")
 	l := myLake{t: t, wh: wh, source: dbname, dbname: dbname}
-	r.env = []string{"TIDEMARK_FAILPOINTS=mysql-after-backpressure-flush=2*exit"}
-	s := r.start()
+	r.Env = []string{"TIDEMARK_FAILPOINTS=mysql-after-backpressure-flush=2*exit"}
+	s := r.Start()
 	myWaitFor(t, s, 2*time.Minute, "the snapshots to finish", func() bool {
 		a, _ := l.snapshot("items")
 		return a == "done"
@@ -588,7 +588,7 @@ func TestMySQLLargeTransaction(t *testing.T) {
 	// back-pressure flush is durable and the second has started: part of
 	// the transaction is in bronze, the checkpoint is before it.
 	select {
-	case <-s.done:
+	case <-s.Done:
 	case <-time.After(3 * time.Minute):
 		t.Fatal("the failpoint mysql-after-backpressure-flush did not fire")
 	}
@@ -602,14 +602,14 @@ func TestMySQLLargeTransaction(t *testing.T) {
 		t.Fatalf("bronze holds %d of the transaction's 60000 inserts after the crash, want a part", partial)
 	}
 	t.Logf("crashed with %d of 60000 inserts in bronze", partial)
-	r.env = nil
-	s = r.start()
+	r.Env = nil
+	s = r.Start()
 	target := binlogLSN(t, db)
 	myWaitFor(t, s, 3*time.Minute, "the checkpoint to reach the binlog end", func() bool { return l.position() >= target })
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with %d after SIGTERM", code)
 	}
-	logData, _ := os.ReadFile(r.logPath)
+	logData, _ := os.ReadFile(r.LogPath)
 	if !strings.Contains(string(logData), "large transaction spooled to disk") {
 		t.Errorf("the transaction was not spooled (no \"large transaction spooled to disk\" in the log)")
 	}
@@ -653,15 +653,15 @@ func TestMySQLBinlogPurged(t *testing.T) {
 	m.ExecIn(t, dbname, "CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 1)")
 	r, wh := newRunner(t, bin, m.URL(dbname))
 	l := myLake{t: t, wh: wh, source: dbname, dbname: dbname}
-	s := r.start()
+	s := r.Start()
 	myWaitFor(t, s, time.Minute, "the snapshot", func() bool { st, _ := l.snapshot("t"); return st == "done" })
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with %d after SIGTERM", code)
 	}
 	m.ExecIn(t, dbname, "INSERT INTO t VALUES (2, 2)") // a change only the purged binlog holds
 	m.PurgeBinlogs(t)
 	m.ExecIn(t, dbname, "INSERT INTO t VALUES (3, 3)")
-	out, err := osexec.Command(bin, r.args...).CombinedOutput()
+	out, err := osexec.Command(bin, r.Args...).CombinedOutput()
 	code := -1
 	if ee, ok := err.(*osexec.ExitError); ok {
 		code = ee.ExitCode()
@@ -701,7 +701,7 @@ func TestMySQLNoTableBlocksTheOthers(t *testing.T) {
 
 	r, wh := newRunner(t, bin, srcURL, "--silver-every", "300ms")
 	l := myLake{t: t, wh: wh, source: dbname, dbname: dbname}
-	s := r.start()
+	s := r.Start()
 	myWaitFor(t, s, 2*time.Minute, "the snapshots to finish", func() bool {
 		a, _ := l.snapshot("items")
 		b, _ := l.snapshot("accounts")
@@ -731,7 +731,7 @@ func TestMySQLNoTableBlocksTheOthers(t *testing.T) {
 	}
 	target := binlogLSN(t, db)
 	myWaitFor(t, s, 2*time.Minute, "the checkpoint to reach the binlog end", func() bool { return l.position() >= target })
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with %d after SIGTERM", code)
 	}
 	if out, err := osexec.Command(bin, "merge", "--warehouse", wh, "--name", dbname).CombinedOutput(); err != nil {

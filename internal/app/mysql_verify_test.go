@@ -75,7 +75,7 @@ func TestMySQLVerify(t *testing.T) {
 	source := dbname
 	r, wh := newRunner(t, bin, srcURL, "--silver-every", "500ms")
 	l := myLake{t: t, wh: wh, source: source, dbname: dbname}
-	s := r.start()
+	s := r.Start()
 	myWaitFor(t, s, 2*time.Minute, "the snapshots to finish", func() bool {
 		for _, tb := range []string{"items", "accounts", "kinds", "floats"} {
 			if st, _ := l.snapshot(tb); st != "done" {
@@ -134,7 +134,7 @@ func TestMySQLVerify(t *testing.T) {
 	}
 
 	// 2. A silver row deleted behind tidemark's back (silver's cursor kept).
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with %d after SIGTERM", code)
 	}
 	tamperMySilver(t, wh, source, dbname, "items", int64(7))
@@ -217,7 +217,7 @@ func TestMySQLVerifyLive(t *testing.T) {
 	source := dbname
 	r, wh := newRunner(t, bin, srcURL, "--silver-every", "500ms")
 	l := myLake{t: t, wh: wh, source: source, dbname: dbname}
-	s := r.start()
+	s := r.Start()
 	myWaitFor(t, s, 2*time.Minute, "the silver tables to be published", func() bool {
 		n := 0
 		l.read(func(cat *lake.Catalog) {
@@ -256,7 +256,7 @@ func TestMySQLVerifyLive(t *testing.T) {
 			t.Errorf("at rest: %+v", tr)
 		}
 	}
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with %d after SIGTERM", code)
 	}
 }

@@ -48,7 +48,7 @@ func TestE2EPartitionedTableIsOneTable(t *testing.T) {
 		return st
 	}
 
-	s := r.start()
+	s := r.Start()
 	lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, "payments")
 	// The snapshot read the root once: every row, no leaf twice.
 	if st := state(); st.Rows != 900 {
@@ -93,8 +93,8 @@ func TestE2EPartitionedTableIsOneTable(t *testing.T) {
 		INSERT INTO payments VALUES (1004, '2024-04-02', 4, 'april');
 		ALTER TABLE payments DETACH PARTITION payments_2024_02;
 		INSERT INTO payments VALUES (1005, '2024-03-20', 5, 'after detach');`)
-	s.kill(t)
-	s = r.start()
+	s.Kill(t)
+	s = r.Start()
 	waitReread(s, "the re-read after DETACH PARTITION")
 
 	// A TRUNCATE of one partition is not published under
@@ -104,7 +104,7 @@ func TestE2EPartitionedTableIsOneTable(t *testing.T) {
 	waitReread(s, "the re-read after TRUNCATE of a partition")
 	pg.Exec(t, srcURL, `UPDATE payments SET amount = 0 WHERE id = 1005; DELETE FROM payments WHERE id = 3;`)
 	lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, "payments")
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 

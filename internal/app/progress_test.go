@@ -23,9 +23,9 @@ func TestProgressLineReportsLagFromTheFirstLine(t *testing.T) {
 	pg.Exec(t, srcURL, `CREATE TABLE events (id bigint PRIMARY KEY, payload text)`)
 	r, wh := newRunner(t, bin, srcURL)
 	lk := openLake(t, wh, source)
-	s := r.start()
+	s := r.Start()
 	lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, "events")
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	// A backlog of 40 transactions, about 40 MB of WAL, while stopped.
@@ -33,18 +33,18 @@ func TestProgressLineReportsLagFromTheFirstLine(t *testing.T) {
 		pg.Exec(t, srcURL, `INSERT INTO events SELECT g, repeat(md5(g::text), 8) FROM generate_series(`+
 			strconv.Itoa(i*5000+1)+`, `+strconv.Itoa((i+1)*5000)+`) g`)
 	}
-	s = r.start()
+	s = r.Start()
 	lk.waitCaughtUp(s, walLSN(t, srcURL), 3*time.Minute, "events")
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
-	data, err := os.ReadFile(r.logPath)
+	data, err := os.ReadFile(r.LogPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`msg="capture progress".* rows_per_sec=(\d+) lag_bytes=(\d+)`).FindSubmatch(data[s.offset:])
+	m := regexp.MustCompile(`msg="capture progress".* rows_per_sec=(\d+) lag_bytes=(\d+)`).FindSubmatch(data[s.Offset:])
 	if m == nil {
-		t.Fatalf("the restarted session logged no capture progress line:\n%s", data[s.offset:])
+		t.Fatalf("the restarted session logged no capture progress line:\n%s", data[s.Offset:])
 	}
 	rate, _ := strconv.ParseInt(string(m[1]), 10, 64)
 	lag, _ := strconv.ParseInt(string(m[2]), 10, 64)

@@ -45,11 +45,6 @@ func tidemarkArgs(t *testing.T, args ...string) (string, int) {
 	return "", -1
 }
 
-// resnapshotArgs are the runner's run flags for another command.
-func (r *runner) as(cmd string, extra ...string) []string {
-	return append(append([]string{cmd}, r.args[1:]...), extra...)
-}
-
 // verifyWhileRunning runs `tidemark verify` against the running pipeline and
 // returns its output and exit code.
 func verifyWhileRunning(t *testing.T, srcURL, wh, source string) (string, int) {
@@ -60,7 +55,7 @@ func verifyWhileRunning(t *testing.T, srcURL, wh, source string) (string, int) {
 // mustVerify starts a session, waits for verify to pass, and stops it.
 func mustVerify(t *testing.T, r *runner, srcURL, wh, source, when string, tables ...string) {
 	t.Helper()
-	s := r.start()
+	s := r.Start()
 	waitLake(t, s, wh)
 	lv := openLake(t, wh, source)
 	lv.waitCaughtUp(s, walLSN(t, srcURL), 4*time.Minute, tables...)
@@ -69,18 +64,18 @@ func mustVerify(t *testing.T, r *runner, srcURL, wh, source, when string, tables
 	deadline := time.Now().Add(4 * time.Minute)
 	for _, tb := range tables {
 		for !silverState(t, wh, source, tb).Published {
-			if s.exited() || time.Now().After(deadline) {
-				t.Fatalf("%s: silver of %s was not published (exited: %v)", when, tb, s.exited())
+			if s.Exited() || time.Now().After(deadline) {
+				t.Fatalf("%s: silver of %s was not published (exited: %v)", when, tb, s.Exited())
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	out, code := verifyWhileRunning(t, srcURL, wh, source)
 	if code != 0 {
-		s.stop(t, 2*time.Minute)
+		s.Stop(t, 2*time.Minute)
 		t.Fatalf("%s: tidemark verify exited %d, want 0:\n%s", when, code, out)
 	}
-	if stop := s.stop(t, 2*time.Minute); stop != 0 {
+	if stop := s.Stop(t, 2*time.Minute); stop != 0 {
 		t.Fatalf("%s: tidemark run exited %d after SIGTERM, want 0", when, stop)
 	}
 	if code != 0 {
@@ -96,8 +91,8 @@ func waitLake(t *testing.T, s *session, wh string) {
 		if _, err := os.Stat(filepath.Join(wh, "catalog.db")); err == nil {
 			return
 		}
-		if s.exited() || time.Now().After(deadline) {
-			t.Fatalf("tidemark session %d created no lake at %s (exited: %v)", s.n, wh, s.exited())
+		if s.Exited() || time.Now().After(deadline) {
+			t.Fatalf("tidemark session %d created no lake at %s (exited: %v)", s.N, wh, s.Exited())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -255,15 +250,15 @@ func TestResnapshotRecoversBrokenSlot(t *testing.T) {
 				tc.break_(t, pg, src, source)
 			}
 
-			out, code := tidemarkArgs(t, r.as("run")...)
+			out, code := tidemarkArgs(t, r.As("run")...)
 			if code != 3 || !strings.Contains(out, "["+tc.code+"]") || !strings.Contains(out, "tidemark resnapshot --all") {
 				t.Fatalf("run after the break: exit %d, want 3 with [%s] naming `tidemark resnapshot --all`:\n%s", code, tc.code, out)
 			}
-			out, code = tidemarkArgs(t, r.as("resnapshot", "public.items")...)
+			out, code = tidemarkArgs(t, r.As("resnapshot", "public.items")...)
 			if code != 2 || !strings.Contains(out, "--all") || !strings.Contains(out, tc.code) {
 				t.Fatalf("resnapshot of one table: exit %d, want 2 asking for --all:\n%s", code, out)
 			}
-			out, code = tidemarkArgs(t, r.as("resnapshot", "--all")...)
+			out, code = tidemarkArgs(t, r.As("resnapshot", "--all")...)
 			if code != 0 {
 				t.Fatalf("resnapshot --all: exit %d:\n%s", code, out)
 			}
@@ -283,10 +278,10 @@ func TestResnapshotRecoversBrokenSlot(t *testing.T) {
 			}
 			// More changes after the request: the new slot streams them.
 			pg.Exec(t, src, `DELETE FROM items WHERE id BETWEEN 41 AND 45; UPDATE tags SET n = -n WHERE k = 'k1';`)
-			s := r.start()
+			s := r.Start()
 			pg.Exec(t, src, `INSERT INTO items VALUES (2001, 1, 'during'); DELETE FROM items WHERE id = 1001; UPDATE items SET v = 7 WHERE id = 200;`)
 			out, code = verifyWhileRunning(t, src, wh, source)
-			if stop := s.stop(t, 2*time.Minute); stop != 0 {
+			if stop := s.Stop(t, 2*time.Minute); stop != 0 {
 				t.Fatalf("run after resnapshot exited %d after SIGTERM", stop)
 			}
 			if code != 0 {
@@ -329,15 +324,15 @@ func TestResnapshotOneTableRepairsDrift(t *testing.T) {
 
 	// Drift: keys 1..3 vanish from silver, key 5 comes back.
 	tamperSilver(t, wh, source, "a", []any{int64(1), int64(2), int64(3)}, ghost)
-	s := r.start()
+	s := r.Start()
 	out, code := verifyWhileRunning(t, src, wh, source)
-	s.stop(t, 2*time.Minute)
+	s.Stop(t, 2*time.Minute)
 	if code != 5 {
 		t.Fatalf("verify of tampered silver: exit %d, want 5:\n%s", code, out)
 	}
 
 	slotBefore := slotConfirmed(t, src, "tidemark_"+source)
-	out, code = tidemarkArgs(t, r.as("resnapshot", "public.a")...)
+	out, code = tidemarkArgs(t, r.As("resnapshot", "public.a")...)
 	if code != 0 {
 		t.Fatalf("resnapshot public.a: exit %d:\n%s", code, out)
 	}
@@ -351,7 +346,7 @@ func TestResnapshotOneTableRepairsDrift(t *testing.T) {
 	// Deleted at the source after the request, before the run.
 	pg.Exec(t, src, `DELETE FROM a WHERE id BETWEEN 10 AND 14; UPDATE a SET v = 'x' WHERE id = 100;`)
 	// An explicit request is read even with snapshots switched off.
-	r.args = append(r.args, "--snapshot-enabled=false")
+	r.Args = append(r.Args, "--snapshot-enabled=false")
 	mustVerify(t, r, src, wh, source, "after the re-snapshot of public.a", "a", "b")
 	if id := bronzeSummary(t, wh, source, "b")[pipeline.PropResnapshot]; id != "" {
 		t.Errorf("public.b was not asked for, but its bronze records re-snapshot %q", id)
@@ -368,14 +363,14 @@ func TestResnapshotRefusesWhileRunning(t *testing.T) {
 	pg.Exec(t, src, `CREATE TABLE a (id int PRIMARY KEY)`)
 	source := sourceName(t, src)
 	r, wh := newRunner(t, testenv.Tidemark(t), src)
-	s := r.start()
+	s := r.Start()
 	lv := openLake(t, wh, source)
 	lv.waitCaughtUp(s, 0, 2*time.Minute, "a")
-	out, code := tidemarkArgs(t, r.as("resnapshot", "--all")...)
+	out, code := tidemarkArgs(t, r.As("resnapshot", "--all")...)
 	if code != 2 || !strings.Contains(out, "[already_running]") {
 		t.Errorf("resnapshot while run runs: exit %d, want 2 with [already_running]:\n%s", code, out)
 	}
-	if code := s.stop(t, 2*time.Minute); code != 0 {
+	if code := s.Stop(t, 2*time.Minute); code != 0 {
 		t.Fatalf("run exited %d after SIGTERM", code)
 	}
 	if id := bronzeSummary(t, wh, source, "a")[pipeline.PropResnapshot]; id != "" {
@@ -397,7 +392,7 @@ func TestResnapshotSurvivesKill(t *testing.T) {
 	r, wh := newRunner(t, testenv.Tidemark(t), src, "--silver-every", "300ms", "--snapshot-chunk-rows", fmt.Sprint(chunkRows))
 	mustVerify(t, r, src, wh, source, "first run", "big")
 
-	out, code := tidemarkArgs(t, r.as("resnapshot", "public.big")...)
+	out, code := tidemarkArgs(t, r.As("resnapshot", "public.big")...)
 	if code != 0 {
 		t.Fatalf("resnapshot: exit %d:\n%s", code, out)
 	}
@@ -408,9 +403,9 @@ func TestResnapshotSurvivesKill(t *testing.T) {
 	// and the kill, once 2,000 rows of its progress are committed, lands
 	// seconds before its end.
 	const pause = 30 * time.Millisecond
-	r.env = []string{fmt.Sprintf("%s=snapshot-between-chunks=sleep(%d)", failpoint.EnvVar, pause.Milliseconds())}
-	s := r.start()
-	r.env = nil
+	r.Env = []string{fmt.Sprintf("%s=snapshot-between-chunks=sleep(%d)", failpoint.EnvVar, pause.Milliseconds())}
+	s := r.Start()
+	r.Env = nil
 	lv := openLake(t, wh, source)
 	deadline := time.Now().Add(3 * time.Minute) // bounds a broken run only
 	for {
@@ -418,12 +413,12 @@ func TestResnapshotSurvivesKill(t *testing.T) {
 			t.Logf("kill -9 with the re-snapshot's progress committed up to key %d of %d", n, rows)
 			break
 		}
-		if time.Now().After(deadline) || s.exited() {
-			t.Fatalf("the re-snapshot of big did not get going (exited: %v, status %q)", s.exited(), lv.snapshotStatus("big"))
+		if time.Now().After(deadline) || s.Exited() {
+			t.Fatalf("the re-snapshot of big did not get going (exited: %v, status %q)", s.Exited(), lv.snapshotStatus("big"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	s.kill(t)
+	s.Kill(t)
 	if st := lv.snapshotStatus("big"); st == "done" {
 		t.Fatalf("the re-snapshot finished before the kill, though its %d chunks paused %s each", rows/chunkRows, pause)
 	}
@@ -549,11 +544,11 @@ func TestResnapshotAfterWALLost(t *testing.T) {
 	if !lost {
 		t.Fatal("the slot's WAL was never lost")
 	}
-	out, code := tidemarkArgs(t, r.as("run")...)
+	out, code := tidemarkArgs(t, r.As("run")...)
 	if code != 3 || !strings.Contains(out, "[wal_lost]") || !strings.Contains(out, "tidemark resnapshot --all") {
 		t.Fatalf("run with the WAL lost: exit %d, want 3 with [wal_lost] naming `tidemark resnapshot --all`:\n%s", code, out)
 	}
-	out, code = tidemarkArgs(t, r.as("resnapshot", "--all")...)
+	out, code = tidemarkArgs(t, r.As("resnapshot", "--all")...)
 	if code != 0 || !strings.Contains(out, "dropped") || !strings.Contains(out, "created at") {
 		t.Fatalf("resnapshot --all: exit %d, want 0 dropping and recreating the slot:\n%s", code, out)
 	}

@@ -75,14 +75,14 @@ func testRewrite(t *testing.T, tc rewriteCase) {
 	// of at least 50 ms, so status and a kill land inside it.
 	r, wh := newRunner(t, bin, srcURL, "--publication-poll", "200ms", "--snapshot-chunk-rows", "100")
 	pause := failpoint.EnvVar + "=snapshot-between-chunks=sleep(50)"
-	r.env = []string{pause}
+	r.Env = []string{pause}
 	if tc.kill == "marker" {
-		r.env = []string{pause + ";rewrite-before-marker=exit"}
+		r.Env = []string{pause + ";rewrite-before-marker=exit"}
 	}
 	lk := openLake(t, wh, source)
 	silverID := silver.Ident(source, "public", "items")
 
-	s := r.start()
+	s := r.Start()
 	w := startDDLWorkload(t, srcURL, rows)
 	defer w.cancel()
 	lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, "items")
@@ -97,35 +97,35 @@ func testRewrite(t *testing.T, tc rewriteCase) {
 		return bronzeSummary(t, wh, source, "items")[pipeline.PropResnapshot]
 	}
 	if tc.kill == "stopped" {
-		s.kill(t)
+		s.Kill(t)
 		pg.Exec(t, srcURL, tc.sql)
 		time.Sleep(200 * time.Millisecond) // writes after the rewrite while stopped
-		s = r.start()
+		s = r.Start()
 	} else {
 		pg.Exec(t, srcURL, tc.sql)
 	}
 	if tc.kill == "marker" {
 		select {
-		case <-s.done:
+		case <-s.Done:
 		case <-time.After(time.Minute):
 			t.Fatal("tidemark did not reach failpoint rewrite-before-marker within a minute of the rewrite")
 		}
-		if code := s.cmd.ProcessState.ExitCode(); code != failpoint.ExitCode {
-			t.Fatalf("tidemark exited with %d, want %d (failpoint rewrite-before-marker): %v", code, failpoint.ExitCode, s.err)
+		if code := s.Cmd.ProcessState.ExitCode(); code != failpoint.ExitCode {
+			t.Fatalf("tidemark exited with %d, want %d (failpoint rewrite-before-marker): %v", code, failpoint.ExitCode, s.Err)
 		}
 		if req := request(); req != "" {
 			t.Fatalf("bronze records request %q before the marker was committed", req)
 		}
-		r.env = []string{pause}
-		s = r.start()
+		r.Env = []string{pause}
+		s = r.Start()
 	}
 	waitFor(t, s, time.Minute, "bronze to record a re-read of the rewritten table", func() bool {
 		return strings.Contains(request(), "-rewrite-")
 	})
 	id := request()
 	if tc.kill == "reread" {
-		s.kill(t)
-		s = r.start()
+		s.Kill(t)
+		s = r.Start()
 	}
 	// While the re-read runs, status says why.
 	if sum := bronzeSummary(t, wh, source, "items"); sum[pipeline.PropResnapshot] == id {
@@ -148,7 +148,7 @@ func testRewrite(t *testing.T, tc rewriteCase) {
 	if got := request(); got != id {
 		t.Errorf("bronze records re-snapshot request %q, want only the one of the rewrite (%q)", got, id)
 	}
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	lk.close()
@@ -230,7 +230,7 @@ func TestRewriteNotForTruncate(t *testing.T) {
 		INSERT INTO items SELECT g, 1, md5(g::text) FROM generate_series(1, 500) g;`)
 	r, wh := newRunner(t, bin, srcURL, "--publication-poll", "200ms")
 	lk := openLake(t, wh, source)
-	s := r.start()
+	s := r.Start()
 	lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, "items")
 	filenode := func() string {
 		c := connect(t, srcURL)
@@ -245,8 +245,8 @@ func TestRewriteNotForTruncate(t *testing.T) {
 		pg.Exec(t, srcURL, fmt.Sprintf(`TRUNCATE items; INSERT INTO items SELECT g, %d, md5(g::text) FROM generate_series(1, 300) g;`, i+2))
 		if kill {
 			lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, "items")
-			s.kill(t)
-			s = r.start()
+			s.Kill(t)
+			s = r.Start()
 		}
 		fn := filenode()
 		waitFor(t, s, time.Minute, "bronze to record the truncated table's relfilenode", func() bool {
@@ -257,7 +257,7 @@ func TestRewriteNotForTruncate(t *testing.T) {
 		}
 	}
 	lk.waitCaughtUp(s, walLSN(t, srcURL), time.Minute, "items")
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	lk.close()

@@ -27,7 +27,7 @@ func TestShowOrderAndPositions(t *testing.T) {
 		INSERT INTO t SELECT g, 'snap' FROM generate_series(1, 3) g;`)
 	r, wh := newRunner(t, bin, srcURL)
 	lk := openLake(t, wh, source)
-	s := r.start()
+	s := r.Start()
 	lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, "t")
 	for _, sql := range []string{ // one transaction each: c, u, d
 		`INSERT INTO t VALUES (10, 'new')`,
@@ -37,7 +37,7 @@ func TestShowOrderAndPositions(t *testing.T) {
 		pg.Exec(t, srcURL, sql)
 	}
 	lk.waitCaughtUp(s, walLSN(t, srcURL), 2*time.Minute, "t")
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	lk.close()

@@ -38,13 +38,13 @@ func TestTimeAs(t *testing.T) {
 			(4, '00:00:00', '00:00:00.001', '{12:34:56.789}', '00:00:00-03:30')`)
 	r, wh := newRunner(t, bin, srcURL, "--silver-every", "300ms", "--time-as", "text")
 
-	s := r.start()
+	s := r.Start()
 	waitLake(t, s, wh)
 	pg.Exec(t, srcURL, `INSERT INTO clock VALUES (5, '24:00:00', '01:02:03.456', '{24:00:00}', NULL), (6, '13:14:15.1', NULL, NULL, '23:59:59.5+14');
 		UPDATE clock SET t = '00:00:00.000001', ta = '{23:59:59.999999}' WHERE id = 2;
 		DELETE FROM clock WHERE id = 4`)
 	verifyTimeAs(t, s, srcURL, wh, source, "text")
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	// verify under another time_as says so instead of reporting every row.
@@ -73,20 +73,20 @@ func TestTimeAs(t *testing.T) {
 	}
 
 	// Another time_as on the same lake: refused at start, nothing mixed.
-	r.args = append(r.args, "--time-as", "time")
-	s = r.start()
+	r.Args = append(r.Args, "--time-as", "time")
+	s = r.Start()
 	select {
-	case <-s.done:
+	case <-s.Done:
 	case <-time.After(2 * time.Minute):
 		t.Fatal("tidemark did not stop when time_as changed")
 	}
-	if code := s.cmd.ProcessState.ExitCode(); code != fault.ExitFatal {
+	if code := s.Cmd.ProcessState.ExitCode(); code != fault.ExitFatal {
 		t.Errorf("exit code %d under a changed time_as, want %d", code, fault.ExitFatal)
 	}
-	log, _ := os.ReadFile(r.logPath)
+	log, _ := os.ReadFile(r.LogPath)
 	for _, w := range []string{"[incompatible_schema]", `column "t"`, "time_as", "tidemark resnapshot --replace public.clock"} {
-		if !strings.Contains(string(log[s.offset:]), w) {
-			t.Errorf("the log of the refused start does not say %q:\n%s", w, log[s.offset:])
+		if !strings.Contains(string(log[s.Offset:]), w) {
+			t.Errorf("the log of the refused start does not say %q:\n%s", w, log[s.Offset:])
 		}
 	}
 	if types, _ := pyReadTyped(t, wh, silver.Ident(source, "public", "clock")); types != nil && types["t"] != "string" {
@@ -94,14 +94,14 @@ func TestTimeAs(t *testing.T) {
 	}
 
 	// The recovery the error names, under time_as: micros.
-	r.args = append(r.args, "--time-as", "micros")
-	if out, code := tidemarkArgs(t, r.as("resnapshot", "--replace", "public.clock")...); code != 0 {
+	r.Args = append(r.Args, "--time-as", "micros")
+	if out, code := tidemarkArgs(t, r.As("resnapshot", "--replace", "public.clock")...); code != 0 {
 		t.Fatalf("tidemark resnapshot --replace exited %d:\n%s", code, out)
 	}
-	s = r.start()
+	s = r.Start()
 	pg.Exec(t, srcURL, `INSERT INTO clock VALUES (7, '24:00:00', '00:00:01', '{00:00:00.5}', NULL)`)
 	verifyTimeAs(t, s, srcURL, wh, source, "micros")
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	types, rows = pyReadTyped(t, wh, silver.Ident(source, "public", "clock"))
@@ -138,8 +138,8 @@ func verifyTimeAs(t *testing.T, s *session, srcURL, wh, source, as string) {
 	lv.close()
 	deadline := time.Now().Add(3 * time.Minute)
 	for !silverState(t, wh, source, "clock").Published {
-		if s.exited() || time.Now().After(deadline) {
-			t.Fatalf("silver clock was not published (exited: %v)", s.exited())
+		if s.Exited() || time.Now().After(deadline) {
+			t.Fatalf("silver clock was not published (exited: %v)", s.Exited())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

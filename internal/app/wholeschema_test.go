@@ -276,7 +276,7 @@ func TestWholeSchema(t *testing.T) {
 	r, wh := newRunner(t, bin, srcURL, "--silver-every", "300ms")
 	lk := openLake(t, wh, source)
 	began := time.Now()
-	s := r.start()
+	s := r.Start()
 	lk.waitCaughtUpIDs(s, walLSN(t, srcURL), 2*time.Minute, captured) // fails if the run exits (a refused start is exit 2)
 	t.Logf("snapshots done in %s", time.Since(began).Round(time.Millisecond))
 
@@ -406,7 +406,7 @@ func TestWholeSchema(t *testing.T) {
 		}
 	}
 
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 	lk.close()
