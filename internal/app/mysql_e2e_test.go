@@ -802,14 +802,14 @@ func TestMySQLKeylessBronzeOnly(t *testing.T) {
 		}
 	}()
 
-	r.env = []string{"TIDEMARK_FAILPOINTS=mysql-keyless-snapshot-read=exit"}
-	s := r.start()
+	r.Env = []string{"TIDEMARK_FAILPOINTS=mysql-keyless-snapshot-read=exit"}
+	s := r.Start()
 	select {
-	case <-s.done:
+	case <-s.Done:
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the failpoint mysql-keyless-snapshot-read did not fire")
 	}
-	r.env = nil
+	r.Env = nil
 	if st, _ := l.snapshot("events"); st == "done" {
 		t.Fatalf("the keyless snapshot is done before the kill: nothing tested")
 	}
@@ -817,7 +817,7 @@ func TestMySQLKeylessBronzeOnly(t *testing.T) {
 		t.Fatalf("bronze holds %d rows of the keyless table after a kill during its snapshot, want none", len(rows))
 	}
 
-	s = r.start()
+	s = r.Start()
 	myWaitFor(t, s, 2*time.Minute, "the keyless snapshot", func() bool { st, _ := l.snapshot("events"); return st == "done" })
 	time.Sleep(500 * time.Millisecond) // a few more changes streamed
 	close(stop)
@@ -835,7 +835,7 @@ func TestMySQLKeylessBronzeOnly(t *testing.T) {
 			t.Errorf("tidemark status does not say %q:\n%s", w, out)
 		}
 	}
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with %d after SIGTERM", code)
 	}
 

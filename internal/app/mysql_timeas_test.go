@@ -26,7 +26,7 @@ func TestMySQLTimeAsText(t *testing.T) {
 	srcURL := m.URL(dbname)
 	r, wh := newRunner(t, bin, srcURL, "--silver-every", "500ms", "--time-as", "text")
 	l := myLake{t: t, wh: wh, source: dbname, dbname: dbname}
-	s := r.start()
+	s := r.Start()
 	myWaitFor(t, s, 2*time.Minute, "the snapshot to finish", func() bool { st, _ := l.snapshot("spans"); return st == "done" })
 	m.ExecIn(t, dbname, `UPDATE spans SET d = '-01:02:03.4' WHERE id = 1; INSERT INTO spans VALUES (4, '100:00:00.000001', '-12:00:00')`)
 	rep, code, out := myVerify(t, srcURL, wh, dbname, "--time-as", "text")
@@ -48,7 +48,7 @@ func TestMySQLTimeAsText(t *testing.T) {
 			}
 		}
 	})
-	if code := s.stop(t, time.Minute); code != 0 {
+	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Errorf("run exited %d", code)
 	}
 }
