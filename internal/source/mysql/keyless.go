@@ -208,27 +208,15 @@ func (sn *snapshotter) readWhole(ctx context.Context, conn *sql.Conn, w *window)
 	for i, m := range t.maps {
 		cols[i] = m.SelectExpr()
 	}
-	rs, err := conn.QueryContext(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM "+quoteTable(t.id))
-	if err != nil {
-		return Classify(fmt.Errorf("table %s: read the snapshot: %w", t.id, err))
-	}
-	defer rs.Close()
-	raw := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range raw {
-		ptrs[i] = &raw[i]
-	}
-	for rs.Next() {
-		if err := rs.Scan(ptrs...); err != nil {
-			return Classify(fmt.Errorf("table %s: read the snapshot: %w", t.id, err))
-		}
+	err = scanRows(ctx, conn, t, "read the snapshot", "SELECT "+strings.Join(cols, ", ")+" FROM "+quoteTable(t.id), nil, func(raw []sql.RawBytes) error {
 		if err := w.kl.spool.append(raw); err != nil {
 			return fmt.Errorf("table %s: %w", t.id, err)
 		}
 		w.kl.rows++
-	}
-	if err := rs.Err(); err != nil {
-		return Classify(fmt.Errorf("table %s: read the snapshot: %w", t.id, err))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	hp, err := c.binlogEnd(ctx, conn)
 	if err != nil {

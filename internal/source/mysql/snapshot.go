@@ -295,20 +295,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 		}
 	}
 	fmt.Fprintf(&q, " ORDER BY %s LIMIT %d", strings.Join(keys, ", "), limit)
-	rs, err := conn.QueryContext(ctx, q.String(), args...)
-	if err != nil {
-		return Classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
-	}
-	defer rs.Close()
-	raw := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range raw {
-		ptrs[i] = &raw[i]
-	}
-	for rs.Next() {
-		if err := rs.Scan(ptrs...); err != nil {
-			return Classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
-		}
+	err = scanRows(ctx, conn, t, "read snapshot chunk", q.String(), args, func(raw []sql.RawBytes) error {
 		for _, b := range raw {
 			w.bytes += int64(len(b)) + 8
 		}
@@ -319,9 +306,10 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 		for i, k := range t.keyIdx {
 			w.lastKey[i] = string(raw[k])
 		}
-	}
-	if err := rs.Err(); err != nil {
-		return Classify(fmt.Errorf("table %s: read snapshot chunk: %w", t.id, err))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if len(w.rows) == 0 {
 		w.lastKey = after
@@ -540,4 +528,32 @@ func SnapshotPosition(ctx context.Context, conn *sql.Conn, f Flavor) (uint64, er
 	}
 	p, _, err := (*Capture)(nil).masterStatus(ctx, conn)
 	return p.LSN(), err
+}
+
+// scanRows runs query on conn and hands each row to fn as raw text, in one
+// set of buffers reused from row to row (fn copies what it keeps); an
+// error of the read names table t and what was being read.
+func scanRows(ctx context.Context, conn *sql.Conn, t *table, what, query string, args []any, fn func(raw []sql.RawBytes) error) error {
+	rs, err := conn.QueryContext(ctx, query, args...)
+	if err != nil {
+		return Classify(fmt.Errorf("table %s: %s: %w", t.id, what, err))
+	}
+	defer rs.Close()
+	raw := make([]sql.RawBytes, len(t.cols))
+	ptrs := make([]any, len(raw))
+	for i := range raw {
+		ptrs[i] = &raw[i]
+	}
+	for rs.Next() {
+		if err := rs.Scan(ptrs...); err != nil {
+			return Classify(fmt.Errorf("table %s: %s: %w", t.id, what, err))
+		}
+		if err := fn(raw); err != nil {
+			return err
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return Classify(fmt.Errorf("table %s: %s: %w", t.id, what, err))
+	}
+	return nil
 }
