@@ -1,13 +1,10 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -188,33 +185,9 @@ func sourceTimeTexts(t *testing.T, srcURL string) map[string]string {
 // PyIceberg names them; nil, nil when TIDEMARK_PYTHON is not set.
 func pyReadTyped(t *testing.T, wh string, ident []string) (map[string]string, []map[string]any) {
 	t.Helper()
-	py := os.Getenv("TIDEMARK_PYTHON")
-	if py == "" {
-		return nil, nil
+	types, rows, ok := testenv.PyIcebergReadTyped(t, wh, ident)
+	if ok && rows == nil {
+		rows = []map[string]any{}
 	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	levels, _ := json.Marshal(ident)
-	cmd := exec.Command(py, filepath.Join(root, "scripts", "pyiceberg_read.py"), "--warehouse", wh, "--ident-json", string(levels))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("PyIceberg reading %q: %v\n%s", ident, err, stderr.String())
-	}
-	var res struct {
-		Rows  []map[string]any  `json:"rows"`
-		Types map[string]string `json:"types"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	dec.UseNumber()
-	if err := dec.Decode(&res); err != nil {
-		t.Fatalf("PyIceberg output: %v\n%s", err, out)
-	}
-	if res.Rows == nil {
-		res.Rows = []map[string]any{}
-	}
-	return res.Types, res.Rows
+	return types, rows
 }

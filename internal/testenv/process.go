@@ -170,9 +170,17 @@ func (r *Runner) cleanup() {
 // returns nil, false when TIDEMARK_PYTHON is not set.
 func PyIcebergRead(t *testing.T, wh string, ident []string) ([]map[string]any, bool) {
 	t.Helper()
+	_, rows, ok := PyIcebergReadTyped(t, wh, ident)
+	return rows, ok
+}
+
+// PyIcebergReadTyped is PyIcebergRead that also returns the table's column
+// types as PyIceberg names them (column name to type string).
+func PyIcebergReadTyped(t *testing.T, wh string, ident []string) (map[string]string, []map[string]any, bool) {
+	t.Helper()
 	py := os.Getenv("TIDEMARK_PYTHON")
 	if py == "" {
-		return nil, false
+		return nil, nil, false
 	}
 	root, err := RepoRoot()
 	if err != nil {
@@ -187,12 +195,13 @@ func PyIcebergRead(t *testing.T, wh string, ident []string) ([]map[string]any, b
 		t.Fatalf("PyIceberg reading %q: %v\n%s", ident, err, stderr.String())
 	}
 	var res struct {
-		Rows []map[string]any `json:"rows"`
+		Rows  []map[string]any  `json:"rows"`
+		Types map[string]string `json:"types"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	dec.UseNumber()
 	if err := dec.Decode(&res); err != nil {
 		t.Fatalf("PyIceberg output: %v\n%s", err, out)
 	}
-	return res.Rows, true
+	return res.Types, res.Rows, true
 }
