@@ -298,34 +298,8 @@ func TestWholeSchema(t *testing.T) {
 }
 
 // compareWhole requires got to hold exactly want's ids with want's values
-// in every column.
+// in every column (cols: both are read with them).
 func compareWhole(t *testing.T, what string, cols []wholeCol, want, got map[string]map[string]string) {
 	t.Helper()
-	bad := 0
-	report := func(format string, args ...any) {
-		if bad++; bad <= 20 {
-			t.Errorf(what+": "+format, args...)
-		}
-	}
-	for _, k := range sortedKeys(want) {
-		g, ok := got[k]
-		if !ok {
-			report("id %s is in the source, not in silver", k)
-			continue
-		}
-		for _, c := range cols {
-			if g[c.Name] != want[k][c.Name] {
-				report("id %s column %s (%s): %s, source %s", k, c.Name, c.Type, g[c.Name], want[k][c.Name])
-			}
-		}
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			report("id %s is not in the source", k)
-		}
-	}
-	if bad > 20 {
-		t.Errorf("%s: %d mismatches in all", what, bad)
-	}
-	t.Logf("%s: %d rows, %d mismatches", what, len(want), bad)
+	testenv.CompareRows(t, what, want, got)
 }

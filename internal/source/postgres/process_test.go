@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 
 	"github.com/tidemark/tidemark/internal/change"
@@ -35,13 +36,18 @@ func (h pgProcess) NewSource(t *testing.T) sourcetest.Source {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Small enough that the suite's big transaction is streamed to
+	// tidemark while in progress (pgoutput streaming, spooled to disk);
+	// the walsender picks up per-database settings.
+	dbname := strings.TrimPrefix(u.Path, "/")
+	h.pg.Exec(t, srcURL, "ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" SET logical_decoding_work_mem = '64kB'")
 	db, err := sql.Open("pgx", srcURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Closed before the database is dropped (cleanups run last first).
 	t.Cleanup(func() { db.Close() })
-	return &pgSource{url: srcURL, name: strings.ToLower(strings.TrimPrefix(u.Path, "/")), db: db}
+	return &pgSource{url: srcURL, name: strings.ToLower(dbname), db: db}
 }
 
 type pgSource struct {

@@ -494,7 +494,7 @@ func (l *lakeView) checkPyIceberg(tables []string, tt TypeTable) {
 			}
 			want, got = l.sourceText(name, cols), lakeText(t, rows, cols)
 		}
-		compareCanon(t, "PyIceberg read of silver "+id.String(), want, got)
+		testenv.CompareRows(t, "PyIceberg read of silver "+id.String(), want, got)
 	}
 }
 
@@ -556,47 +556,4 @@ func lakeText(t *testing.T, rows []map[string]any, cols []string) map[string]map
 		out[row["id"]] = row
 	}
 	return out
-}
-
-// compareCanon requires got to hold exactly want's ids, with want's
-// values in every column.
-func compareCanon(t *testing.T, what string, want, got map[string]map[string]string) {
-	t.Helper()
-	bad := 0
-	report := func(format string, args ...any) {
-		if bad++; bad <= 20 {
-			t.Errorf(what+": "+format, args...)
-		}
-	}
-	ids := make([]string, 0, len(want))
-	for k := range want {
-		ids = append(ids, k)
-	}
-	slices.Sort(ids)
-	for _, k := range ids {
-		g, ok := got[k]
-		if !ok {
-			report("id %s is in the source, not in silver (source %v)", k, want[k])
-			continue
-		}
-		cols := make([]string, 0, len(want[k]))
-		for c := range want[k] {
-			cols = append(cols, c)
-		}
-		slices.Sort(cols)
-		for _, c := range cols {
-			if g[c] != want[k][c] {
-				report("id %s column %s: %s, source %s", k, c, g[c], want[k][c])
-			}
-		}
-	}
-	for k, g := range got {
-		if _, ok := want[k]; !ok {
-			report("id %s is not in the source (silver %v)", k, g)
-		}
-	}
-	if bad > 20 {
-		t.Errorf("%s: %d mismatches in all", what, bad)
-	}
-	t.Logf("%s: %d rows, %d mismatches", what, len(want), bad)
 }

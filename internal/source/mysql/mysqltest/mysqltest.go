@@ -12,7 +12,6 @@ package mysqltest
 import (
 	"encoding/hex"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,6 +21,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+
+	"github.com/tidemark/tidemark/internal/testenv"
 )
 
 // Table is the every-type table's name; its key is id int.
@@ -378,19 +379,9 @@ func RenderJSON(v any, at string) (string, error) {
 		n, err := strconv.ParseInt(s, 10, 64)
 		return Render(n, nil), err
 	case at == "float32" || at == "float64":
-		var f float64
-		switch s {
-		case "NaN":
-			f = math.NaN()
-		case "Infinity":
-			f = math.Inf(1)
-		case "-Infinity":
-			f = math.Inf(-1)
-		default:
-			var err error
-			if f, err = strconv.ParseFloat(s, 64); err != nil {
-				return "", err
-			}
+		f, err := testenv.PyIcebergFloat(s)
+		if err != nil {
+			return "", err
 		}
 		if at == "float32" {
 			return Render(float32(f), nil), nil

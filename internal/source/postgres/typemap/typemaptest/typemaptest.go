@@ -23,6 +23,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
+	"github.com/tidemark/tidemark/internal/testenv"
 )
 
 // Column is a column of whole_types, how its value is compared and its
@@ -395,19 +396,9 @@ func CanonPy(t *testing.T, kind string, v any) string {
 	s := fmt.Sprint(v) // json.Number or string
 	switch kind {
 	case "float4", "float8":
-		var f float64
-		switch s {
-		case "NaN":
-			return "NaN"
-		case "Infinity":
-			f = math.Inf(1)
-		case "-Infinity":
-			f = math.Inf(-1)
-		default:
-			var err error
-			if f, err = strconv.ParseFloat(s, 64); err != nil {
-				t.Errorf("PyIceberg float %q: %v", s, err)
-			}
+		f, err := testenv.PyIcebergFloat(s)
+		if err != nil {
+			t.Errorf("PyIceberg float %q: %v", s, err)
 		}
 		return CanonLake(kind, f)
 	case "ts":
