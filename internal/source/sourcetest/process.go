@@ -108,7 +108,8 @@ const (
 //   - once the snapshots are done, moves the type table's even ids, runs a
 //     transaction of 2×procBigTxn changes (many times the commit bytes),
 //     and SIGKILLs at a random moment after it;
-//   - TRUNCATEs b and adds a column w to it, and SIGKILLs again;
+//   - TRUNCATEs b, adds a column w to it, creates a table c with rows,
+//     and SIGKILLs again;
 //   - stops the writer, runs a clean session until its checkpoint reaches
 //     the server's end, SIGTERM.
 //
@@ -179,15 +180,20 @@ func RunProcess(t *testing.T, h ProcessHarness) {
 	s.Kill(t)
 	t.Logf("kill 3 in the stream, %s after the big transaction's commit", d)
 
-	// 4. TRUNCATE and ADD COLUMN, killed at a random moment after them.
+	// 4. TRUNCATE, ADD COLUMN and a new table, killed at a random moment
+	// after them.
 	s = r.Start()
 	must(t, src, "TRUNCATE TABLE b")
 	must(t, src, "ALTER TABLE b ADD COLUMN w integer")
 	w.addedW.Store(true)
+	must(t, src, "CREATE TABLE c (id integer PRIMARY KEY, v varchar(100), n integer)")
+	must(t, src, insertRows("c", 1, 500, "(%d, 'c%d', 0)")...)
+	must(t, src, "UPDATE c SET n = 1 WHERE id <= 10", "DELETE FROM c WHERE id > 490")
+	tables = append(tables, "c")
 	d = time.Duration(200+rng.IntN(2500)) * time.Millisecond
 	time.Sleep(d)
 	s.Kill(t)
-	t.Logf("kill 4 in the stream, %s after TRUNCATE and ADD COLUMN", d)
+	t.Logf("kill 4 in the stream, %s after TRUNCATE, ADD COLUMN and CREATE TABLE (snapshots %s)", d, lv.states(tables))
 
 	// 5. The writer stops; a clean session catches up.
 	time.Sleep(time.Duration(rng.IntN(1000)) * time.Millisecond)
@@ -198,7 +204,9 @@ func RunProcess(t *testing.T, h ProcessHarness) {
 	t.Logf("writer stopped after %d operations", w.ops.Load())
 	s = r.Start()
 	target := src.End(t)
-	lv.waitFor(s, 3*time.Minute, "the checkpoint to reach the server's end", func() bool { return lv.acked() >= target })
+	lv.waitFor(s, 3*time.Minute, "the checkpoint to reach the server's end and every snapshot to finish", func() bool {
+		return lv.acked() >= target && lv.states(tables) == "done/done/done/done"
+	})
 	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with %d after SIGTERM, want 0", code)
 	}
@@ -488,7 +496,7 @@ func (l *lakeView) checkPyIceberg(tables []string, tt TypeTable) {
 		if name == tt.Name {
 			want, got = tt.Want(t), tt.Lake(t, rows)
 		} else {
-			cols := []string{"id", "v", "n"}
+			cols := []string{"id", "v", "n"} // a, c
 			if name == "b" {
 				cols = []string{"id", "v", "w"}
 			}
