@@ -97,14 +97,14 @@ func (s *mariadbSource) SnapshotPause(d time.Duration) []string {
 
 // Types is mysqltest's golden table, compared with the lake values
 // testdata/mysql_types.golden records for each row.
-func (s *mariadbSource) Types() sourcetest.TypeTable {
+func (s *mariadbSource) Types(t *testing.T) sourcetest.TypeTable {
 	root, err := testenv.RepoRoot()
 	if err != nil {
-		panic(err)
+		t.Fatal(err)
 	}
 	cols, err := mysqltest.ReadGolden(root)
 	if err != nil {
-		panic(err)
+		t.Fatal(err)
 	}
 	return sourcetest.TypeTable{
 		Name:   mysqltest.Table,

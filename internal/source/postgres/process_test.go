@@ -92,7 +92,7 @@ func (s *pgSource) SnapshotPause(d time.Duration) []string {
 
 // Types is typemaptest's whole_types, compared in the canonical forms its
 // SQL computes at the source.
-func (s *pgSource) Types() sourcetest.TypeTable {
+func (s *pgSource) Types(*testing.T) sourcetest.TypeTable {
 	cols := append(slices.Clip(typemaptest.BaseColumns), typemaptest.Columns...)
 	return sourcetest.TypeTable{
 		Name:   typemaptest.Table,

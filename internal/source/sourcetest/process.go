@@ -64,7 +64,7 @@ type Source interface {
 	SnapshotPause(d time.Duration) []string
 	// Types is the every-type table: a column of every type the source's
 	// mapping names (docs/type-mapping.md).
-	Types() TypeTable
+	Types(t *testing.T) TypeTable
 }
 
 // TypeTable is a table with a column of every mapped type, its rows, and
@@ -127,7 +127,7 @@ func RunProcess(t *testing.T, h ProcessHarness) {
 	began := time.Now()
 
 	src := h.NewSource(t)
-	tt := src.Types()
+	tt := src.Types(t)
 	must(t, src, "CREATE TABLE a (id integer PRIMARY KEY, v varchar(100), n integer)")
 	must(t, src, "CREATE TABLE b (id integer PRIMARY KEY, v varchar(100))")
 	must(t, src, insertRows("a", 1, procRowsA, "(%d, 'a%d', 0)")...)
