@@ -92,7 +92,7 @@ type TypeTable struct {
 const (
 	procRowsA  = 20000 // table a, read by the snapshot (chunks of 500)
 	procRowsB  = 2000  // table b
-	procBigTxn = 10000 // rows inserted, then updated, by the big transaction
+	procBigTxn = 10000 // rows inserted by the big transaction
 	procChunk  = 500
 	typesShift = 1000 // the type table's even ids move by this much
 )
@@ -106,10 +106,12 @@ const (
 //   - SIGKILLs the first session while the snapshot of a runs, and the
 //     second at a random moment (snapshot or stream);
 //   - once the snapshots are done, moves the type table's even ids, runs a
-//     transaction of 2×procBigTxn changes (many times the commit bytes),
-//     and SIGKILLs at a random moment after it;
-//   - TRUNCATEs b, adds a column w to it, creates a table c with rows,
-//     and SIGKILLs again;
+//     big transaction (procBigTxn inserts of 100-byte rows, a third of
+//     them updated, a seventh deleted: about 15,000 changes, over the
+//     --commit-bytes of 1 MiB), and SIGKILLs at a random moment after it;
+//   - TRUNCATEs b while tidemark is down; once the next session has
+//     streamed past it, adds a column w to b, creates a table c with rows,
+//     and SIGKILLs at a random moment after;
 //   - stops the writer, runs a clean session until its checkpoint reaches
 //     the server's end, SIGTERM.
 //
@@ -172,18 +174,20 @@ func RunProcess(t *testing.T, h ProcessHarness) {
 	lv.waitFor(s, 3*time.Minute, "the snapshots to finish", func() bool { return lv.states(tables) == "done/done/done" })
 	must(t, src, fmt.Sprintf("UPDATE %s SET id = id + %d WHERE id %% 2 = 0", tt.Name, typesShift))
 	big := insertRows("a", 100001, procBigTxn, "(%d, '"+strings.Repeat("x", 90)+"%d', 1)")
-	big = append(big, fmt.Sprintf("UPDATE a SET n = n + 1, v = 'big' WHERE id > 100000 AND id %% 3 = 0"),
-		fmt.Sprintf("DELETE FROM a WHERE id > 100000 AND id %% 7 = 0"))
+	big = append(big, "UPDATE a SET n = n + 1, v = 'big' WHERE id > 100000 AND id % 3 = 0",
+		"DELETE FROM a WHERE id > 100000 AND id % 7 = 0")
 	must(t, src, big...)
 	d = time.Duration(rng.IntN(2500)) * time.Millisecond
 	time.Sleep(d)
 	s.Kill(t)
 	t.Logf("kill 3 in the stream, %s after the big transaction's commit", d)
 
-	// 4. TRUNCATE, ADD COLUMN and a new table, killed at a random moment
-	// after them.
-	s = r.Start()
+	// 4. TRUNCATE while stopped; once the next session has streamed past
+	// it, ADD COLUMN and a new table, killed at a random moment after them.
 	must(t, src, "TRUNCATE TABLE b")
+	s = r.Start()
+	target := src.End(t)
+	lv.waitFor(s, 2*time.Minute, "the stream to pass the TRUNCATE", func() bool { return lv.acked() >= target })
 	must(t, src, "ALTER TABLE b ADD COLUMN w integer")
 	w.addedW.Store(true)
 	must(t, src, "CREATE TABLE c (id integer PRIMARY KEY, v varchar(100), n integer)")
@@ -193,7 +197,7 @@ func RunProcess(t *testing.T, h ProcessHarness) {
 	d = time.Duration(200+rng.IntN(2500)) * time.Millisecond
 	time.Sleep(d)
 	s.Kill(t)
-	t.Logf("kill 4 in the stream, %s after TRUNCATE, ADD COLUMN and CREATE TABLE (snapshots %s)", d, lv.states(tables))
+	t.Logf("kill 4 in the stream, %s after ADD COLUMN and CREATE TABLE (snapshots %s)", d, lv.states(tables))
 
 	// 5. The writer stops; a clean session catches up.
 	time.Sleep(time.Duration(rng.IntN(1000)) * time.Millisecond)
@@ -203,7 +207,7 @@ func RunProcess(t *testing.T, h ProcessHarness) {
 	}
 	t.Logf("writer stopped after %d operations", w.ops.Load())
 	s = r.Start()
-	target := src.End(t)
+	target = src.End(t)
 	lv.waitFor(s, 3*time.Minute, "the checkpoint to reach the server's end and every snapshot to finish", func() bool {
 		return lv.acked() >= target && lv.states(tables) == "done/done/done/done"
 	})
