@@ -2,11 +2,9 @@ package app_test
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -301,49 +299,6 @@ func lakeCanon(t *testing.T, rows map[string]bronzetest.Row) map[string]map[stri
 	return out
 }
 
-func canonLake(kind string, v any) string {
-	if v == nil {
-		return "NULL"
-	}
-	switch kind {
-	case "float4":
-		f := float32(v.(float64))
-		if f != f {
-			return "NaN"
-		}
-		var b [4]byte
-		binary.BigEndian.PutUint32(b[:], math.Float32bits(f))
-		return fmt.Sprintf("bits:%x", b)
-	case "float8":
-		f := v.(float64)
-		if f != f {
-			return "NaN"
-		}
-		var b [8]byte
-		binary.BigEndian.PutUint64(b[:], math.Float64bits(f))
-		return fmt.Sprintf("bits:%x", b)
-	case "ts":
-		us := v.(time.Time).UnixMicro()
-		switch us {
-		case math.MaxInt64:
-			return "infinity"
-		case -math.MaxInt64: // DuckDB's -infinity (docs/type-mapping.md)
-			return "-infinity"
-		}
-		return fmt.Sprintf("us:%d", us)
-	case "date":
-		days := v.(time.Time).Unix() / 86400
-		switch {
-		case days == math.MaxInt32:
-			return "infinity"
-		case days == -math.MaxInt32: // DuckDB's -infinity (docs/type-mapping.md)
-			return "-infinity"
-		}
-		return fmt.Sprintf("days:%d", days)
-	}
-	return fmt.Sprint(v)
-}
-
 // pyCanon renders PyIceberg's JSON rows (scripts/pyiceberg_read.py)
 // canonically.
 func pyCanon(t *testing.T, rows []map[string]any) map[string]map[string]string {
@@ -357,53 +312,6 @@ func pyCanon(t *testing.T, rows []map[string]any) map[string]map[string]string {
 		out[fmt.Sprintf("id=%v", row["id"])] = m
 	}
 	return out
-}
-
-func canonPy(t *testing.T, kind string, v any) string {
-	if v == nil {
-		return "NULL"
-	}
-	s := fmt.Sprint(v) // json.Number or string
-	switch kind {
-	case "float4", "float8":
-		var f float64
-		switch s {
-		case "NaN":
-			return "NaN"
-		case "Infinity":
-			f = math.Inf(1)
-		case "-Infinity":
-			f = math.Inf(-1)
-		default:
-			var err error
-			if f, err = strconv.ParseFloat(s, 64); err != nil {
-				t.Errorf("PyIceberg float %q: %v", s, err)
-			}
-		}
-		return canonLake(kind, f)
-	case "ts":
-		if s == "infinity" || s == "-infinity" || strings.HasPrefix(s, "us:") {
-			return s
-		}
-		tm, err := time.Parse("2006-01-02T15:04:05.999999Z07:00", s)
-		if err != nil {
-			tm, err = time.Parse("2006-01-02T15:04:05.999999", s)
-		}
-		if err != nil {
-			t.Errorf("PyIceberg timestamp %q: %v", s, err)
-		}
-		return canonLake(kind, tm)
-	case "date":
-		if s == "infinity" || s == "-infinity" || strings.HasPrefix(s, "days:") {
-			return s
-		}
-		tm, err := time.Parse("2006-01-02", s)
-		if err != nil {
-			t.Errorf("PyIceberg date %q: %v", s, err)
-		}
-		return canonLake(kind, tm)
-	}
-	return s
 }
 
 func compareCanon(t *testing.T, what string, want, got map[string]map[string]string) {

@@ -201,32 +201,6 @@ func sourceText(t *testing.T, srcURL, table string) (cols []string, rows map[str
 	return cols, rows
 }
 
-// canonText is the comparable text of a value read from the source or
-// decoded from JSON: numbers in Go's shortest form.
-func canonText(v any) any {
-	switch x := v.(type) {
-	case nil:
-		return nil
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	case float32:
-		return strconv.FormatFloat(float64(x), 'g', -1, 64)
-	case json.Number:
-		if strings.ContainsAny(string(x), ".eE") {
-			f, err := x.Float64()
-			if err == nil {
-				return strconv.FormatFloat(f, 'g', -1, 64)
-			}
-		}
-		return string(x)
-	case string:
-		return x
-	case bool:
-		return strconv.FormatBool(x)
-	}
-	return fmt.Sprint(v)
-}
-
 // pyText reads a silver table with PyIceberg, values as canonText.
 func pyText(t *testing.T, wh, ident string) map[string]map[string]any {
 	t.Helper()

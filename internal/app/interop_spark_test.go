@@ -85,11 +85,11 @@ func sparkRead(t *testing.T, wh string, idents ...[]string) []sparkTable {
 func timeAsText(cols []wholeCol) []wholeCol {
 	out := slices.Clone(cols)
 	for i, c := range out {
-		switch c.kind {
+		switch c.Kind {
 		case "time":
-			out[i].kind, out[i].lake = "text", "string"
+			out[i].Kind, out[i].Lake = "text", "string"
 		case "list:time":
-			out[i].kind, out[i].lake = "list:text", "list<string>"
+			out[i].Kind, out[i].Lake = "list:text", "list<string>"
 		}
 	}
 	return out
@@ -169,7 +169,7 @@ func TestInteropSpark(t *testing.T) {
 			case "whole_types":
 				cols = append(slices.Clip(matrixCols), timeAsText(wholeCols)...)
 			case "orders":
-				cols = append(slices.Clip(matrixCols), wholeCol{"placed", "date", "date", "date"})
+				cols = append(slices.Clip(matrixCols), wholeCol{Name: "placed", Type: "date", Kind: "date", Lake: "date"})
 			}
 			colsOf[strings.Join(ident, ".")] = cols
 		}

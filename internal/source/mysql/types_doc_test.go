@@ -4,20 +4,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tidemark/tidemark/internal/source/mysql/mysqltest"
 )
 
 const (
 	docPath  = "../../../docs/type-mapping.md"
 	docBegin = "<!-- mysql-types:begin (generated from internal/source/mysql/testdata/mysql_types.golden by TestTypeMappingDoc -update) -->"
 	docEnd   = "<!-- mysql-types:end -->"
-)
-
-var (
-	goldenHeader = regexp.MustCompile(`^(\S+)  (.+?)  ->  (.+?)  \(arrow .*\)$`)
-	goldenValue  = regexp.MustCompile(`^  (\d+)  (.+?)  =>  (.+)$`)
 )
 
 // TestTypeMappingDoc checks that the MySQL table of docs/type-mapping.md
@@ -57,36 +53,25 @@ func TestTypeMappingDoc(t *testing.T) {
 func docTable(t *testing.T, golden string) string {
 	var b strings.Builder
 	b.WriteString("\n| test column | MariaDB type | Iceberg type | example: SELECT text → lake value |\n|---|---|---|---|\n")
-	var (
-		name, source, ice string
-		example           string
-	)
-	flush := func() {
-		if name != "" {
-			src, gen := source, ""
-			for _, g := range []string{" virtual generated", " stored generated"} {
-				if strings.HasSuffix(src, g) {
-					src, gen = strings.TrimSuffix(src, g), g
-				}
-			}
-			fmt.Fprintf(&b, "| %s | `%s`%s | `%s` | %s |\n", name, mdEscape(src), gen, ice, example)
-		}
-	}
-	for _, line := range strings.Split(golden, "\n") {
-		if m := goldenHeader.FindStringSubmatch(line); m != nil {
-			flush()
-			name, source, ice, example = m[1], m[2], m[3], ""
-			continue
-		}
-		if m := goldenValue.FindStringSubmatch(line); m != nil && example == "" && m[2] != "NULL" && !strings.HasPrefix(m[3], "DEAD LETTER") {
-			text, lake := m[2], m[3]
-			text, lake = cut(text, 60), cut(lake, 60)
-			example = "`" + mdEscape(text) + "` → `" + mdEscape(lake) + "`"
-		}
-	}
-	flush()
-	if name == "" {
+	cols := mysqltest.ParseGolden(golden)
+	if len(cols) == 0 {
 		t.Fatal("no columns in the golden file")
+	}
+	for _, c := range cols {
+		example := ""
+		for _, v := range c.Values {
+			if v.Text != "NULL" && !strings.HasPrefix(v.Lake, "DEAD LETTER") {
+				example = "`" + mdEscape(cut(v.Text, 60)) + "` → `" + mdEscape(cut(v.Lake, 60)) + "`"
+				break
+			}
+		}
+		src, gen := c.Source, ""
+		for _, g := range []string{" virtual generated", " stored generated"} {
+			if strings.HasSuffix(src, g) {
+				src, gen = strings.TrimSuffix(src, g), g
+			}
+		}
+		fmt.Fprintf(&b, "| %s | `%s`%s | `%s` | %s |\n", c.Name, mdEscape(src), gen, c.Iceberg, example)
 	}
 	return b.String()
 }

@@ -31,6 +31,14 @@
 // The SQL is the portable subset both dialects take (CREATE TABLE t (id
 // integer PRIMARY KEY, v varchar(100)), INSERT, UPDATE, DELETE, TRUNCATE
 // TABLE, ALTER TABLE ADD COLUMN); the Harness runs it.
+//
+// RunProcess is the suite's process-level part (process.go): a source's
+// test brings a ProcessHarness (its server, its SQL, its positions, its
+// every-type table) and the suite drives the real tidemark binary against
+// it (testenv.Runner) under a concurrent writer, with SIGKILL during the
+// snapshot and the stream, a big transaction, TRUNCATE and ADD COLUMN, and
+// checks silver the way a user would: tidemark verify equal for every
+// table, and a PyIceberg read of silver equal to the source.
 package sourcetest
 
 import (
