@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -116,6 +117,20 @@ type table struct {
 	// after is the layout the DDL statements read since cols describe
 	// (nil: none).
 	after []Column
+	// ctl is shared by every value the stream replaces the table's with
+	// (a schema change makes a new one): its snapshot's generation
+	// (rekey.go).
+	ctl *tableCtl
+}
+
+// tableCtl is what the stream and the snapshot worker of a table share
+// across the table's values: the generation of its snapshot, moved when a
+// key change restarts it (chunks of an older generation are not written),
+// and the table value the snapshot of the current generation reads with
+// (nil: the one the table was admitted with).
+type tableCtl struct {
+	gen  atomic.Int64
+	snap atomic.Pointer[table]
 }
 
 func (t *table) names() []string {
@@ -187,6 +202,9 @@ func (c *Capture) Run(ctx context.Context) error {
 		if c.refusable(id, err) {
 			c.refused[id] = err
 			continue
+		}
+		if err == nil {
+			t, err = c.lakeKey(ctx, t)
 		}
 		if err != nil {
 			problems = append(problems, err)
@@ -334,7 +352,7 @@ func (c *Capture) tableOf(ctx context.Context, id change.TableID, cols []Column,
 	for i := range cols {
 		cols[i].TimeAs = c.opts.TimeAs
 	}
-	t := &table{id: id, cols: cols, schema: &change.Schema{Key: key}}
+	t := &table{id: id, cols: cols, schema: &change.Schema{Key: key}, ctl: &tableCtl{}}
 	for _, col := range cols {
 		if reservedColumn(col.Name) {
 			return nil, fault.With(fault.ErrColumnCollision, fmt.Sprintf(

@@ -538,7 +538,7 @@ func (s *stream) tableFor(ctx context.Context, id change.TableID, tm *replicatio
 		s.c.log.Info("schema change", "table", id.String(), "columns", len(nt.cols))
 	}
 	// A new table value: a snapshot worker may still read the old one.
-	nt.snap, nt.est = t.snap, t.est
+	nt.snap, nt.est, nt.ctl = t.snap, t.est, t.ctl
 	s.tables[id] = nt
 	delete(s.stale, id)
 	return s.applyTableMap(nt, tm)
@@ -743,7 +743,9 @@ func (s *stream) ddl(ctx context.Context, schema, q string, h *replication.Event
 			t.after = alteredColumns(t.afterCols(), d.Columns)
 			s.stale[t.id] = true
 			if d.KeyChanged {
-				s.keyChanged(t, d)
+				if err := s.keyChanged(ctx, t, d); err != nil {
+					return err
+				}
 			}
 		}
 		for _, rn := range d.Renames {
