@@ -2,11 +2,14 @@ package app_test
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/iceberg-go"
 
+	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/testenv"
@@ -50,5 +53,24 @@ func TestMySQLTimeAsText(t *testing.T) {
 	})
 	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Errorf("run exited %d", code)
+	}
+
+	// Another time_as on the same lake: refused at start, naming time_as
+	// and the recovery, nothing mixed.
+	r.Args = append(r.Args, "--time-as", "micros")
+	s = r.Start()
+	select {
+	case <-s.Done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("tidemark did not stop when time_as changed")
+	}
+	if code := s.Cmd.ProcessState.ExitCode(); code != fault.ExitFatal {
+		t.Errorf("exit code %d under a changed time_as, want %d", code, fault.ExitFatal)
+	}
+	log, _ := os.ReadFile(r.LogPath)
+	for _, w := range []string{"[incompatible_schema]", `column "d"`, "time_as text", "time_as micros", "tidemark resnapshot --replace " + dbname + ".spans"} {
+		if !strings.Contains(string(log[s.Offset:]), w) {
+			t.Errorf("the log of the refused start does not say %q:\n%s", w, log[s.Offset:])
+		}
 	}
 }

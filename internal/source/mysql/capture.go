@@ -384,8 +384,14 @@ func (c *Capture) tableOf(ctx context.Context, id change.TableID, cols []Column,
 // open creates (or verifies) the table's lake tables and reads its snapshot
 // progress.
 func (c *Capture) open(ctx context.Context, t *table) error {
+	if err := c.checkTimeAs(ctx, t); err != nil {
+		return err
+	}
 	st, err := c.sink.OpenTable(ctx, t.id, t.schema)
 	if err != nil {
+		return err
+	}
+	if err := c.recordTimeAs(ctx, t, st); err != nil {
 		return err
 	}
 	t.snap, err = parseSnapState(st.Props[PropSnapshot])
