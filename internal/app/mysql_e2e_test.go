@@ -846,6 +846,29 @@ func TestMySQLKeylessBronzeOnly(t *testing.T) {
 			t.Errorf("tidemark status does not say %q:\n%s", w, out)
 		}
 	}
+	// verify names the keyless table as having no silver to compare, with
+	// why, and compares the others: its exit is theirs.
+	rep, code, vout := myVerify(t, srcURL, wh, dbname)
+	if code != 0 {
+		t.Errorf("tidemark verify with a keyless table: exit %d, want 0 (the keyed tables equal):\n%s", code, vout)
+	}
+	named := false
+	for _, b := range rep.BronzeOnly {
+		if strings.Contains(b.Table, "events") && strings.Contains(b.Reason, "no_primary_key") {
+			named = true
+		}
+	}
+	if !named {
+		t.Errorf("tidemark verify does not name events as bronze only (no_primary_key): %+v", rep.BronzeOnly)
+	}
+	for _, tr := range rep.Tables {
+		if strings.HasSuffix(tr.Source, ".events") {
+			t.Errorf("tidemark verify compared the keyless table events: %+v", tr)
+		}
+	}
+	if vtext, _ := tidemarkArgs(t, "verify", "--source", srcURL, "--warehouse", wh, "--name", dbname, "--wait", "2m"); !strings.Contains(vtext, `events": bronze only, no silver to compare: [no_primary_key]`) {
+		t.Errorf("tidemark verify's report does not say events is bronze only with no silver to compare:\n%s", vtext)
+	}
 	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with %d after SIGTERM", code)
 	}
