@@ -131,6 +131,13 @@ type table struct {
 type tableCtl struct {
 	gen  atomic.Int64
 	snap atomic.Pointer[table]
+	// replacedBefore: the stream's changes and statements of the table
+	// at or below this commit position are not applied (pipeline.
+	// PropReplacedBefore: the table was rebuilt by `tidemark resnapshot
+	// --replace`; its re-snapshot holds them). The mark is the binlog end
+	// when the request was made, the commit position of the last
+	// transaction before it. Set by open; stream goroutine.
+	replacedBefore uint64
 }
 
 func (t *table) names() []string {
@@ -393,6 +400,11 @@ func (c *Capture) open(ctx context.Context, t *table) error {
 	}
 	if err := c.recordTimeAs(ctx, t, st); err != nil {
 		return err
+	}
+	if v := st.Props[pipeline.PropReplacedBefore]; v != "" {
+		if t.ctl.replacedBefore, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: %s = %q in the lake is not a binlog position", t.id, pipeline.PropReplacedBefore, v), err)
+		}
 	}
 	t.snap, err = parseSnapState(st.Props[PropSnapshot])
 	if err != nil {
