@@ -25,7 +25,10 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/pipeline"
+	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/testenv"
+	"github.com/tidemark/tidemark/internal/verify"
 )
 
 // The MySQL/MariaDB source end to end: tidemark run as a process against a
@@ -644,14 +647,16 @@ func TestMySQLLargeTransaction(t *testing.T) {
 
 // TestMySQLBinlogPurged: binlogs purged past the checkpoint while tidemark
 // was stopped stop the next start with binlog_purged (exit 3) and the
-// recovery command, never a silent jump to what is left.
+// recovery command, never a silent jump to what is left; that command,
+// `tidemark resnapshot --all`, resets the checkpoint and the table is read
+// again, equal to the source.
 func TestMySQLBinlogPurged(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Tidemark(t)
 	m := testenv.StartMariaDB(t) // its own server: the purge must not touch other tests' binlogs
 	dbname := m.CreateDB(t, "mypurge")
 	m.ExecIn(t, dbname, "CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 1)")
-	r, wh := newRunner(t, bin, m.URL(dbname))
+	r, wh := newRunner(t, bin, m.URL(dbname), "--silver-every", "300ms")
 	l := myLake{t: t, wh: wh, source: dbname, dbname: dbname}
 	s := r.Start()
 	myWaitFor(t, s, time.Minute, "the snapshot", func() bool { st, _ := l.snapshot("t"); return st == "done" })
@@ -668,6 +673,52 @@ func TestMySQLBinlogPurged(t *testing.T) {
 	}
 	if code != 3 || !strings.Contains(string(out), "[binlog_purged]") || !strings.Contains(string(out), "tidemark resnapshot --all") {
 		t.Fatalf("tidemark run after the purge: exit %d (want 3, binlog_purged with the recovery command):\n%s", code, out)
+	}
+
+	// The recovery it names: one table alone is refused (every table must
+	// be read again); --all marks them and resets the checkpoint to the
+	// server's position now; the next run reads the table again, the row
+	// only the purged binlog held included, and verify finds it equal.
+	if out, code := tidemarkArgs(t, r.As("resnapshot", dbname+".t")...); code != fault.ExitConfig || !strings.Contains(out, "tidemark resnapshot --all") {
+		t.Errorf("tidemark resnapshot of one table after the purge: exit %d, want %d naming --all:\n%s", code, fault.ExitConfig, out)
+	}
+	rout, rcode := tidemarkArgs(t, r.As("resnapshot", "--all")...)
+	if rcode != 0 || !strings.Contains(rout, "[binlog_purged]") || !strings.Contains(rout, "checkpoint reset to the server's binlog position now") {
+		t.Fatalf("tidemark resnapshot --all after the purge: exit %d, want 0 resetting the checkpoint:\n%s", rcode, rout)
+	}
+	t.Logf("tidemark resnapshot --all:\n%s", rout)
+	s = r.Start()
+	myWaitFor(t, s, 2*time.Minute, "the re-snapshot", func() bool {
+		var sp pipeline.SnapshotState
+		l.read(func(cat *lake.Catalog) {
+			if tb, err := cat.LoadTable(context.Background(), bronze.Ident(dbname, change.TableID{Schema: dbname, Name: "t"})); err == nil {
+				sp, _ = pipeline.ParseSnapshotState(tb.Summary()[pipeline.PropSnapshot])
+			}
+		})
+		return sp.Request != "" && sp.Status == pipeline.SnapshotDone
+	})
+	m.ExecIn(t, dbname, "INSERT INTO t VALUES (4, 4)")
+	myWaitFor(t, s, 2*time.Minute, "silver to apply the re-snapshot", func() bool {
+		applied := false
+		l.read(func(cat *lake.Catalog) {
+			b, err := cat.LoadTable(context.Background(), bronze.Ident(dbname, change.TableID{Schema: dbname, Name: "t"}))
+			if err != nil {
+				return
+			}
+			sv, err := cat.LoadTable(context.Background(), silver.Ident(dbname, dbname, "t"))
+			applied = err == nil && sv.Summary()[pipeline.PropResnapshot] == b.Summary()[pipeline.PropResnapshot]
+		})
+		return applied
+	})
+	rep, vcode, vout := myVerify(t, m.URL(dbname), wh, dbname)
+	if vcode != 0 {
+		t.Fatalf("verify after resnapshot --all: exit %d\n%s", vcode, vout)
+	}
+	if tr := myTableReport(t, rep, "t"); tr.SourceRows != 4 || tr.Status != verify.StatusEqual {
+		t.Errorf("verify after resnapshot --all: %+v, want 4 rows equal", tr)
+	}
+	if code := s.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with %d after SIGTERM", code)
 	}
 }
 

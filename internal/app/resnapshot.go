@@ -85,7 +85,7 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 	if src, err := sourceFor(cfg.Source.Reveal()); err != nil {
 		return err
 	} else if src.name == "mysql" {
-		return resnapshotMySQL(ctx, cfg, opts, cat, captured, out)
+		return resnapshotMySQL(ctx, cfg, opts, cat, captured, out, log)
 	}
 	dialer, err := postgres.NewDialer(cfg.Source.Reveal(), config.RedactURL)
 	if err != nil {
