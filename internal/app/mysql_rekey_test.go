@@ -22,7 +22,9 @@ import (
 )
 
 // TestMySQLKeyChange: a primary key changed or added in the binlog of a
-// MariaDB source under writes (issue 13). pk_live's key is replaced while
+// MariaDB source under writes (issue 13). pk_snap's key is replaced while
+// its initial snapshot runs (the snapshot starts again on the new key,
+// its chunks of the old one not written). pk_live's key is replaced while
 // tidemark runs (DROP PRIMARY KEY, ADD PRIMARY KEY (code, id)) and rows
 // then move between keys of the new one, then tidemark is killed during
 // the re-read; events, captured keyless (bronze only), gets ADD PRIMARY
@@ -42,7 +44,9 @@ func TestMySQLKeyChange(t *testing.T) {
 		CREATE TABLE pk_live (id int PRIMARY KEY, code varchar(20) NOT NULL DEFAULT 'c', version int NOT NULL, payload varchar(64));
 		INSERT INTO pk_live SELECT seq, CONCAT('c', seq % 3), 1, md5(seq) FROM seq_1_to_3000;
 		CREATE TABLE events (id int NOT NULL, v int, note varchar(40));
-		INSERT INTO events SELECT seq, 0, md5(seq) FROM seq_1_to_1000;`)
+		INSERT INTO events SELECT seq, 0, md5(seq) FROM seq_1_to_1000;
+		CREATE TABLE pk_snap (id int PRIMARY KEY, grp int NOT NULL, v varchar(40));
+		INSERT INTO pk_snap SELECT seq, seq % 5, md5(seq) FROM seq_1_to_4000;`)
 	srcURL := m.URL(dbname)
 	db, err := sql.Open("mysql", m.RootDSN(dbname))
 	if err != nil {
@@ -81,11 +85,28 @@ func TestMySQLKeyChange(t *testing.T) {
 	}
 
 	s := r.Start()
+	// pk_snap: the key changed while its initial snapshot runs; the
+	// snapshot starts again on the new key, its chunks of the old one not
+	// written.
+	myWaitFor(t, s, 2*time.Minute, "the snapshot of pk_snap to be under way", func() bool {
+		st, n := l.snapshot("pk_snap")
+		return st == "running" && n >= 300
+	})
+	if _, err := db.Exec("ALTER TABLE pk_snap DROP PRIMARY KEY, ADD PRIMARY KEY (grp, id)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("UPDATE pk_snap SET grp = 9, v = 'moved' WHERE id % 11 = 0"); err != nil {
+		t.Fatal(err)
+	}
 	myWaitFor(t, s, 3*time.Minute, "the snapshots to finish", func() bool {
 		a, _ := l.snapshot("pk_live")
 		b, _ := l.snapshot("events")
-		return a == "done" && b == "done"
+		c, _ := l.snapshot("pk_snap")
+		return a == "done" && b == "done" && c == "done" && summary("pk_snap")[bronze.PropKey] == `["grp","id"]`
 	})
+	if sp, _ := pipeline.ParseSnapshotState(summary("pk_snap")[pipeline.PropSnapshot]); sp.Rows != 4000 {
+		t.Errorf("pk_snap's snapshot on the new key counts %d rows, want 4000 (read again from its first key)", sp.Rows)
+	}
 	myWaitFor(t, s, 2*time.Minute, "silver pk_live keyed by (id)", func() bool { return silverKey("pk_live") == "id" })
 
 	// A writer on both tables, by id, all along.
@@ -192,14 +213,14 @@ func TestMySQLKeyChange(t *testing.T) {
 	target := binlogLSN(t, db)
 	myWaitFor(t, s, 3*time.Minute, "the checkpoint to reach the binlog end", func() bool { return l.position() >= target })
 	myWaitFor(t, s, 3*time.Minute, "silver to be rebuilt on the new keys", func() bool {
-		return silverKey("pk_live") == "code, id" && silverKey("events") == "id"
+		return silverKey("pk_live") == "code, id" && silverKey("events") == "id" && silverKey("pk_snap") == "grp, id"
 	})
 	rep, code, out := myVerify(t, srcURL, wh, dbname)
 	t.Logf("tidemark verify:\n%s", out)
 	if code != 0 {
 		t.Errorf("verify after the key changes: exit %d\n%s", code, out)
 	}
-	for _, tb := range []string{"pk_live", "events"} {
+	for _, tb := range []string{"pk_live", "events", "pk_snap"} {
 		if tr := myTableReport(t, rep, tb); tr.Status != verify.StatusEqual || tr.SourceRows == 0 || tr.SourceRows != tr.SilverRows {
 			t.Errorf("verify %s: %+v", tb, tr)
 		}
@@ -207,7 +228,7 @@ func TestMySQLKeyChange(t *testing.T) {
 	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with %d after SIGTERM", code)
 	}
-	for table, want := range map[string]string{"pk_live": "code, id", "events": "id"} {
+	for table, want := range map[string]string{"pk_live": "code, id", "events": "id", "pk_snap": "grp, id"} {
 		if k := silverKey(table); k != want {
 			t.Errorf("silver %s is keyed by (%s) after the change, want (%s)", table, k, want)
 		}
@@ -215,6 +236,7 @@ func TestMySQLKeyChange(t *testing.T) {
 	for _, tb := range []myTable{
 		{"pk_live", []string{"code", "id"}, []string{"code", "id", "version", "payload"}},
 		{"events", []string{"id"}, []string{"id", "v", "note"}},
+		{"pk_snap", []string{"grp", "id"}, []string{"grp", "id", "v"}},
 	} {
 		checkMySQLSilver(t, db, wh, dbname, dbname, []myTable{tb})
 		want := myRows(t, db, tb)
