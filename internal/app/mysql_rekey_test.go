@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -269,5 +270,67 @@ func TestMySQLKeyChange(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestMySQLKeyDropped: a primary key dropped with no key replacing it
+// (ALTER TABLE … DROP PRIMARY KEY) while tidemark runs keeps the table
+// keyed by its old key, as on PostgreSQL: the stream goes on (warning
+// mysql_key_dropped), also across a restart (the server gives no key, the
+// table is opened by the key bronze records), and silver, still keyed by
+// the old key, equals the source.
+func TestMySQLKeyDropped(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Tidemark(t)
+	_, srcURL, db, dbname := newMySQLSource(t, 200, 10)
+	r, wh := newRunner(t, bin, srcURL, "--silver-every", "300ms")
+	l := myLake{t: t, wh: wh, source: dbname, dbname: dbname}
+	s := r.Start()
+	myWaitFor(t, s, 2*time.Minute, "the snapshot of items", func() bool { st, _ := l.snapshot("items"); return st == "done" })
+	for _, q := range []string{
+		"ALTER TABLE items DROP PRIMARY KEY",
+		"UPDATE items SET version = version + 1, payload = 'after drop' WHERE id <= 20",
+		"INSERT INTO items (id, version, payload, amount, updated) VALUES (5001, 1, 'new', 1.5, '2025-01-01 00:00:00')",
+		"DELETE FROM items WHERE id BETWEEN 30 AND 39",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	target := binlogLSN(t, db)
+	myWaitFor(t, s, 2*time.Minute, "the checkpoint to reach the binlog end", func() bool { return l.position() >= target })
+	if code := s.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with %d after SIGTERM", code)
+	}
+	log, _ := os.ReadFile(r.LogPath)
+	if !strings.Contains(string(log), "mysql_key_dropped") {
+		t.Errorf("the log does not warn mysql_key_dropped")
+	}
+	// Stopped, then more changes; the next start finds no key at the
+	// source and keeps the recorded one.
+	if _, err := db.Exec("UPDATE items SET version = version + 10 WHERE id BETWEEN 50 AND 60"); err != nil {
+		t.Fatal(err)
+	}
+	s = r.Start()
+	target = binlogLSN(t, db)
+	myWaitFor(t, s, 2*time.Minute, "the checkpoint to reach the binlog end", func() bool { return l.position() >= target })
+	if code := s.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with %d after SIGTERM", code)
+	}
+	if out, err := exec.Command(bin, "merge", "--warehouse", wh, "--name", dbname).CombinedOutput(); err != nil {
+		t.Fatalf("tidemark merge: %v\n%s", err, out)
+	}
+	checkMySQLSilver(t, db, wh, dbname, dbname, []myTable{{"items", []string{"id"}, []string{"id", "version", "payload", "amount", "updated"}}})
+	var k string
+	l.read(func(cat *lake.Catalog) {
+		if tb, err := cat.LoadTable(context.Background(), silver.Ident(dbname, dbname, "items")); err == nil {
+			sch := tb.Schema()
+			for _, id := range sch.IdentifierFieldIDs {
+				k, _ = sch.FindColumnName(id)
+			}
+		}
+	})
+	if k != "id" {
+		t.Errorf("silver items is keyed by %q after the key was dropped, want id", k)
 	}
 }
