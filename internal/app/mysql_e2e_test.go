@@ -25,7 +25,10 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/fault"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/pipeline"
+	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/testenv"
+	"github.com/tidemark/tidemark/internal/verify"
 )
 
 // The MySQL/MariaDB source end to end: tidemark run as a process against a
@@ -644,14 +647,16 @@ func TestMySQLLargeTransaction(t *testing.T) {
 
 // TestMySQLBinlogPurged: binlogs purged past the checkpoint while tidemark
 // was stopped stop the next start with binlog_purged (exit 3) and the
-// recovery command, never a silent jump to what is left.
+// recovery command, never a silent jump to what is left; that command,
+// `tidemark resnapshot --all`, resets the checkpoint and the table is read
+// again, equal to the source.
 func TestMySQLBinlogPurged(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Tidemark(t)
 	m := testenv.StartMariaDB(t) // its own server: the purge must not touch other tests' binlogs
 	dbname := m.CreateDB(t, "mypurge")
 	m.ExecIn(t, dbname, "CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 1)")
-	r, wh := newRunner(t, bin, m.URL(dbname))
+	r, wh := newRunner(t, bin, m.URL(dbname), "--silver-every", "300ms")
 	l := myLake{t: t, wh: wh, source: dbname, dbname: dbname}
 	s := r.Start()
 	myWaitFor(t, s, time.Minute, "the snapshot", func() bool { st, _ := l.snapshot("t"); return st == "done" })
@@ -669,14 +674,60 @@ func TestMySQLBinlogPurged(t *testing.T) {
 	if code != 3 || !strings.Contains(string(out), "[binlog_purged]") || !strings.Contains(string(out), "tidemark resnapshot --all") {
 		t.Fatalf("tidemark run after the purge: exit %d (want 3, binlog_purged with the recovery command):\n%s", code, out)
 	}
+
+	// The recovery it names: one table alone is refused (every table must
+	// be read again); --all marks them and resets the checkpoint to the
+	// server's position now; the next run reads the table again, the row
+	// only the purged binlog held included, and verify finds it equal.
+	if out, code := tidemarkArgs(t, r.As("resnapshot", dbname+".t")...); code != fault.ExitConfig || !strings.Contains(out, "tidemark resnapshot --all") {
+		t.Errorf("tidemark resnapshot of one table after the purge: exit %d, want %d naming --all:\n%s", code, fault.ExitConfig, out)
+	}
+	rout, rcode := tidemarkArgs(t, r.As("resnapshot", "--all")...)
+	if rcode != 0 || !strings.Contains(rout, "[binlog_purged]") || !strings.Contains(rout, "checkpoint reset to the server's binlog position now") {
+		t.Fatalf("tidemark resnapshot --all after the purge: exit %d, want 0 resetting the checkpoint:\n%s", rcode, rout)
+	}
+	t.Logf("tidemark resnapshot --all:\n%s", rout)
+	s = r.Start()
+	myWaitFor(t, s, 2*time.Minute, "the re-snapshot", func() bool {
+		var sp pipeline.SnapshotState
+		l.read(func(cat *lake.Catalog) {
+			if tb, err := cat.LoadTable(context.Background(), bronze.Ident(dbname, change.TableID{Schema: dbname, Name: "t"})); err == nil {
+				sp, _ = pipeline.ParseSnapshotState(tb.Summary()[pipeline.PropSnapshot])
+			}
+		})
+		return sp.Request != "" && sp.Status == pipeline.SnapshotDone
+	})
+	m.ExecIn(t, dbname, "INSERT INTO t VALUES (4, 4)")
+	myWaitFor(t, s, 2*time.Minute, "silver to apply the re-snapshot", func() bool {
+		applied := false
+		l.read(func(cat *lake.Catalog) {
+			b, err := cat.LoadTable(context.Background(), bronze.Ident(dbname, change.TableID{Schema: dbname, Name: "t"}))
+			if err != nil {
+				return
+			}
+			sv, err := cat.LoadTable(context.Background(), silver.Ident(dbname, dbname, "t"))
+			applied = err == nil && sv.Summary()[pipeline.PropResnapshot] == b.Summary()[pipeline.PropResnapshot]
+		})
+		return applied
+	})
+	rep, vcode, vout := myVerify(t, m.URL(dbname), wh, dbname)
+	if vcode != 0 {
+		t.Fatalf("verify after resnapshot --all: exit %d\n%s", vcode, vout)
+	}
+	if tr := myTableReport(t, rep, "t"); tr.SourceRows != 4 || tr.Status != verify.StatusEqual {
+		t.Errorf("verify after resnapshot --all: %+v, want 4 rows equal", tr)
+	}
+	if code := s.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with %d after SIGTERM", code)
+	}
 }
 
 // TestMySQLNoTableBlocksTheOthers: a table without a primary key is
 // captured into bronze only and a table with a cdc_ column is refused on
 // its own: the run starts, the other tables reach silver, status names
 // both with the named error and the fix. Listed by name (tables:), the
-// refused table refuses the run. A key added later leaves the keyless
-// table bronze only, its changes still captured.
+// refused table refuses the run. A key added later gives the keyless
+// table a silver table, built from a re-read on that key.
 func TestMySQLNoTableBlocksTheOthers(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Tidemark(t)
@@ -722,8 +773,8 @@ func TestMySQLNoTableBlocksTheOthers(t *testing.T) {
 	}
 	myWaitFor(t, s, 2*time.Minute, "the keyless table's snapshot", func() bool { st, _ := l.snapshot("logs"); return st == "done" })
 
-	// A primary key added later: the table stays bronze only (known
-	// limitation, docs/bronze.md), its changes still captured.
+	// A primary key added later: the table is read again on it and gets
+	// a silver table; status no longer names it bronze only.
 	for _, q := range []string{"ALTER TABLE logs ADD PRIMARY KEY (id)", "INSERT INTO logs VALUES (3, 'three')", "UPDATE items SET version = version + 1 WHERE id <= 5"} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -731,6 +782,7 @@ func TestMySQLNoTableBlocksTheOthers(t *testing.T) {
 	}
 	target := binlogLSN(t, db)
 	myWaitFor(t, s, 2*time.Minute, "the checkpoint to reach the binlog end", func() bool { return l.position() >= target })
+	myWaitFor(t, s, 2*time.Minute, "the re-read of logs on its new key", func() bool { st, _ := l.snapshot("logs"); return st == "done" })
 	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with %d after SIGTERM", code)
 	}
@@ -739,14 +791,24 @@ func TestMySQLNoTableBlocksTheOthers(t *testing.T) {
 	}
 	checkMySQLSilver(t, db, wh, dbname, dbname, []myTable{
 		{"items", []string{"id"}, []string{"id", "version", "payload", "amount", "updated"}},
+		{"logs", []string{"id"}, []string{"id", "msg"}},
 	})
-	rows := bronzetest.Read(t, wh, "bronze", dbname, dbname, "logs")
+	out, err = osexec.Command(bin, "status", "--warehouse", wh).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tidemark status: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "bronze only, no silver: bronze."+dbname+"."+dbname+".logs") {
+		t.Errorf("tidemark status still names logs bronze only after it got a key:\n%s", out)
+	}
+	// Bronze: the 2 rows of the first read, keyless, the insert after the
+	// ALTER, and the re-read on the key (3 rows, or 2 if it ran before the
+	// insert).
 	got := map[string]int{}
-	for _, row := range rows {
+	for _, row := range bronzetest.Read(t, wh, "bronze", dbname, dbname, "logs") {
 		got[row.Op()]++
 	}
-	if got["r"] != 2 || got["c"] != 1 || len(rows) != 3 {
-		t.Errorf("bronze of the keyless table holds %v, want its 2 rows as r and the insert after the ALTER as c", got)
+	if got["r"] < 4 || got["r"] > 5 || got["c"] != 1 || len(got) != 2 {
+		t.Errorf("bronze of logs holds %v, want its 2 rows read keyless and 2 or 3 read again on its key as r, the insert after the ALTER as c", got)
 	}
 }
 
@@ -834,6 +896,29 @@ func TestMySQLKeylessBronzeOnly(t *testing.T) {
 		if !strings.Contains(string(out), w) {
 			t.Errorf("tidemark status does not say %q:\n%s", w, out)
 		}
+	}
+	// verify names the keyless table as having no silver to compare, with
+	// why, and compares the others: its exit is theirs.
+	rep, code, vout := myVerify(t, srcURL, wh, dbname)
+	if code != 0 {
+		t.Errorf("tidemark verify with a keyless table: exit %d, want 0 (the keyed tables equal):\n%s", code, vout)
+	}
+	named := false
+	for _, b := range rep.BronzeOnly {
+		if strings.Contains(b.Table, "events") && strings.Contains(b.Reason, "no_primary_key") {
+			named = true
+		}
+	}
+	if !named {
+		t.Errorf("tidemark verify does not name events as bronze only (no_primary_key): %+v", rep.BronzeOnly)
+	}
+	for _, tr := range rep.Tables {
+		if strings.HasSuffix(tr.Source, ".events") {
+			t.Errorf("tidemark verify compared the keyless table events: %+v", tr)
+		}
+	}
+	if vtext, _ := tidemarkArgs(t, "verify", "--source", srcURL, "--warehouse", wh, "--name", dbname, "--wait", "2m"); !strings.Contains(vtext, `events": bronze only, no silver to compare: [no_primary_key]`) {
+		t.Errorf("tidemark verify's report does not say events is bronze only with no silver to compare:\n%s", vtext)
 	}
 	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with %d after SIGTERM", code)

@@ -82,6 +82,11 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 	if len(captured) == 0 && !opts.Replace {
 		return fault.With(fault.ErrBadConfig, fmt.Sprintf("warehouse %s holds no bronze table of pipeline %q: nothing to re-snapshot (check --name and --warehouse)", cat.Warehouse(), cfg.Name), nil)
 	}
+	if src, err := sourceFor(cfg.Source.Reveal()); err != nil {
+		return err
+	} else if src.name == "mysql" {
+		return resnapshotMySQL(ctx, cfg, opts, cat, captured, out, log)
+	}
 	dialer, err := postgres.NewDialer(cfg.Source.Reveal(), config.RedactURL)
 	if err != nil {
 		return err
@@ -166,7 +171,11 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 		fmt.Fprintf(out, "  slot %s cannot resume: [%s] %v\n", cfg.Slot, codeOf(problem), config.RedactError(problem, cfg.Secrets()...))
 	}
 	if opts.Replace {
-		return replaceTables(ctx, cat, admin, cfg.Name, tables, id, out)
+		before, err := admin.CurrentLSN(ctx)
+		if err != nil {
+			return err
+		}
+		return replaceTables(ctx, cat, cfg.Name, tables, id, before, postgres.FormatLSN, out)
 	}
 	// Every table is marked before the slot is replaced: a crash in between
 	// leaves a pipeline that still refuses to start, never one that streams
@@ -219,18 +228,16 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 
 // replaceTables moves the bronze and silver tables of tables aside
 // (bronze.ReplacedIdent) and marks where the tables created in their
-// place start to take the stream (bronze.MarkReplaced): at the source's
-// WAL position now, which is above every change made before this request,
+// place start to take the stream (bronze.MarkReplaced): at before, the
+// source's log position now (PostgreSQL: its WAL insert position; MySQL:
+// its binlog end), formatted by formatPos, which is above every change
+// made before this request,
 // so the stream's older changes of these tables (those written under the
 // schema they were replaced for) are skipped; the new tables' snapshot,
 // read by the next run, holds their effect. The mark goes first: a crash
 // before the moves leaves the old tables in use (a table with commits
 // ignores the mark), and the request can be made again.
-func replaceTables(ctx context.Context, cat *lake.Catalog, admin *postgres.Admin, source string, tables []change.TableID, id string, out io.Writer) error {
-	before, err := admin.CurrentLSN(ctx)
-	if err != nil {
-		return err
-	}
+func replaceTables(ctx context.Context, cat *lake.Catalog, source string, tables []change.TableID, id string, before uint64, formatPos func(uint64) string, out io.Writer) error {
 	for _, t := range tables {
 		if err := bronze.MarkReplaced(ctx, cat, source, t, before); err != nil {
 			return err
@@ -268,7 +275,7 @@ func replaceTables(ctx context.Context, cat *lake.Catalog, admin *postgres.Admin
 		}
 	}
 	fmt.Fprintf(out, "next: `tidemark run` with the same flags creates the bronze and silver tables of %d table(s) under their\n", len(tables))
-	fmt.Fprintf(out, "  current schema and reads them in chunks while it streams; their changes from before %s are skipped\n", postgres.FormatLSN(before))
+	fmt.Fprintf(out, "  current schema and reads them in chunks while it streams; their changes from before %s are skipped\n", formatPos(before))
 	fmt.Fprintf(out, "  (the re-snapshot holds them). Each silver table appears once its snapshot is complete.\n")
 	return nil
 }

@@ -71,3 +71,31 @@ func (w *Writer) TableKey(ctx context.Context, id change.TableID) ([]string, boo
 	}
 	return key, true, nil
 }
+
+// KeyRecorded returns the key the bronze table of id records from its
+// latest commit on, as TableKey does, but [] (and true) for a table
+// captured with no key; false if there is no bronze table of id, or it
+// records none. The MySQL capture opens a table by it when the source's
+// key changed since (a keyless table that got a key included), so that
+// the rows before the change are written as before until the change's
+// marker.
+func (w *Writer) KeyRecorded(ctx context.Context, id change.TableID) ([]string, bool, error) {
+	var raw string
+	if tb, ok := w.tables[id]; ok {
+		raw = tb.effectiveKey()
+	} else {
+		tbl, err := w.cat.LoadTable(ctx, Ident(w.source, id))
+		if errors.Is(err, lake.ErrNoSuchTable) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("bronze: read the key of %s: %w", strings.Join(Ident(w.source, id), "."), err)
+		}
+		raw = RecordedKey(tbl.Summary(), tbl.Properties())
+	}
+	var key []string
+	if raw == "" || json.Unmarshal([]byte(raw), &key) != nil || key == nil {
+		return nil, false, nil // checkKey names it
+	}
+	return key, true, nil
+}

@@ -18,8 +18,10 @@ const (
 	// detected), for status; carried forward like PropResnapshot.
 	PropResnapshotReason = "tidemark.resnapshot-reason"
 	// PropReplacedBefore marks a table rebuilt by `tidemark resnapshot
-	// --replace`: the source position (PostgreSQL: an LSN, decimal) below
-	// which the stream's changes of the table are not written, because they
+	// --replace`: the source position (decimal; PostgreSQL: an LSN, the
+	// changes below it; MySQL: the binlog end at the request, the changes
+	// at or below it) under which the stream's changes of the table are
+	// not written, because they
 	// predate the request and the table's re-snapshot, read after it, holds
 	// their effect (they may also be undecodable under the new schema: the
 	// incompatible change the table was replaced for).

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -116,6 +117,27 @@ type table struct {
 	// after is the layout the DDL statements read since cols describe
 	// (nil: none).
 	after []Column
+	// ctl is shared by every value the stream replaces the table's with
+	// (a schema change makes a new one): its snapshot's generation
+	// (rekey.go).
+	ctl *tableCtl
+}
+
+// tableCtl is what the stream and the snapshot worker of a table share
+// across the table's values: the generation of its snapshot, moved when a
+// key change restarts it (chunks of an older generation are not written),
+// and the table value the snapshot of the current generation reads with
+// (nil: the one the table was admitted with).
+type tableCtl struct {
+	gen  atomic.Int64
+	snap atomic.Pointer[table]
+	// replacedBefore: the stream's changes and statements of the table
+	// at or below this commit position are not applied (pipeline.
+	// PropReplacedBefore: the table was rebuilt by `tidemark resnapshot
+	// --replace`; its re-snapshot holds them). The mark is the binlog end
+	// when the request was made, the commit position of the last
+	// transaction before it. Set by open; stream goroutine.
+	replacedBefore uint64
 }
 
 func (t *table) names() []string {
@@ -187,6 +209,9 @@ func (c *Capture) Run(ctx context.Context) error {
 		if c.refusable(id, err) {
 			c.refused[id] = err
 			continue
+		}
+		if err == nil {
+			t, err = c.lakeKey(ctx, t)
 		}
 		if err != nil {
 			problems = append(problems, err)
@@ -334,7 +359,7 @@ func (c *Capture) tableOf(ctx context.Context, id change.TableID, cols []Column,
 	for i := range cols {
 		cols[i].TimeAs = c.opts.TimeAs
 	}
-	t := &table{id: id, cols: cols, schema: &change.Schema{Key: key}}
+	t := &table{id: id, cols: cols, schema: &change.Schema{Key: key}, ctl: &tableCtl{}}
 	for _, col := range cols {
 		if reservedColumn(col.Name) {
 			return nil, fault.With(fault.ErrColumnCollision, fmt.Sprintf(
@@ -366,9 +391,20 @@ func (c *Capture) tableOf(ctx context.Context, id change.TableID, cols []Column,
 // open creates (or verifies) the table's lake tables and reads its snapshot
 // progress.
 func (c *Capture) open(ctx context.Context, t *table) error {
+	if err := c.checkTimeAs(ctx, t); err != nil {
+		return err
+	}
 	st, err := c.sink.OpenTable(ctx, t.id, t.schema)
 	if err != nil {
 		return err
+	}
+	if err := c.recordTimeAs(ctx, t, st); err != nil {
+		return err
+	}
+	if v := st.Props[pipeline.PropReplacedBefore]; v != "" {
+		if t.ctl.replacedBefore, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: %s = %q in the lake is not a binlog position", t.id, pipeline.PropReplacedBefore, v), err)
+		}
 	}
 	t.snap, err = parseSnapState(st.Props[PropSnapshot])
 	if err != nil {

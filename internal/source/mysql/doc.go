@@ -52,7 +52,10 @@
 // key changes); statements that change no table's shape (BEGIN, SAVEPOINT,
 // grants, views, routines, temporary tables) are classified without being
 // parsed. A schema statement the parser cannot read is unsupported_ddl:
-// the stream stops before it, never skips it.
+// the stream stops before it, never skips it. A statement that gives a
+// captured table a new primary key (or a keyless table one) is followed
+// at its position: a marker commit records the new key and the table is
+// read again in chunks on it, for silver to rebuild on (rekey.go).
 //
 // # Tables without a key
 //

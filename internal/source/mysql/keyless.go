@@ -29,9 +29,9 @@ package mysql
 // table at P once, and each change after P once.
 //
 // A keyless table that gains a primary key (ALTER TABLE ... ADD PRIMARY
-// KEY) stays bronze only, its bronze table keyed [] (known limitation,
-// logged); a captured table that loses its key stops the stream with
-// no_primary_key, as before.
+// KEY) is read again in chunks on that key from the statement's position
+// on, and gets a silver table built from that read (rekey.go); a captured
+// table whose primary key is dropped keeps its old key.
 
 import (
 	"context"
@@ -39,6 +39,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,8 +64,8 @@ type keylessRead struct {
 func keylessReason(id change.TableID) error {
 	return fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
 		"table %s has no primary key (nor a unique index on NOT NULL columns), so it is captured into bronze only, with no silver table: tidemark cannot merge its changes by key. "+
-			"Add one (ALTER TABLE %s ADD PRIMARY KEY (...)); a table that gets one while captured stays bronze only until its lake tables are rebuilt (tidemark resnapshot --replace %s)",
-		id, quoteTable(id), id), nil)
+			"Add one (ALTER TABLE %s ADD PRIMARY KEY (...)): the table is then read again on it and gets a silver table",
+		id, quoteTable(id)), nil)
 }
 
 // noteKeyless records whether t is captured into bronze only, for
@@ -86,25 +87,26 @@ func (c *Capture) recordBronzeOnly(ctx context.Context) error {
 	return pipeline.RecordBronzeOnly(ctx, c.sink, c.log, c.keyless, func(id change.TableID) string { return id.String() })
 }
 
-// redescribe describes table t again after a schema change. A keyed
-// table that lost its key stops the stream (its bronze and silver are
-// keyed); a keyless table that gained one stays keyless: its bronze table
-// records no key (tidemark.key = []).
+// redescribe describes table t again after a schema change. The table
+// keeps t's key: a key change is followed at its statement, in stream
+// order (rekey.go), not at the next row event. So a keyed table whose
+// primary key was dropped with none replacing it stays keyed by its old
+// key while the key's columns are there (as a PostgreSQL table does); a
+// keyless table stays keyless until a statement gives it a primary key.
 func (s *stream) redescribe(ctx context.Context, t *table) (*table, error) {
 	nt, err := s.c.describe(ctx, t.id)
+	if err != nil || slices.Equal(nt.schema.Key, t.schema.Key) {
+		return nt, err
+	}
+	kt, err := s.c.tableOf(nil, t.id, nt.cols, t.schema.Key)
 	if err != nil {
-		return nil, err
-	}
-	switch {
-	case nt.keyless && !t.keyless:
 		return nil, fault.With(fault.ErrNoPrimaryKey, fmt.Sprintf(
-			"table %s lost its primary key: its changes can no longer be merged into its silver table by key. Add one again (ALTER TABLE %s ADD PRIMARY KEY (...)), or rebuild the table (tidemark resnapshot --replace %s)",
-			t.id, quoteTable(t.id), t.id), nil)
-	case t.keyless && !nt.keyless:
-		s.c.log.Warn("a table captured into bronze only gained a primary key: it stays bronze only; rebuild it to get a silver table (tidemark resnapshot --replace)", "table", t.id.String())
-		nt.schema.Key, nt.keyIdx, nt.keyless = nil, nil, true
+			"table %s: a column of the key it is captured by (%s) is gone: its changes can no longer be merged into its silver table by that key. "+
+				"Give it a primary key (ALTER TABLE %s ADD PRIMARY KEY (...)): silver is rebuilt on it; or rebuild the table (tidemark resnapshot --replace %s)",
+			t.id, strings.Join(t.schema.Key, ", "), quoteTable(t.id), t.id), err)
 	}
-	return nt, nil
+	kt.est = nt.est
+	return kt, nil
 }
 
 // write hands a streamed change to the sink, unless it is a change of a
@@ -137,7 +139,7 @@ func (ws *windows) keylessWindow(id change.TableID) *window {
 
 // keylessTable snapshots keyless table t in one consistent read (see the
 // top of this file).
-func (sn *snapshotter) keylessTable(ctx context.Context, t *table) error {
+func (sn *snapshotter) keylessTable(ctx context.Context, t *table, gen int64) error {
 	c := sn.c
 	conn, err := c.db.Conn(ctx)
 	if err != nil {
@@ -148,7 +150,7 @@ func (sn *snapshotter) keylessTable(ctx context.Context, t *table) error {
 		return err
 	}
 	c.log.Info("snapshot starting (no key: one consistent read)", "table", t.id.String(), "estimate", t.est)
-	w := &window{table: t.id, t: t, changed: map[string]uint64{}, done: make(chan error, 1), kl: &keylessRead{}}
+	w := &window{table: t.id, t: t, changed: map[string]uint64{}, done: make(chan error, 1), kl: &keylessRead{}, gen: gen}
 	sn.windows.add(w)
 	defer sn.windows.remove(w)
 	if err := sn.readWhole(ctx, conn, w); err != nil {
@@ -236,6 +238,9 @@ func (s *stream) emitKeyless(ctx context.Context, w *window) error {
 	t := s.tables[w.table]
 	if t == nil {
 		return errTableGone
+	}
+	if w.gen != t.ctl.gen.Load() {
+		return errSnapshotRestarted // it got a key: read again by it (rekey.go)
 	}
 	now := time.Now().UTC()
 	var n int64

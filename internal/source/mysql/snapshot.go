@@ -77,6 +77,7 @@ type window struct {
 	last      bool
 	bytes     int64
 	kl        *keylessRead // a keyless table's whole read (keyless.go), else nil
+	gen       int64        // the table's snapshot generation the chunk belongs to (tableCtl)
 
 	done chan error
 }
@@ -153,6 +154,11 @@ var errTableGone = errors.New("table no longer captured")
 // truncated between its watermarks.
 var errTruncatedInWindow = errors.New("table truncated inside the snapshot window")
 
+// errSnapshotRestarted asks the worker to read the table again from its
+// first key: its key changed (rekey.go), and chunks read by the old one
+// are not written.
+var errSnapshotRestarted = errors.New("table's snapshot restarted on a new key")
+
 // snapSeqBase is added to the row number of a snapshot row to form its
 // cdc_seq (see emitChunk).
 const snapSeqBase = 1 << 40
@@ -184,11 +190,38 @@ func (sn *snapshotter) run(ctx context.Context) error {
 
 // table snapshots one table from where its persisted progress left off.
 // The worker reads t's columns and key, which the stream may replace after
-// a schema change: it keeps its own copy, taken at start.
+// a schema change: it keeps its own copy, taken at start. A key change
+// (rekey.go) moves the table's generation: the snapshot then starts again
+// from the first key of the table value the change stored, and a
+// snapshot that ends lets the table be queued again only if no key change
+// came first (Finish).
 func (sn *snapshotter) table(ctx context.Context, t *table) error {
-	if t.keyless {
-		return sn.keylessTable(ctx, t)
+	fresh := false
+	for {
+		gen := t.ctl.gen.Load() // before the table: a key change stores the table first
+		if x := t.ctl.snap.Load(); x != nil {
+			t = x
+		}
+		var err error
+		if t.keyless {
+			err = sn.keylessTable(ctx, t, gen)
+		} else {
+			err = sn.keyedTable(ctx, t, gen, fresh)
+		}
+		if err == nil && !sn.sched.Finish(t.id, func() bool { return t.ctl.gen.Load() == gen }) {
+			err = errSnapshotRestarted
+		}
+		if !errors.Is(err, errSnapshotRestarted) {
+			return err
+		}
+		fresh = true
+		sn.c.log.Info("the table's key changed while its snapshot ran: reading it again from its first key", "table", t.id.String())
 	}
+}
+
+// keyedTable snapshots keyed table t in chunks, from its persisted
+// progress (or, fresh, from its first key), as generation gen.
+func (sn *snapshotter) keyedTable(ctx context.Context, t *table, gen int64, fresh bool) error {
 	conn, err := sn.c.db.Conn(ctx)
 	if err != nil {
 		return Classify(fmt.Errorf("table %s: connect for the snapshot: %w", t.id, err))
@@ -202,6 +235,9 @@ func (sn *snapshotter) table(ctx context.Context, t *table) error {
 	// starts (the stream has not written a chunk of t yet).
 	lastKey := t.snap.LastKey
 	rows := t.snap.Rows
+	if fresh {
+		lastKey, rows = nil, 0
+	}
 	start := time.Now()
 	lastLog := start
 	startRows := rows
@@ -209,7 +245,7 @@ func (sn *snapshotter) table(ctx context.Context, t *table) error {
 	limit := min(chunkRows, firstChunkRows)
 	sn.c.log.Info("snapshot starting", "table", t.id.String(), "resume_after_rows", rows, "estimate", t.est)
 	for {
-		w := &window{table: t.id, t: t, changed: map[string]uint64{}, done: make(chan error, 1)}
+		w := &window{table: t.id, t: t, changed: map[string]uint64{}, done: make(chan error, 1), gen: gen}
 		sn.windows.add(w)
 		err := sn.read(ctx, conn, w, lastKey, limit)
 		if err != nil {
@@ -435,7 +471,7 @@ func (s *stream) reconcileReady(ctx context.Context) error {
 		}
 		err := s.emitChunk(ctx, w)
 		w.done <- err
-		if err != nil && !errors.Is(err, errTruncatedInWindow) && !errors.Is(err, errTableGone) {
+		if err != nil && !errors.Is(err, errTruncatedInWindow) && !errors.Is(err, errTableGone) && !errors.Is(err, errSnapshotRestarted) {
 			return err
 		}
 	}
@@ -456,6 +492,9 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	t := s.tables[w.table]
 	if t == nil {
 		return errTableGone
+	}
+	if w.gen != t.ctl.gen.Load() {
+		return errSnapshotRestarted // the key changed: read again on the new one
 	}
 	now := time.Now().UTC()
 	var cs []*change.Change

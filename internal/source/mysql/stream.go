@@ -399,6 +399,11 @@ func (s *stream) commit(ctx context.Context, h *replication.EventHeader) error {
 // rowsEvent writes the changes of one row event.
 func (s *stream) rowsEvent(ctx context.Context, e *replication.RowsEvent, lsn uint64, txid int64, at time.Time, seq *int64) error {
 	id := change.TableID{Schema: string(e.Table.Schema), Name: string(e.Table.Table)}
+	if t := s.tables[id]; t != nil && lsn <= t.ctl.replacedBefore {
+		// Before the table was replaced: its re-snapshot holds the
+		// change, and its layout may be the one it was replaced for.
+		return nil
+	}
 	t, err := s.tableFor(ctx, id, e.Table)
 	if err != nil || t == nil {
 		return err
@@ -538,7 +543,7 @@ func (s *stream) tableFor(ctx context.Context, id change.TableID, tm *replicatio
 		s.c.log.Info("schema change", "table", id.String(), "columns", len(nt.cols))
 	}
 	// A new table value: a snapshot worker may still read the old one.
-	nt.snap, nt.est = t.snap, t.est
+	nt.snap, nt.est, nt.ctl = t.snap, t.est, t.ctl
 	s.tables[id] = nt
 	delete(s.stale, id)
 	return s.applyTableMap(nt, tm)
@@ -718,7 +723,7 @@ func (s *stream) ddl(ctx context.Context, schema, q string, h *replication.Event
 		for _, n := range d.Tables {
 			id := idOf(n)
 			t := s.tables[id]
-			if t == nil {
+			if t == nil || s.readPos <= t.ctl.replacedBefore {
 				continue
 			}
 			s.windows.truncate(id, s.readPos)
@@ -734,8 +739,8 @@ func (s *stream) ddl(ctx context.Context, schema, q string, h *replication.Event
 			if _, refused := s.c.refused[idOf(n)]; t == nil && refused {
 				fixed = true // perhaps: described again below
 			}
-			if t == nil {
-				continue
+			if t == nil || s.readPos <= t.ctl.replacedBefore {
+				continue // (before a replace: the table is described as it is now)
 			}
 			// The layout after the statement, for the next row events (the
 			// table may have changed again since, so information_schema is
@@ -743,7 +748,9 @@ func (s *stream) ddl(ctx context.Context, schema, q string, h *replication.Event
 			t.after = alteredColumns(t.afterCols(), d.Columns)
 			s.stale[t.id] = true
 			if d.KeyChanged {
-				s.keyChanged(t, d)
+				if err := s.keyChanged(ctx, t, d); err != nil {
+					return err
+				}
 			}
 		}
 		for _, rn := range d.Renames {
