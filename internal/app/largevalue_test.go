@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,9 +110,15 @@ func TestLargeValue(t *testing.T) {
 // copy of the live value, not one per version).
 func maintainLargeValues(t *testing.T, bin, wh, source string, maxBytes int64) {
 	t.Helper()
-	out, err := exec.Command(bin, "maintain", "--warehouse", wh, "--name", source, "--format", "json").Output()
+	cmd := exec.Command(bin, "maintain", "--warehouse", wh, "--name", source, "--format", "json")
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("tidemark maintain: %v\n%s", err, out)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		// The child's own peak, as long as the test process is smaller
+		// (Linux starts a child's peak at its parent's at fork).
+		t.Logf("tidemark maintain: peak RSS %d MiB", ru.Maxrss>>10)
 	}
 	var results []maintain.Result
 	if err := json.Unmarshal(out, &results); err != nil {
