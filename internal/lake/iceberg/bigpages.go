@@ -156,24 +156,3 @@ func (t *Table) readTasks(ctx context.Context, tbl *table.Table, reader *table.S
 	}
 	return nil
 }
-
-// withoutBigPages returns tasks without the data files that may hold a page
-// iceberg-go's reader refuses: compaction (iceberg-go's rewrite) leaves them
-// as they are, position deletes included, which readers keep applying.
-func withoutBigPages(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask) ([]table.FileScanTask, error) {
-	fs, err := tbl.FS(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := tasks[:0:0]
-	for _, task := range tasks {
-		big, err := bigPageFile(fs, memory.DefaultAllocator, task.File)
-		if err != nil {
-			return nil, err
-		}
-		if !big {
-			out = append(out, task)
-		}
-	}
-	return out, nil
-}

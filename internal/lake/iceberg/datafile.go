@@ -263,19 +263,45 @@ func dayPtr(d int64) *int32 {
 
 // writeFile writes one partition's rows as one data file.
 func (w *dataFileWriter) writeFile(n int, g *dayGroup, props *parquet.WriterProperties) (iceberggo.DataFile, error) {
+	out, err := w.create(n, g.day, props)
+	if err != nil {
+		return nil, err
+	}
+	for _, rec := range g.recs {
+		// Write, not WriteBuffered: each record is a row group whose pages
+		// go to the file column by column, not held until the row group
+		// ends.
+		if err = out.pw.Write(rec); err != nil {
+			break
+		}
+	}
+	return w.finish(out, err)
+}
+
+// openFile is a data file being written: create opens it, finish closes it.
+type openFile struct {
+	path   string
+	values map[int]any // partition values
+	f      io.Closer
+	cw     *countingWriter
+	pw     *pqarrow.FileWriter
+}
+
+// create opens data file n of this write, of partition day (see dayGroup).
+func (w *dataFileWriter) create(n int, day *int32, props *parquet.WriterProperties) (*openFile, error) {
 	name := fmt.Sprintf("%05d-0-%s.parquet", n, w.writeID)
 	var values map[int]any
 	if w.partCol >= 0 {
 		human := "null"
 		var value any
 		switch {
-		case g.day == nil:
+		case day == nil:
 		case w.bucket != nil:
-			human = w.part.Transform.ToHumanStrType(iceberggo.PrimitiveTypes.Int32, *g.day)
-			value = *g.day
+			human = w.part.Transform.ToHumanStrType(iceberggo.PrimitiveTypes.Int32, *day)
+			value = *day
 		default:
-			human = w.part.Transform.ToHumanStrType(iceberggo.PrimitiveTypes.Date, iceberggo.Date(*g.day))
-			value = iceberggo.Date(*g.day)
+			human = w.part.Transform.ToHumanStrType(iceberggo.PrimitiveTypes.Date, iceberggo.Date(*day))
+			value = iceberggo.Date(*day)
 		}
 		name = w.part.EscapedName() + "=" + url.QueryEscape(human) + "/" + name
 		values = map[int]any{w.part.FieldID: value}
@@ -292,24 +318,23 @@ func (w *dataFileWriter) writeFile(n int, g *dayGroup, props *parquet.WriterProp
 		f.Close()
 		return nil, fmt.Errorf("write data file %s: %w", path, err)
 	}
-	for _, rec := range g.recs {
-		// Write, not WriteBuffered: each record is a row group whose pages
-		// go to the file column by column, not held until the row group
-		// ends.
-		if err = pw.Write(rec); err != nil {
-			break
-		}
-	}
-	if cerr := pw.Close(); err == nil {
+	return &openFile{path: path, values: values, f: f, cw: cw, pw: pw}, nil
+}
+
+// finish closes out and describes it for the manifest; err is the error
+// of writing it, if any (then out is closed and err returned).
+func (w *dataFileWriter) finish(out *openFile, err error) (iceberggo.DataFile, error) {
+	path := out.path
+	if cerr := out.pw.Close(); err == nil {
 		err = cerr
 	}
-	if cerr := f.Close(); err == nil {
+	if cerr := out.f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("write data file %s: %w", path, err)
 	}
-	meta, err := pw.FileMetadata()
+	meta, err := out.pw.FileMetadata()
 	if err != nil {
 		return nil, fmt.Errorf("data file %s: footer: %w", path, err)
 	}
@@ -319,9 +344,9 @@ func (w *dataFileWriter) writeFile(n int, g *dayGroup, props *parquet.WriterProp
 		Format:          iceberggo.ParquetFile,
 		Metadata:        meta,
 		FilePath:        path,
-		FileSize:        cw.n,
+		FileSize:        out.cw.n,
 		Content:         iceberggo.EntryContentData,
-		PartitionValues: values,
+		PartitionValues: out.values,
 		SortOrderID:     w.tbl.SortOrder().OrderID(),
 		Properties:      w.tbl.Properties(),
 		FormatVersion:   w.tbl.Metadata().Version(),
@@ -337,6 +362,12 @@ func (w *dataFileWriter) writeFile(n int, g *dayGroup, props *parquet.WriterProp
 // off for each string or binary column holding a value longer than
 // maxStatsValue in recs.
 func (w *dataFileWriter) writerProperties(recs []arrow.RecordBatch) (*parquet.WriterProperties, error) {
+	return w.propertiesFor(longestValues(recs))
+}
+
+// propertiesFor is writerProperties for a file whose longest value of each
+// top-level column j is longestOf[j].
+func (w *dataFileWriter) propertiesFor(longestOf []int) (*parquet.WriterProperties, error) {
 	p := w.tbl.Properties()
 	opts := []parquet.WriterProperty{
 		parquet.WithMaxRowGroupLength(int64(p.GetInt(table.ParquetRowGroupLimitKey, table.ParquetRowGroupLimitDefault))),
@@ -385,9 +416,12 @@ func (w *dataFileWriter) writerProperties(recs []arrow.RecordBatch) (*parquet.Wr
 			opts = append(opts, parquet.WithCompressionFor(f.Name, compress.Codecs.Uncompressed), parquet.WithDictionaryFor(f.Name, false))
 		}
 	}
-	dictLimit := int(p.GetInt(table.ParquetDictSizeBytesKey, table.ParquetDictSizeBytesDefault))
+	dictLimit := w.dictLimit()
 	for j, f := range w.sc.Fields() {
-		longest := longestValue(recs, j)
+		longest := 0
+		if j < len(longestOf) {
+			longest = longestOf[j]
+		}
 		if longest > maxStatsValue {
 			opts = append(opts, parquet.WithStatsFor(f.Name, false))
 		}
@@ -407,6 +441,24 @@ func (w *dataFileWriter) writerProperties(recs []arrow.RecordBatch) (*parquet.Wr
 	return parquet.NewWriterProperties(opts...), nil
 }
 
+func (w *dataFileWriter) dictLimit() int {
+	return w.tbl.Properties().GetInt(table.ParquetDictSizeBytesKey, table.ParquetDictSizeBytesDefault)
+}
+
+// valueClass is how many of the value lengths that change a column's write
+// properties (propertiesFor) a value of length n exceeds: a file written
+// with the properties for longest values of class c holds any value of a
+// class up to c as it should.
+func (w *dataFileWriter) valueClass(n int) int {
+	c := 0
+	for _, limit := range []int{maxStatsValue, w.dictLimit(), uncompressedValue} {
+		if n > limit {
+			c++
+		}
+	}
+	return c
+}
+
 // uncompressedValue: a string or binary column holding a value longer than
 // this in a data file is written uncompressed (writerProperties). Such a
 // page is over what iceberg-go's readers accept anyway (64 MiB: see
@@ -423,6 +475,18 @@ func plainKey(t iceberggo.Type) bool {
 		return true
 	}
 	return false
+}
+
+// longestValues returns longestValue of each top-level column of recs.
+func longestValues(recs []arrow.RecordBatch) []int {
+	if len(recs) == 0 {
+		return nil
+	}
+	out := make([]int, recs[0].NumCols())
+	for j := range out {
+		out[j] = longestValue(recs, j)
+	}
+	return out
 }
 
 // longestValue returns the length of the longest value of top-level

@@ -98,7 +98,12 @@ func (t *Table) Compact(ctx context.Context, opts CompactOptions) (CompactResult
 	if err != nil {
 		return res, fmt.Errorf("iceberg: compact table %s: plan files: %w", t.name, err)
 	}
-	if tasks, err = withoutBigPages(ctx, base, tasks); err != nil {
+	sc, err := table.SchemaToArrowSchema(base.Schema(), nil, true, false) // base's, as set makes it
+	if err != nil {
+		return res, fmt.Errorf("iceberg: compact table %s: %w", t.name, err)
+	}
+	tasks, big, err := ownCompactable(ctx, base, sc, tasks)
+	if err != nil {
 		return res, fmt.Errorf("iceberg: compact table %s: %w", t.name, err)
 	}
 	groups := planCompaction(tasks, target)
@@ -142,7 +147,12 @@ func (t *Table) Compact(ctx context.Context, opts CompactOptions) (CompactResult
 		}
 	}
 	for _, g := range groups {
-		gr, err := table.ExecuteCompactionGroup(ctx, base, g, compactionBounds(g, target)...)
+		var gr table.CompactionGroupResult
+		if slices.ContainsFunc(g.Tasks, func(task table.FileScanTask) bool { return big[task.File.FilePath()] }) {
+			gr, err = compactOwn(ctx, base, sc, g, target)
+		} else {
+			gr, err = table.ExecuteCompactionGroup(ctx, base, g, compactionBounds(g, target)...)
+		}
 		results = append(results, gr)
 		if err != nil {
 			cleanup()

@@ -384,8 +384,16 @@ func (t *Table) mergeOnce(ctx context.Context, byPos *rowDeletes, del *Filter, r
 		if err != nil {
 			return err
 		}
-		if err := tx.Delete(ctx, expr, iceberggo.Properties(maps.Clone(props))); err != nil {
-			return fmt.Errorf("delete: %w", err)
+		// A file holding a value too large for iceberg-go's reader is
+		// rewritten by tidemark's reader and writer instead (deleteOwn).
+		done, err := t.deleteOwn(ctx, tx, del, expr, props)
+		if err != nil {
+			return err
+		}
+		if !done {
+			if err := tx.Delete(ctx, expr, iceberggo.Properties(maps.Clone(props))); err != nil {
+				return fmt.Errorf("delete: %w", err)
+			}
 		}
 	}
 	if byPos != nil && len(byPos.rows) > 0 {
@@ -412,14 +420,32 @@ func (t *Table) mergeOnce(ctx context.Context, byPos *rowDeletes, del *Filter, r
 	} else if len(recs) > 0 || del == nil || t.tbl.CurrentSnapshot() == nil {
 		parts := writeSlices(recs)
 		defer releaseAll(parts)
-		rdr, err := array.NewRecordReader(sc, parts)
-		if err != nil {
-			return err
+		// Through the own writer where it writes this table, as a row
+		// delta does (rowDelta): iceberg-go's copies a large value several
+		// times over (dictionary, statistics, compression).
+		own := false
+		if countRows(parts) > 0 {
+			files, ok, err := t.writeOwn(ctx, parts)
+			if err != nil {
+				return fmt.Errorf("append: %w", err)
+			}
+			if ok {
+				if err := tx.AddDataFiles(ctx, files, iceberggo.Properties(maps.Clone(props))); err != nil {
+					return fmt.Errorf("append: %w", err)
+				}
+				own = true
+			}
 		}
-		err = tx.Append(ctx, rdr, iceberggo.Properties(maps.Clone(props)))
-		rdr.Release()
-		if err != nil {
-			return fmt.Errorf("append: %w", err)
+		if !own {
+			rdr, err := array.NewRecordReader(sc, parts)
+			if err != nil {
+				return err
+			}
+			err = tx.Append(ctx, rdr, iceberggo.Properties(maps.Clone(props)))
+			rdr.Release()
+			if err != nil {
+				return fmt.Errorf("append: %w", err)
+			}
 		}
 	}
 	staged, err := tx.StagedTable()
