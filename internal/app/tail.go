@@ -3,52 +3,78 @@ package app
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
-	"github.com/apache/iceberg-go"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/event"
+	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
-// TailOptions bound a tail session.
+// TailOptions bound a tail session and choose its output.
 type TailOptions struct {
 	MaxRecords  int           // stop after this many records (0: no limit)
 	MaxDuration time.Duration // stop after this long (0: no limit)
+	// PollTimeout stops the tail once this long has passed without a
+	// record printed, counted from the start and then from the last
+	// record (0: never).
+	PollTimeout time.Duration
+	// Format is the event shape (event.Tidemark when empty).
+	Format event.Shape
+	// DebeziumSchema: the debezium shape's {"schema","payload"} form.
+	DebeziumSchema bool
+	// Version is the tidemark version the Debezium and Beam shapes carry.
+	Version string
 }
 
 var errTailDone = errors.New("tail: limit reached")
 
-// Tail streams the source's changes as JSON lines (a Debezium-style
-// envelope) to out, from the source's current position, storing nothing:
-// PostgreSQL through a temporary slot of its own, MySQL/MariaDB through a
-// binlog dump under a server id of its own. The pipeline's slot, position
-// and lake are never touched.
+// errTailIdle ends a tail whose PollTimeout passed without a record.
+var errTailIdle = errors.New("tail: poll timeout without a record")
+
+// Tail streams the source's changes as JSON lines (internal/event, in
+// opts.Format) to out, from the source's current position, storing
+// nothing: PostgreSQL through a temporary slot of its own, MySQL/MariaDB
+// through a binlog dump under a server id of its own. The pipeline's slot,
+// position and lake are never touched. It returns nil when a limit
+// (MaxRecords, MaxDuration, PollTimeout) or ctx ends it.
 func Tail(ctx context.Context, cfg *config.Config, opts TailOptions, out io.Writer, log *slog.Logger) error {
 	src, err := sourceFor(cfg.Source.Reveal())
 	if err != nil {
 		return err
+	}
+	if opts.Format == "" {
+		opts.Format = event.Tidemark
+	}
+	if _, err := event.ParseShape(string(opts.Format)); err != nil {
+		return fault.With(fault.ErrBadConfig, err.Error(), err)
 	}
 	if opts.MaxDuration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, opts.MaxDuration)
 		defer cancel()
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	bw := bufio.NewWriter(out)
 	defer bw.Flush()
-	tw := &tailWriter{out: bw, max: opts.MaxRecords, only: map[change.TableID]bool{}, connector: src.connector}
+	tw := &tailWriter{out: bw, max: opts.MaxRecords, only: map[change.TableID]bool{}, log: log,
+		opts: event.Options{Shape: opts.Format, Schema: opts.DebeziumSchema, Connector: src.connector, Name: cfg.Name, Version: opts.Version}}
+	tw.last.Store(time.Now().UnixNano())
+	if opts.PollTimeout > 0 {
+		go tw.idle(ctx, opts.PollTimeout, cancel)
+	}
 	err = src.tail(ctx, cfg, tw, log)
 	if errors.Is(err, errTailDone) || (err == nil) || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
 		return nil
@@ -70,6 +96,13 @@ func tailPostgres(ctx context.Context, cfg *config.Config, tw *tailWriter, log *
 	if err != nil {
 		return err
 	}
+	var db string
+	if pc, err := pgx.ParseConfig(cfg.Source.Reveal()); err == nil { // NewDialer parsed it
+		db = pc.Database
+	}
+	if err := tw.open(db, ""); err != nil {
+		return err
+	}
 	for _, t := range copts.Tables {
 		tw.only[t] = true
 	}
@@ -87,57 +120,65 @@ func tailPostgres(ctx context.Context, cfg *config.Config, tw *tailWriter, log *
 	return capt.Run(ctx)
 }
 
-// tailWriter prints changes instead of storing them.
+// tailWriter prints changes instead of storing them, one JSON line each.
 type tailWriter struct {
 	out  *bufio.Writer
 	max  int
 	n    int
 	only map[change.TableID]bool
-	// connector names the source in each envelope (postgresql, mysql).
-	connector string
+	log  *slog.Logger
+	// opts are the encoder's options but the source's own (database,
+	// binlog basename), which the source's tail gives to open.
+	opts event.Options
+	enc  *event.Encoder
+	// last is when the last record was printed (or the tail started),
+	// in Unix nanoseconds, for the poll timeout.
+	last atomic.Int64
 }
 
 var _ pipeline.Sink = (*tailWriter)(nil)
+
+// open builds the encoder once the source's tail knows its database and
+// (MySQL) binlog basename.
+func (t *tailWriter) open(database, binlogBase string) error {
+	o := t.opts
+	o.Database, o.BinlogBase = database, binlogBase
+	enc, err := event.NewEncoder(o)
+	if err != nil {
+		return err
+	}
+	t.enc = enc
+	return nil
+}
+
+// idle cancels the tail with errTailIdle once timeout passes without a
+// record, until ctx ends.
+func (t *tailWriter) idle(ctx context.Context, timeout time.Duration, cancel context.CancelCauseFunc) {
+	for {
+		wait := time.Until(time.Unix(0, t.last.Load()).Add(timeout))
+		if wait <= 0 {
+			cancel(errTailIdle)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
 
 func (t *tailWriter) OpenTable(context.Context, change.TableID, *change.Schema) (pipeline.TableState, error) {
 	return pipeline.TableState{}, nil
 }
 
-type envelope struct {
-	Before    map[string]any `json:"before"`
-	After     map[string]any `json:"after"`
-	Source    tailSource     `json:"source"`
-	Op        string         `json:"op"`
-	TSMs      int64          `json:"ts_ms"`
-	Error     string         `json:"error,omitempty"`
-	Raw       string         `json:"raw,omitempty"`
-	Unchanged []string       `json:"unchanged,omitempty"`
-	Message   *tailMessage   `json:"message,omitempty"`
-}
-
-type tailSource struct {
-	Connector string `json:"connector"`
-	Schema    string `json:"schema,omitempty"`
-	Table     string `json:"table,omitempty"`
-	LSN       uint64 `json:"lsn"`
-	Seq       int64  `json:"seq"`
-	TxID      int64  `json:"txId"`
-	TSMs      int64  `json:"ts_ms"`
-}
-
-type tailMessage struct {
-	Prefix  string `json:"prefix"`
-	Content string `json:"content"`
-}
-
-func (t *tailWriter) emit(e envelope) error {
-	e.TSMs = time.Now().UnixMilli()
-	b, err := json.Marshal(e)
+func (t *tailWriter) emit(b []byte, err error) error {
 	if err != nil {
 		return err
 	}
 	t.out.Write(b)
 	t.out.WriteByte('\n')
+	t.last.Store(time.Now().UnixNano())
 	t.n++
 	if t.max > 0 && t.n >= t.max {
 		t.out.Flush()
@@ -152,15 +193,7 @@ func (t *tailWriter) Write(_ context.Context, c *change.Change) error {
 	if !t.want(c.Table) {
 		return nil
 	}
-	e := envelope{Op: c.Op.String(), Unchanged: c.Unchanged,
-		Source: tailSource{Connector: t.connector, Schema: c.Table.Schema, Table: c.Table.Name, LSN: c.Pos.LSN, Seq: c.Pos.Seq, TxID: c.TxID, TSMs: c.CommitTime.UnixMilli()}}
-	if c.Op != change.OpDelete && c.Op != change.OpTruncate {
-		e.After = rowJSON(c.Schema, c.Values)
-	}
-	if c.Before != nil {
-		e.Before = rowJSON(c.Schema, c.Before)
-	}
-	return t.emit(e)
+	return t.emit(t.enc.Change(c))
 }
 
 func (t *tailWriter) WriteBatch(ctx context.Context, _ change.TableID, cs []*change.Change, _ map[string]string) error {
@@ -176,16 +209,16 @@ func (t *tailWriter) DeadLetter(_ context.Context, d change.DeadLetter) error {
 	if !t.want(d.Table) {
 		return nil
 	}
-	return t.emit(envelope{Op: d.Op.String(), Error: d.Error, Raw: d.Raw,
-		Source: tailSource{Connector: t.connector, Schema: d.Table.Schema, Table: d.Table.Name, LSN: d.Pos.LSN, Seq: d.Pos.Seq, TxID: d.TxID, TSMs: d.CommitTime.UnixMilli()}})
+	t.log.Warn("tail: a row could not be decoded exactly; it is printed with its error and raw text",
+		"table", d.Table.String(), "position", d.Pos.String(), "error", d.Error)
+	return t.emit(t.enc.DeadLetter(d))
 }
 
 func (t *tailWriter) Message(_ context.Context, m change.Message) error {
 	if len(t.only) > 0 {
 		return nil
 	}
-	return t.emit(envelope{Op: "m", Message: &tailMessage{Prefix: m.Prefix, Content: string(m.Content)},
-		Source: tailSource{Connector: t.connector, LSN: m.Pos.LSN, Seq: m.Pos.Seq, TxID: m.TxID, TSMs: m.CommitTime.UnixMilli()}})
+	return t.emit(t.enc.Message(m))
 }
 
 func (t *tailWriter) Buffered() int64 { return 0 }
@@ -194,74 +227,4 @@ func (t *tailWriter) Flush(context.Context, pipeline.Checkpoint) error { return 
 
 func (t *tailWriter) LoadCheckpoint(context.Context) (pipeline.Checkpoint, bool, error) {
 	return pipeline.Checkpoint{}, false, nil
-}
-
-func rowJSON(s *change.Schema, vals []any) map[string]any {
-	if s == nil {
-		return nil
-	}
-	m := make(map[string]any, len(vals))
-	for i, v := range vals {
-		if i >= len(s.Fields) {
-			break
-		}
-		m[s.Fields[i].Name] = JSONValue(v, s.Fields[i].Type)
-	}
-	return m
-}
-
-// JSONValue renders a decoded value for JSON output: exact decimals as
-// strings, dates and timestamps in ISO 8601, non-finite floats as strings.
-func JSONValue(v any, t iceberg.Type) any {
-	switch x := v.(type) {
-	case nil:
-		return nil
-	case decimal128.Num:
-		scale := int32(0)
-		if dt, ok := t.(iceberg.DecimalType); ok {
-			scale = int32(dt.Scale())
-		}
-		return x.ToString(scale)
-	case arrow.Date32:
-		if x == math.MaxInt32 {
-			return "infinity"
-		} else if x == math.MinInt32 {
-			return "-infinity"
-		}
-		return x.ToTime().Format("2006-01-02")
-	case arrow.Time64:
-		return x.ToTime(arrow.Microsecond).Format("15:04:05.999999")
-	case arrow.Timestamp:
-		if x == math.MaxInt64 {
-			return "infinity"
-		} else if x == math.MinInt64 {
-			return "-infinity"
-		}
-		ts := time.UnixMicro(int64(x)).UTC()
-		if _, ok := t.(iceberg.TimestampTzType); ok {
-			return ts.Format(time.RFC3339Nano)
-		}
-		return ts.Format("2006-01-02T15:04:05.999999")
-	case float64:
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return fmt.Sprint(x)
-		}
-		return x
-	case float32:
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return fmt.Sprint(x)
-		}
-		return x
-	case []any:
-		var et iceberg.Type
-		if lt, ok := t.(*iceberg.ListType); ok {
-			et = lt.Element
-		}
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = JSONValue(e, et)
-		}
-		return out
-	}
-	return v
 }
