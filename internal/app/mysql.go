@@ -166,6 +166,9 @@ func tailMySQL(ctx context.Context, cfg *config.Config, tw *tailWriter, log *slo
 	opts.CommitInterval = 200 * time.Millisecond
 	opts.SpoolDir = filepath.Join(os.TempDir(), "tidemark_"+tag)
 	defer os.RemoveAll(opts.SpoolDir)
+	if tw.ready != nil {
+		tw.ready()
+	}
 	return mysql.New(tw, opts, log).Run(ctx)
 }
 

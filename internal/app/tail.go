@@ -36,6 +36,20 @@ type TailOptions struct {
 	DebeziumSchema bool
 	// Version is the tidemark version the Debezium and Beam shapes carry.
 	Version string
+	// Ready, if set, is called once the stream is open: every change
+	// committed after it is delivered (PostgreSQL: the temporary slot is
+	// active). MySQL calls it at once, before the binlog dump reads the
+	// server's current position: a change committed in between is missed.
+	Ready func()
+}
+
+// TailRecord is one record of a tail: exactly one of Change, DeadLetter
+// and Message is set, and JSON is it in the tail's format.
+type TailRecord struct {
+	Change     *change.Change
+	DeadLetter *change.DeadLetter
+	Message    *change.Message
+	JSON       []byte
 }
 
 var errTailDone = errors.New("tail: limit reached")
@@ -50,6 +64,29 @@ var errTailIdle = errors.New("tail: poll timeout without a record")
 // position and lake are never touched. It returns nil when a limit
 // (MaxRecords, MaxDuration, PollTimeout) or ctx ends it.
 func Tail(ctx context.Context, cfg *config.Config, opts TailOptions, out io.Writer, log *slog.Logger) error {
+	bw := bufio.NewWriter(out)
+	defer bw.Flush()
+	return tail(ctx, cfg, opts, &tailWriter{out: bw}, log)
+}
+
+// TailTo is Tail handing each record to handle instead of printing it,
+// from the source's stream goroutine. handle may block, holding the
+// stream back; it must return once ctx is done, with ctx's error. An
+// error from handle ends the tail with that error. The records stop
+// counting against MaxRecords and PollTimeout only once handle returns:
+// a record waiting in handle is never cut off by PollTimeout.
+func TailTo(ctx context.Context, cfg *config.Config, opts TailOptions, handle func(context.Context, TailRecord) error, log *slog.Logger) error {
+	return tail(ctx, cfg, opts, &tailWriter{handle: handle}, log)
+}
+
+// TailLogger is a logger writing to h that scrubs cfg's secrets and any
+// connection string's password from every message and attribute, as
+// tidemark's own logs do.
+func TailLogger(h slog.Handler, cfg *config.Config) *slog.Logger {
+	return slog.New(&redactHandler{h: h, secrets: cfg.Secrets()})
+}
+
+func tail(ctx context.Context, cfg *config.Config, opts TailOptions, tw *tailWriter, log *slog.Logger) error {
 	src, err := sourceFor(cfg.Source.Reveal())
 	if err != nil {
 		return err
@@ -67,10 +104,8 @@ func Tail(ctx context.Context, cfg *config.Config, opts TailOptions, out io.Writ
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	bw := bufio.NewWriter(out)
-	defer bw.Flush()
-	tw := &tailWriter{out: bw, max: opts.MaxRecords, only: map[change.TableID]bool{}, log: log,
-		opts: event.Options{Shape: opts.Format, Schema: opts.DebeziumSchema, Connector: src.connector, Name: cfg.Name, Version: opts.Version}}
+	tw.max, tw.only, tw.log, tw.ready = opts.MaxRecords, map[change.TableID]bool{}, log, opts.Ready
+	tw.opts = event.Options{Shape: opts.Format, Schema: opts.DebeziumSchema, Connector: src.connector, Name: cfg.Name, Version: opts.Version}
 	tw.last.Store(time.Now().UnixNano())
 	if opts.PollTimeout > 0 {
 		go tw.idle(ctx, opts.PollTimeout, cancel)
@@ -96,11 +131,7 @@ func tailPostgres(ctx context.Context, cfg *config.Config, tw *tailWriter, log *
 	if err != nil {
 		return err
 	}
-	var db string
-	if pc, err := pgx.ParseConfig(cfg.Source.Reveal()); err == nil { // NewDialer parsed it
-		db = pc.Database
-	}
-	if err := tw.open(db, ""); err != nil {
+	if err := tw.open(dialer.Database(), ""); err != nil {
 		return err
 	}
 	for _, t := range copts.Tables {
@@ -117,7 +148,40 @@ func tailPostgres(ctx context.Context, cfg *config.Config, tw *tailWriter, log *
 	defer os.RemoveAll(copts.SpoolDir)
 	capt := postgres.New(dialer, tw, copts, log)
 	defer capt.Close()
+	if tw.ready != nil {
+		rctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go awaitSlot(rctx, dialer, copts.Slot, tw.ready, log)
+	}
 	return capt.Run(ctx)
+}
+
+// awaitSlot calls ready once slot is active (the capture streams from it),
+// until ctx is done.
+func awaitSlot(ctx context.Context, dialer *postgres.Dialer, slot string, ready func(), log *slog.Logger) {
+	conn, err := dialer.Connect(ctx)
+	if err != nil {
+		log.Debug("tail: cannot watch for the temporary slot", "error", err)
+		return
+	}
+	defer conn.Close(context.Background())
+	for {
+		var active bool
+		err := conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active)
+		if err == nil && active {
+			ready()
+			return
+		}
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			log.Debug("tail: cannot watch for the temporary slot", "error", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // tailWriter prints changes instead of storing them, one JSON line each.
@@ -131,9 +195,15 @@ type tailWriter struct {
 	// binlog basename), which the source's tail gives to open.
 	opts event.Options
 	enc  *event.Encoder
+	// handle, if set, takes the records instead of out (TailTo).
+	handle func(context.Context, TailRecord) error
+	// ready is TailOptions.Ready.
+	ready func()
 	// last is when the last record was printed (or the tail started),
-	// in Unix nanoseconds, for the poll timeout.
+	// in Unix nanoseconds, for the poll timeout; busy is set while handle
+	// holds a record.
 	last atomic.Int64
+	busy atomic.Bool
 }
 
 var _ pipeline.Sink = (*tailWriter)(nil)
@@ -156,7 +226,9 @@ func (t *tailWriter) open(database, binlogBase string) error {
 func (t *tailWriter) idle(ctx context.Context, timeout time.Duration, cancel context.CancelCauseFunc) {
 	for {
 		wait := time.Until(time.Unix(0, t.last.Load()).Add(timeout))
-		if wait <= 0 {
+		if t.busy.Load() {
+			wait = timeout
+		} else if wait <= 0 {
 			cancel(errTailIdle)
 			return
 		}
@@ -172,16 +244,28 @@ func (t *tailWriter) OpenTable(context.Context, change.TableID, *change.Schema) 
 	return pipeline.TableState{}, nil
 }
 
-func (t *tailWriter) emit(b []byte, err error) error {
+func (t *tailWriter) emit(ctx context.Context, r TailRecord, err error) error {
 	if err != nil {
 		return err
 	}
-	t.out.Write(b)
-	t.out.WriteByte('\n')
+	if t.handle != nil {
+		t.busy.Store(true)
+		err := t.handle(ctx, r)
+		t.last.Store(time.Now().UnixNano())
+		t.busy.Store(false)
+		if err != nil {
+			return err
+		}
+	} else {
+		t.out.Write(r.JSON)
+		t.out.WriteByte('\n')
+	}
 	t.last.Store(time.Now().UnixNano())
 	t.n++
 	if t.max > 0 && t.n >= t.max {
-		t.out.Flush()
+		if t.out != nil {
+			t.out.Flush()
+		}
 		return errTailDone
 	}
 	return nil
@@ -189,11 +273,12 @@ func (t *tailWriter) emit(b []byte, err error) error {
 
 func (t *tailWriter) want(id change.TableID) bool { return len(t.only) == 0 || t.only[id] }
 
-func (t *tailWriter) Write(_ context.Context, c *change.Change) error {
+func (t *tailWriter) Write(ctx context.Context, c *change.Change) error {
 	if !t.want(c.Table) {
 		return nil
 	}
-	return t.emit(t.enc.Change(c))
+	b, err := t.enc.Change(c)
+	return t.emit(ctx, TailRecord{Change: c, JSON: b}, err)
 }
 
 func (t *tailWriter) WriteBatch(ctx context.Context, _ change.TableID, cs []*change.Change, _ map[string]string) error {
@@ -205,25 +290,32 @@ func (t *tailWriter) WriteBatch(ctx context.Context, _ change.TableID, cs []*cha
 	return nil
 }
 
-func (t *tailWriter) DeadLetter(_ context.Context, d change.DeadLetter) error {
+func (t *tailWriter) DeadLetter(ctx context.Context, d change.DeadLetter) error {
 	if !t.want(d.Table) {
 		return nil
 	}
 	t.log.Warn("tail: a row could not be decoded exactly; it is printed with its error and raw text",
 		"table", d.Table.String(), "position", d.Pos.String(), "error", d.Error)
-	return t.emit(t.enc.DeadLetter(d))
+	b, err := t.enc.DeadLetter(d)
+	return t.emit(ctx, TailRecord{DeadLetter: &d, JSON: b}, err)
 }
 
-func (t *tailWriter) Message(_ context.Context, m change.Message) error {
+func (t *tailWriter) Message(ctx context.Context, m change.Message) error {
 	if len(t.only) > 0 {
 		return nil
 	}
-	return t.emit(t.enc.Message(m))
+	b, err := t.enc.Message(m)
+	return t.emit(ctx, TailRecord{Message: &m, JSON: b}, err)
 }
 
 func (t *tailWriter) Buffered() int64 { return 0 }
 
-func (t *tailWriter) Flush(context.Context, pipeline.Checkpoint) error { return t.out.Flush() }
+func (t *tailWriter) Flush(context.Context, pipeline.Checkpoint) error {
+	if t.out == nil {
+		return nil
+	}
+	return t.out.Flush()
+}
 
 func (t *tailWriter) LoadCheckpoint(context.Context) (pipeline.Checkpoint, bool, error) {
 	return pipeline.Checkpoint{}, false, nil
