@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/iceberg-go"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tidemark/tidemark/internal/app"
 	"github.com/tidemark/tidemark/internal/change"
@@ -46,6 +47,12 @@ type Config struct {
 	// Logger receives tidemark's logs, scrubbed of secrets; nil discards
 	// them.
 	Logger *slog.Logger
+	// PositionName makes the stream resumable (PostgreSQL only): a durable
+	// named position, its own slot and a checkpoint file in PositionDir,
+	// so that the next Open with the name continues after the last
+	// acknowledged event (position.go has the contract). Empty: ephemeral.
+	PositionName string
+	PositionDir  string
 }
 
 // Op is the kind of an event.
@@ -110,6 +117,8 @@ type Event struct {
 	Error, Raw string
 	// JSON is the event in Config.Format.
 	JSON []byte
+
+	n int64 // its number in the session, for Ack
 }
 
 // Stream delivers a source's events. Next and Ack may be called from one
@@ -122,6 +131,7 @@ type Stream struct {
 
 	mu    sync.Mutex
 	acked Position
+	acks  acks
 }
 
 // Open starts reading cfg.Source and returns once the stream is open:
@@ -137,6 +147,11 @@ func Open(ctx context.Context, cfg Config) (*Stream, error) {
 	if cfg.MaxRecords < 0 || cfg.MaxRuntime < 0 || cfg.PollTimeout < 0 {
 		return nil, errors.New("cdc: MaxRecords, MaxRuntime and PollTimeout must not be negative")
 	}
+	if cfg.PositionName != "" {
+		if err := checkPosition(cfg); err != nil {
+			return nil, err
+		}
+	}
 	c := &config.Config{Source: config.NewSecret(cfg.Source), Name: cfg.Name, Tables: cfg.Tables}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("cdc: %w", config.RedactError(err, c.Secrets()...))
@@ -148,10 +163,15 @@ func Open(ctx context.Context, cfg Config) (*Stream, error) {
 	log := app.TailLogger(h, c)
 	sctx, cancel := context.WithCancel(ctx)
 	s := &Stream{events: make(chan Event), done: make(chan struct{}), cancel: cancel}
+	s.acks.changed = make(chan struct{})
 	ready := make(chan struct{})
 	var once sync.Once
 	opts := app.TailOptions{MaxRecords: cfg.MaxRecords, MaxDuration: cfg.MaxRuntime, PollTimeout: cfg.PollTimeout,
 		Format: shape, Ready: func() { once.Do(func() { close(ready) }) }}
+	if cfg.PositionName != "" {
+		opts.Slot = positionSlot(cfg.PositionName)
+		opts.Store = &fileStore{path: positionFile(cfg.PositionDir, cfg.PositionName), s: s}
+	}
 	go func() {
 		s.err = app.TailTo(sctx, c, opts, s.deliver, log)
 		close(s.done)
@@ -175,8 +195,14 @@ func Open(ctx context.Context, cfg Config) (*Stream, error) {
 // deliver hands one record to Next, from the stream's goroutine.
 func (s *Stream) deliver(ctx context.Context, r app.TailRecord) error {
 	ev := toEvent(r)
+	s.mu.Lock()
+	ev.n = s.acks.delivered + 1
+	s.mu.Unlock()
 	select {
 	case s.events <- ev:
+		s.mu.Lock()
+		s.acks.delivered = ev.n
+		s.mu.Unlock()
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -206,15 +232,18 @@ func (s *Stream) Next(ctx context.Context) (Event, error) {
 	}
 }
 
-// Ack records that the program is done with ev (and with every event
-// before it). In this ephemeral mode nothing is stored: Acked reports it.
+// Ack records that the program is done with ev and with every event
+// before it. Ephemeral, nothing is stored (Acked reports it); with a
+// named position the next checkpoint saved covers it.
 func (s *Stream) Ack(ev Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ev.Position.Less(s.acked) {
-		return fmt.Errorf("cdc: ack of position %d:%d after %d:%d: acknowledge in order", ev.Position.LSN, ev.Position.Seq, s.acked.LSN, s.acked.Seq)
+	if ev.n <= s.acks.acked {
+		return fmt.Errorf("cdc: ack of position %d:%d after %d:%d: acknowledge each event once, in order", ev.Position.LSN, ev.Position.Seq, s.acked.LSN, s.acked.Seq)
 	}
-	s.acked = ev.Position
+	s.acked, s.acks.acked = ev.Position, ev.n
+	close(s.acks.changed)
+	s.acks.changed = make(chan struct{})
 	return nil
 }
 
@@ -307,3 +336,16 @@ func (discard) Enabled(context.Context, slog.Level) bool  { return false }
 func (discard) Handle(context.Context, slog.Record) error { return nil }
 func (d discard) WithAttrs([]slog.Attr) slog.Handler      { return d }
 func (d discard) WithGroup(string) slog.Handler           { return d }
+
+// dropSlot drops the replication slot if it exists.
+func dropSlot(ctx context.Context, source, slot string) error {
+	conn, err := pgx.Connect(ctx, source)
+	if err != nil {
+		return fmt.Errorf("cdc: drop position: %s", config.RedactURL(config.RedactError(err, config.NewSecret(source)).Error()))
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot); err != nil {
+		return fmt.Errorf("cdc: drop position %s: %w", slot, err)
+	}
+	return nil
+}

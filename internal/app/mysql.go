@@ -153,6 +153,9 @@ func tailMySQL(ctx context.Context, cfg *config.Config, tw *tailWriter, log *slo
 	if err != nil {
 		return err
 	}
+	if tw.slot != "" {
+		return fault.With(fault.ErrBadConfig, "tail: a durable position is not supported for MySQL sources yet", nil)
+	}
 	if err := tw.open(opts.Database, mysqlBinlogBase(ctx, opts.DSN())); err != nil {
 		return err
 	}

@@ -41,7 +41,29 @@ type TailOptions struct {
 	// active). MySQL calls it at once, before the binlog dump reads the
 	// server's current position: a change committed in between is missed.
 	Ready func()
+	// Slot, if set, is a durable replication slot (PostgreSQL) to read
+	// from instead of a temporary one: the stream resumes from Store's
+	// checkpoint, and the slot's confirmed position advances only past
+	// checkpoints Store has saved. Needs Store.
+	Slot  string
+	Store TailStore
 }
+
+// TailStore keeps a durable tail's checkpoint (TailOptions.Slot).
+type TailStore interface {
+	// Load returns the saved checkpoint (ok false: none yet).
+	Load(ctx context.Context) (cp pipeline.Checkpoint, ok bool, err error)
+	// Save makes cp durable, once the consumer is done with every record
+	// handed over before it (it may wait for that). Returning nil lets the
+	// source forget everything up to cp. When stopping is closed (the
+	// tail is ending) and records are still unacknowledged, it returns
+	// ErrUnacked without saving: they come again in the next session.
+	Save(ctx context.Context, stopping <-chan struct{}, cp pipeline.Checkpoint) error
+}
+
+// ErrUnacked is TailStore.Save's error when a tail ends with records not
+// yet acknowledged; the tail then ends without error.
+var ErrUnacked = errors.New("tail: records not acknowledged at the end")
 
 // TailRecord is one record of a tail: exactly one of Change, DeadLetter
 // and Message is set, and JSON is it in the tail's format.
@@ -97,6 +119,9 @@ func tail(ctx context.Context, cfg *config.Config, opts TailOptions, tw *tailWri
 	if _, err := event.ParseShape(string(opts.Format)); err != nil {
 		return fault.With(fault.ErrBadConfig, err.Error(), err)
 	}
+	if (opts.Slot == "") != (opts.Store == nil) {
+		return fault.With(fault.ErrBadConfig, "tail: a durable slot needs a checkpoint store, and a store a slot", nil)
+	}
 	if opts.MaxDuration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, opts.MaxDuration)
@@ -105,13 +130,14 @@ func tail(ctx context.Context, cfg *config.Config, opts TailOptions, tw *tailWri
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	tw.max, tw.only, tw.log, tw.ready = opts.MaxRecords, map[change.TableID]bool{}, log, opts.Ready
+	tw.slot, tw.store, tw.stopping = opts.Slot, opts.Store, ctx.Done()
 	tw.opts = event.Options{Shape: opts.Format, Schema: opts.DebeziumSchema, Connector: src.connector, Name: cfg.Name, Version: opts.Version}
 	tw.last.Store(time.Now().UnixNano())
 	if opts.PollTimeout > 0 {
 		go tw.idle(ctx, opts.PollTimeout, cancel)
 	}
 	err = src.tail(ctx, cfg, tw, log)
-	if errors.Is(err, errTailDone) || (err == nil) || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
+	if errors.Is(err, errTailDone) || errors.Is(err, ErrUnacked) || (err == nil) || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
 		return nil
 	}
 	if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
@@ -139,6 +165,9 @@ func tailPostgres(ctx context.Context, cfg *config.Config, tw *tailWriter, log *
 	}
 	copts.Slot = fmt.Sprintf("tidemark_tail_%d_%d", os.Getpid(), time.Now().UnixNano()%1000000)
 	copts.TemporarySlot = true
+	if tw.slot != "" {
+		copts.Slot, copts.TemporarySlot = tw.slot, false
+	}
 	copts.Tables = nil // never alter the publication from tail
 	copts.Snapshot.Enabled = false
 	copts.HeartbeatInterval = 0
@@ -199,6 +228,11 @@ type tailWriter struct {
 	handle func(context.Context, TailRecord) error
 	// ready is TailOptions.Ready.
 	ready func()
+	// slot and store are TailOptions'; stopping is closed when the tail
+	// is ending.
+	slot     string
+	store    TailStore
+	stopping <-chan struct{}
 	// last is when the last record was printed (or the tail started),
 	// in Unix nanoseconds, for the poll timeout; busy is set while handle
 	// holds a record.
@@ -310,13 +344,19 @@ func (t *tailWriter) Message(ctx context.Context, m change.Message) error {
 
 func (t *tailWriter) Buffered() int64 { return 0 }
 
-func (t *tailWriter) Flush(context.Context, pipeline.Checkpoint) error {
+func (t *tailWriter) Flush(ctx context.Context, cp pipeline.Checkpoint) error {
+	if t.store != nil {
+		return t.store.Save(ctx, t.stopping, cp)
+	}
 	if t.out == nil {
 		return nil
 	}
 	return t.out.Flush()
 }
 
-func (t *tailWriter) LoadCheckpoint(context.Context) (pipeline.Checkpoint, bool, error) {
+func (t *tailWriter) LoadCheckpoint(ctx context.Context) (pipeline.Checkpoint, bool, error) {
+	if t.store != nil {
+		return t.store.Load(ctx)
+	}
 	return pipeline.Checkpoint{}, false, nil
 }
