@@ -169,8 +169,8 @@ func Open(ctx context.Context, cfg Config) (*Stream, error) {
 	opts := app.TailOptions{MaxRecords: cfg.MaxRecords, MaxDuration: cfg.MaxRuntime, PollTimeout: cfg.PollTimeout,
 		Format: shape, Ready: func() { once.Do(func() { close(ready) }) }}
 	if cfg.PositionName != "" {
-		opts.Slot = positionSlot(cfg.PositionName)
-		opts.Store = &fileStore{path: positionFile(cfg.PositionDir, cfg.PositionName), s: s}
+		opts.Slot = app.PositionSlot(cfg.PositionName)
+		opts.Store = &app.TailFileStore{Path: positionFile(cfg.PositionDir, cfg.PositionName), Wait: s.waitAcked}
 	}
 	go func() {
 		s.err = app.TailTo(sctx, c, opts, s.deliver, log)

@@ -3,12 +3,14 @@ package app
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync/atomic"
 	"time"
 
@@ -59,6 +61,89 @@ type TailStore interface {
 	// tail is ending) and records are still unacknowledged, it returns
 	// ErrUnacked without saving: they come again in the next session.
 	Save(ctx context.Context, stopping <-chan struct{}, cp pipeline.Checkpoint) error
+}
+
+// TailFileStore is a TailStore in a file: the checkpoint as JSON, replaced
+// atomically (write, fsync, rename, fsync of the directory) at each Save.
+type TailFileStore struct {
+	Path string
+	// Wait, if set, is called first by Save and must return once every
+	// record handed over is acknowledged, or ErrUnacked when stopping
+	// closes first.
+	Wait func(ctx context.Context, stopping <-chan struct{}) error
+}
+
+var _ TailStore = (*TailFileStore)(nil)
+
+// Load reads the checkpoint; none when the file does not exist.
+func (f *TailFileStore) Load(context.Context) (pipeline.Checkpoint, bool, error) {
+	b, err := os.ReadFile(f.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return pipeline.Checkpoint{}, false, nil
+	}
+	if err != nil {
+		return pipeline.Checkpoint{}, false, fmt.Errorf("read position file: %w", err)
+	}
+	var cp pipeline.Checkpoint
+	if err := json.Unmarshal(b, &cp); err != nil {
+		return pipeline.Checkpoint{}, false, fault.With(fault.ErrBadConfig, "position file "+f.Path+" is damaged (remove it and drop its slot to start over)", err)
+	}
+	return cp, true, nil
+}
+
+// Save waits (Wait), then replaces the file with cp.
+func (f *TailFileStore) Save(ctx context.Context, stopping <-chan struct{}, cp pipeline.Checkpoint) error {
+	if f.Wait != nil {
+		if err := f.Wait(ctx, stopping); err != nil {
+			return err
+		}
+	}
+	b, err := json.Marshal(cp)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
+		return fmt.Errorf("save position: %w", err)
+	}
+	tmp := f.Path + ".tmp"
+	w, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("save position: %w", err)
+	}
+	_, err = w.Write(b)
+	if err == nil {
+		err = w.Sync()
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, f.Path)
+	}
+	if err == nil {
+		var d *os.File
+		if d, err = os.Open(filepath.Dir(f.Path)); err == nil {
+			err = d.Sync()
+			d.Close()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("save position: %w", err)
+	}
+	return nil
+}
+
+// PositionSlot is the durable slot of the named position name.
+func PositionSlot(name string) string { return "tidemark_pos_" + name }
+
+var positionName = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
+
+// CheckPositionName checks a position's name: 1 to 40 of a-z, 0-9, _.
+func CheckPositionName(name string) error {
+	if !positionName.MatchString(name) {
+		return fmt.Errorf("position name %q: want 1 to 40 of a-z, 0-9, _", name)
+	}
+	return nil
 }
 
 // ErrUnacked is TailStore.Save's error when a tail ends with records not
@@ -345,13 +430,16 @@ func (t *tailWriter) Message(ctx context.Context, m change.Message) error {
 func (t *tailWriter) Buffered() int64 { return 0 }
 
 func (t *tailWriter) Flush(ctx context.Context, cp pipeline.Checkpoint) error {
+	if t.out != nil {
+		// Printed before saved: what the position passes is out.
+		if err := t.out.Flush(); err != nil {
+			return err
+		}
+	}
 	if t.store != nil {
 		return t.store.Save(ctx, t.stopping, cp)
 	}
-	if t.out == nil {
-		return nil
-	}
-	return t.out.Flush()
+	return nil
 }
 
 func (t *tailWriter) LoadCheckpoint(ctx context.Context) (pipeline.Checkpoint, bool, error) {

@@ -3,7 +3,9 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -249,5 +251,88 @@ func TestTailPollTimeout(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), "\n"); n != 1 {
 		t.Errorf("tail printed %d records, want the 1 insert:\n%s", n, out.String())
+	}
+}
+
+// TestTailResumesNamedPosition: `tail --position-name` continues where
+// its last run stopped: changes made while no tail ran are printed by the
+// next run, and after a clean stop (--poll-timeout) nothing is printed
+// twice.
+func TestTailResumesNamedPosition(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	url := pg.CreateDB(t, "tailpos")
+	pg.Exec(t, url, `CREATE TABLE t (id int PRIMARY KEY)`)
+	dir := t.TempDir()
+	tailRun := func(stmts ...string) []string {
+		t.Helper()
+		var stdout, stderr syncBuffer
+		cmd := exec.Command(bin, "tail", "--source", url, "--position-name", "resume_me", "--position-dir", dir,
+			"--poll-timeout", "3s", "--max-duration", "2m")
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		defer func() {
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		}()
+		c, err := pgx.Connect(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			var active bool
+			if err := c.QueryRow(context.Background(), `SELECT coalesce(bool_or(active), false) FROM pg_replication_slots WHERE slot_name = 'tidemark_pos_resume_me'`).Scan(&active); err != nil {
+				t.Fatal(err)
+			}
+			if active {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("tail did not open its slot\n%s", stderr.String())
+			}
+		}
+		for _, q := range stmts {
+			pg.Exec(t, url, q)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("tail: %v\n%s", err, stderr.String())
+			}
+		case <-time.After(2 * time.Minute):
+			t.Fatal("tail did not stop after --poll-timeout")
+		}
+		var ids []string
+		for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+			if l == "" {
+				continue
+			}
+			var e struct {
+				After map[string]any `json:"after"`
+			}
+			if err := json.Unmarshal([]byte(l), &e); err != nil {
+				t.Fatalf("not JSON: %s", l)
+			}
+			ids = append(ids, fmt.Sprint(e.After["id"]))
+		}
+		return ids
+	}
+	if got := strings.Join(tailRun("INSERT INTO t VALUES (1)", "INSERT INTO t VALUES (2)"), ","); got != "1,2" {
+		t.Fatalf("first run printed ids %s, want 1,2", got)
+	}
+	// While no tail runs.
+	pg.Exec(t, url, "INSERT INTO t VALUES (3)")
+	if got := strings.Join(tailRun("INSERT INTO t VALUES (4)"), ","); got != "3,4" {
+		t.Fatalf("second run printed ids %s, want 3,4: the change made between the runs, and none again", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "resume_me.json")); err != nil {
+		t.Errorf("no checkpoint file: %v", err)
 	}
 }
