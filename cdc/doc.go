@@ -6,15 +6,19 @@
 //
 // # Modes
 //
-// This first version is ephemeral: a Stream reads from the source's
-// current position through a temporary replication slot of its own
-// (MySQL: a binlog dump under a server id of its own), exactly as
-// `tidemark tail` does, and stores nothing. Changes committed before Open
-// returns, or while no Stream is open, are not delivered. Ack records how
-// far the program got (Stream.Acked), but nothing survives the process.
-// The durable named position (a slot and a checkpoint of its own, so a
-// restarted program continues after the last acknowledged event,
-// at-least-once) is the next increment.
+// Ephemeral (the default): a Stream reads from the source's current
+// position through a temporary replication slot of its own (MySQL: a
+// binlog dump under a server id of its own), exactly as `tidemark tail`
+// does, and stores nothing. Changes committed before Open returns, or
+// while no Stream is open, are not delivered; Ack records how far the
+// program got (Stream.Acked) in memory only.
+//
+// Resumable (Config.PositionName, PostgreSQL only): a durable named
+// position, a slot and a checkpoint file of its own, so that the next
+// Open with the name continues after the last acknowledged event, even
+// after a SIGKILL; at-least-once, exactly once after deduplication on
+// Event.Position. position.go states the contract; DropPosition removes
+// a position (its slot keeps the source's WAL while no program reads it).
 //
 // # Stopping
 //
