@@ -19,6 +19,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/app"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/event"
 	"github.com/tidemark/tidemark/internal/fault"
 )
 
@@ -114,14 +115,41 @@ func runCmd(ctx context.Context) *cobra.Command {
 func tailCmd(ctx context.Context) *cobra.Command {
 	var (
 		cfgPath string
+		format  string
+		posName string
+		posDir  string
 		opts    app.TailOptions
 	)
 	holder := &config.Config{}
 	cmd := &cobra.Command{
-		Use:   "tail --source URL [--tables s.t,...] [--max-records N] [--max-duration D]",
+		Use:   "tail --source URL [--tables s.t,...] [--format tidemark|debezium|beam] [--max-records N] [--max-duration D] [--poll-timeout D] [--position-name NAME]",
 		Short: "Stream changes as JSON lines to stdout from the current position (PostgreSQL: a temporary slot; MySQL: a binlog dump), storing nothing",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			shape, err := event.ParseShape(format)
+			if err != nil {
+				return usageError{fmt.Errorf("--format: %w", err)}
+			}
+			if opts.DebeziumSchema && shape != event.Debezium {
+				return usageError{fmt.Errorf("--debezium-schema needs --format debezium (got %s)", shape)}
+			}
+			for _, d := range []struct {
+				flag string
+				v    time.Duration
+			}{{"--max-duration", opts.MaxDuration}, {"--poll-timeout", opts.PollTimeout}} {
+				if d.v < 0 {
+					return usageError{fmt.Errorf("%s must not be negative, got %s", d.flag, d.v)}
+				}
+			}
+			if posName != "" {
+				if err := app.CheckPositionName(posName); err != nil {
+					return usageError{fmt.Errorf("--position-name: %w", err)}
+				}
+				opts.Slot = app.PositionSlot(posName)
+				opts.Store = &app.TailFileStore{Path: filepath.Join(posDir, posName+".json")}
+			}
+			opts.Format = shape
+			opts.Version = strings.TrimPrefix(strings.SplitN(versionString(), "\n", 2)[0], "tidemark ")
 			cfg, err := resolveConfig(cmd, cfgPath)
 			if err != nil {
 				return err
@@ -139,6 +167,11 @@ func tailCmd(ctx context.Context) *cobra.Command {
 	cmd.Flags().StringVar(&cfgPath, "config", "", "YAML configuration file (flags override it)")
 	cmd.Flags().IntVar(&opts.MaxRecords, "max-records", 0, "stop after N records (0: no limit)")
 	cmd.Flags().DurationVar(&opts.MaxDuration, "max-duration", 0, "stop after this long (0: no limit)")
+	cmd.Flags().DurationVar(&opts.PollTimeout, "poll-timeout", 0, "stop once this long passes without a record, from the start or the last record (0: never)")
+	cmd.Flags().StringVar(&format, "format", string(event.Tidemark), "event shape: tidemark (everything: position, tx id, commit time, unchanged columns), debezium (Debezium's envelope), beam (Beam's SourceRecordJsonMapper, as the Hop Debezium transform emits)")
+	cmd.Flags().StringVar(&posName, "position-name", "", "resumable: keep a named position (PostgreSQL: slot tidemark_pos_NAME, checkpoint --position-dir/NAME.json) and continue after the last printed record (empty: from the current position, storing nothing)")
+	cmd.Flags().StringVar(&posDir, "position-dir", "tidemark-positions", "directory of --position-name's checkpoint file")
+	cmd.Flags().BoolVar(&opts.DebeziumSchema, "debezium-schema", false, "with --format debezium: the {\"schema\", \"payload\"} form (Kafka Connect's JSON converter with schemas)")
 	own := ownFlags(cmd)
 	holder.BindFlags(cmd.Flags())
 	// tail reads the stream through a temporary slot (a binlog dump) of its own: of the

@@ -145,3 +145,38 @@ func TestVersionLdflags(t *testing.T) {
 		}
 	}
 }
+
+// TestTailBadFormat: a --format tail does not know is a usage error
+// (exit 2) whose message names the allowed shapes, before any connection;
+// --debezium-schema without --format debezium likewise.
+func TestTailBadFormat(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--format", "avro"}, []string{`"avro"`, "tidemark", "debezium", "beam"}},
+		{[]string{"--format", "beam", "--debezium-schema"}, []string{"--debezium-schema", "--format debezium"}},
+		{[]string{"--poll-timeout", "-1s"}, []string{"--poll-timeout", "negative"}},
+	} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved := os.Stderr
+		os.Stderr = w
+		_, code := runOut(t, append([]string{"tail", "--source", "postgres://u@127.0.0.1:1/db"}, c.args...)...)
+		os.Stderr = saved
+		w.Close()
+		var msg bytes.Buffer
+		_, _ = msg.ReadFrom(r)
+		r.Close()
+		if code != 2 {
+			t.Errorf("tail %v: exit %d, want 2 (usage)\n%s", c.args, code, &msg)
+		}
+		for _, s := range c.want {
+			if !strings.Contains(msg.String(), s) {
+				t.Errorf("tail %v: message %q does not name %s", c.args, strings.TrimSpace(msg.String()), s)
+			}
+		}
+	}
+}

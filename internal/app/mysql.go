@@ -153,6 +153,12 @@ func tailMySQL(ctx context.Context, cfg *config.Config, tw *tailWriter, log *slo
 	if err != nil {
 		return err
 	}
+	if tw.slot != "" {
+		return fault.With(fault.ErrBadConfig, "tail: a durable position is not supported for MySQL sources yet", nil)
+	}
+	if err := tw.open(opts.Database, mysqlBinlogBase(ctx, opts.DSN())); err != nil {
+		return err
+	}
 	for _, t := range opts.Tables {
 		tw.only[change.TableID{Schema: opts.Database, Name: t}] = true
 	}
@@ -163,5 +169,24 @@ func tailMySQL(ctx context.Context, cfg *config.Config, tw *tailWriter, log *slo
 	opts.CommitInterval = 200 * time.Millisecond
 	opts.SpoolDir = filepath.Join(os.TempDir(), "tidemark_"+tag)
 	defer os.RemoveAll(opts.SpoolDir)
+	if tw.ready != nil {
+		tw.ready()
+	}
 	return mysql.New(tw, opts, log).Run(ctx)
+}
+
+// mysqlBinlogBase is the server's binlog file basename (mysql-bin), for
+// tail's positions and file names; "" when it cannot be read (they then
+// show the file's number only).
+func mysqlBinlogBase(ctx context.Context, dsn string) string {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return ""
+	}
+	defer db.Close()
+	var base sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT @@log_bin_basename").Scan(&base); err != nil || base.String == "" {
+		return ""
+	}
+	return filepath.Base(base.String)
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,9 @@ import (
 
 // TestMySQLTail: `tidemark tail` on a MariaDB source prints the inserts,
 // updates and deletes made after it started as JSON lines with their
-// values, and stops at --max-records.
+// values, and stops at --max-records; --format debezium prints Debezium's
+// MySQL source block (binlog file, pos, row), --format beam Beam's
+// metadata with the binlog file as its schema.
 func TestMySQLTail(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Tidemark(t)
@@ -43,14 +46,30 @@ func TestMySQLTail(t *testing.T) {
 			<-done
 		}
 	}()
-	// Wait for tail's binlog dump, then change rows.
+	// The same changes in the Debezium and Beam shapes.
+	shapes := map[string]*syncBuffer{"debezium": {}, "beam": {}}
+	var shapeErrs syncBuffer
+	for format, out := range shapes {
+		c := exec.Command(bin, "tail", "--source", m.URL(dbname), "--format", format, "--max-records", "3", "--max-duration", "2m")
+		c.Stdout, c.Stderr = out, &shapeErrs
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer time.AfterFunc(3*time.Minute, func() { _ = c.Process.Kill() }).Stop() // after the Wait below
+		defer func() {
+			if err := c.Wait(); err != nil {
+				t.Errorf("tail --format %s: %v\n%s", format, err, shapeErrs.String())
+			}
+		}()
+	}
+	// Wait for the tails' binlog dumps, then change rows.
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var n int
 		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
+		if n >= 3 {
 			break
 		}
 		select {
@@ -122,4 +141,60 @@ func TestMySQLTail(t *testing.T) {
 	if strings.Contains(stdout.String()+stderr.String(), m.Password) {
 		t.Errorf("the password appears in tail's output")
 	}
+	var base string
+	if err := db.QueryRow("SELECT @@log_bin_basename").Scan(&base); err != nil {
+		t.Fatal(err)
+	}
+	base = filepath.Base(base)
+	for i, l := range strings.Split(strings.TrimSpace(waitLines(t, shapes["debezium"], 3)), "\n") {
+		var e struct {
+			Op     string         `json:"op"`
+			After  map[string]any `json:"after"`
+			Source map[string]any `json:"source"`
+		}
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("debezium: not JSON: %s", l)
+		}
+		file, _ := e.Source["file"].(string)
+		if e.Op != "cud"[i:i+1] || e.Source["connector"] != "mysql" || e.Source["db"] != dbname || e.Source["table"] != "orders" ||
+			!strings.HasPrefix(file, base+".") || e.Source["pos"] == nil || e.Source["pos"] == float64(0) {
+			t.Errorf("debezium line %d: %s", i+1, l)
+		}
+		if i == 0 && (e.After["amount"] != "A+c=" || e.After["placed"] != float64(1714979289500000)) {
+			t.Errorf("debezium insert values (decimal 9.99 as Connect bytes, datetime as µs): %s", l)
+		}
+	}
+	for i, l := range strings.Split(strings.TrimSpace(waitLines(t, shapes["beam"], 3)), "\n") {
+		var e struct {
+			Metadata map[string]any `json:"metadata"`
+			Before   *struct {
+				Fields map[string]any `json:"fields"`
+			} `json:"before"`
+			After *struct {
+				Fields map[string]any `json:"fields"`
+			} `json:"after"`
+		}
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("beam: not JSON: %s", l)
+		}
+		schema, _ := e.Metadata["schema"].(string)
+		if e.Metadata["connector"] != "mysql" || e.Metadata["database"] != dbname || e.Metadata["table"] != "orders" || !strings.HasPrefix(schema, base+".") {
+			t.Errorf("beam line %d metadata: %s", i+1, l)
+		}
+		if (i < 2) != (e.After != nil) || (i == 2 && (e.Before == nil || e.Before.Fields["id"] != float64(1))) {
+			t.Errorf("beam line %d before/after: %s", i+1, l)
+		}
+	}
+}
+
+// waitLines waits (up to two minutes) until out holds n lines and
+// returns them.
+func waitLines(t *testing.T, out *syncBuffer, n int) string {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); strings.Count(out.String(), "\n") < n; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d lines after 2 minutes, want %d:\n%s", strings.Count(out.String(), "\n"), n, out)
+		}
+	}
+	return out.String()
 }

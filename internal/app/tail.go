@@ -8,49 +8,221 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sync/atomic"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
-	"github.com/apache/iceberg-go"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/event"
+	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
 
-// TailOptions bound a tail session.
+// TailOptions bound a tail session and choose its output.
 type TailOptions struct {
 	MaxRecords  int           // stop after this many records (0: no limit)
 	MaxDuration time.Duration // stop after this long (0: no limit)
+	// PollTimeout stops the tail once this long has passed without a
+	// record printed, counted from the start and then from the last
+	// record (0: never).
+	PollTimeout time.Duration
+	// Format is the event shape (event.Tidemark when empty).
+	Format event.Shape
+	// DebeziumSchema: the debezium shape's {"schema","payload"} form.
+	DebeziumSchema bool
+	// Version is the tidemark version the Debezium and Beam shapes carry.
+	Version string
+	// Ready, if set, is called once the stream is open: every change
+	// committed after it is delivered (PostgreSQL: the temporary slot is
+	// active). MySQL calls it at once, before the binlog dump reads the
+	// server's current position: a change committed in between is missed.
+	Ready func()
+	// Slot, if set, is a durable replication slot (PostgreSQL) to read
+	// from instead of a temporary one: the stream resumes from Store's
+	// checkpoint, and the slot's confirmed position advances only past
+	// checkpoints Store has saved. Needs Store.
+	Slot  string
+	Store TailStore
+}
+
+// TailStore keeps a durable tail's checkpoint (TailOptions.Slot).
+type TailStore interface {
+	// Load returns the saved checkpoint (ok false: none yet).
+	Load(ctx context.Context) (cp pipeline.Checkpoint, ok bool, err error)
+	// Save makes cp durable, once the consumer is done with every record
+	// handed over before it (it may wait for that). Returning nil lets the
+	// source forget everything up to cp. When stopping is closed (the
+	// tail is ending) and records are still unacknowledged, it returns
+	// ErrUnacked without saving: they come again in the next session.
+	Save(ctx context.Context, stopping <-chan struct{}, cp pipeline.Checkpoint) error
+}
+
+// TailFileStore is a TailStore in a file: the checkpoint as JSON, replaced
+// atomically (write, fsync, rename, fsync of the directory) at each Save.
+type TailFileStore struct {
+	Path string
+	// Wait, if set, is called first by Save and must return once every
+	// record handed over is acknowledged, or ErrUnacked when stopping
+	// closes first.
+	Wait func(ctx context.Context, stopping <-chan struct{}) error
+}
+
+var _ TailStore = (*TailFileStore)(nil)
+
+// Load reads the checkpoint; none when the file does not exist.
+func (f *TailFileStore) Load(context.Context) (pipeline.Checkpoint, bool, error) {
+	b, err := os.ReadFile(f.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return pipeline.Checkpoint{}, false, nil
+	}
+	if err != nil {
+		return pipeline.Checkpoint{}, false, fmt.Errorf("read position file: %w", err)
+	}
+	var cp pipeline.Checkpoint
+	if err := json.Unmarshal(b, &cp); err != nil {
+		return pipeline.Checkpoint{}, false, fault.With(fault.ErrBadConfig, "position file "+f.Path+" is damaged (remove it and drop its slot to start over)", err)
+	}
+	return cp, true, nil
+}
+
+// Save waits (Wait), then replaces the file with cp.
+func (f *TailFileStore) Save(ctx context.Context, stopping <-chan struct{}, cp pipeline.Checkpoint) error {
+	if f.Wait != nil {
+		if err := f.Wait(ctx, stopping); err != nil {
+			return err
+		}
+	}
+	b, err := json.Marshal(cp)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
+		return fmt.Errorf("save position: %w", err)
+	}
+	tmp := f.Path + ".tmp"
+	w, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("save position: %w", err)
+	}
+	_, err = w.Write(b)
+	if err == nil {
+		err = w.Sync()
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, f.Path)
+	}
+	if err == nil {
+		var d *os.File
+		if d, err = os.Open(filepath.Dir(f.Path)); err == nil {
+			err = d.Sync()
+			d.Close()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("save position: %w", err)
+	}
+	return nil
+}
+
+// PositionSlot is the durable slot of the named position name.
+func PositionSlot(name string) string { return "tidemark_pos_" + name }
+
+var positionName = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
+
+// CheckPositionName checks a position's name: 1 to 40 of a-z, 0-9, _.
+func CheckPositionName(name string) error {
+	if !positionName.MatchString(name) {
+		return fmt.Errorf("position name %q: want 1 to 40 of a-z, 0-9, _", name)
+	}
+	return nil
+}
+
+// ErrUnacked is TailStore.Save's error when a tail ends with records not
+// yet acknowledged; the tail then ends without error.
+var ErrUnacked = errors.New("tail: records not acknowledged at the end")
+
+// TailRecord is one record of a tail: exactly one of Change, DeadLetter
+// and Message is set, and JSON is it in the tail's format.
+type TailRecord struct {
+	Change     *change.Change
+	DeadLetter *change.DeadLetter
+	Message    *change.Message
+	JSON       []byte
 }
 
 var errTailDone = errors.New("tail: limit reached")
 
-// Tail streams the source's changes as JSON lines (a Debezium-style
-// envelope) to out, from the source's current position, storing nothing:
-// PostgreSQL through a temporary slot of its own, MySQL/MariaDB through a
-// binlog dump under a server id of its own. The pipeline's slot, position
-// and lake are never touched.
+// errTailIdle ends a tail whose PollTimeout passed without a record.
+var errTailIdle = errors.New("tail: poll timeout without a record")
+
+// Tail streams the source's changes as JSON lines (internal/event, in
+// opts.Format) to out, from the source's current position, storing
+// nothing: PostgreSQL through a temporary slot of its own, MySQL/MariaDB
+// through a binlog dump under a server id of its own. The pipeline's slot,
+// position and lake are never touched. It returns nil when a limit
+// (MaxRecords, MaxDuration, PollTimeout) or ctx ends it.
 func Tail(ctx context.Context, cfg *config.Config, opts TailOptions, out io.Writer, log *slog.Logger) error {
+	bw := bufio.NewWriter(out)
+	defer bw.Flush()
+	return tail(ctx, cfg, opts, &tailWriter{out: bw}, log)
+}
+
+// TailTo is Tail handing each record to handle instead of printing it,
+// from the source's stream goroutine. handle may block, holding the
+// stream back; it must return once ctx is done, with ctx's error. An
+// error from handle ends the tail with that error. The records stop
+// counting against MaxRecords and PollTimeout only once handle returns:
+// a record waiting in handle is never cut off by PollTimeout.
+func TailTo(ctx context.Context, cfg *config.Config, opts TailOptions, handle func(context.Context, TailRecord) error, log *slog.Logger) error {
+	return tail(ctx, cfg, opts, &tailWriter{handle: handle}, log)
+}
+
+// TailLogger is a logger writing to h that scrubs cfg's secrets and any
+// connection string's password from every message and attribute, as
+// tidemark's own logs do.
+func TailLogger(h slog.Handler, cfg *config.Config) *slog.Logger {
+	return slog.New(&redactHandler{h: h, secrets: cfg.Secrets()})
+}
+
+func tail(ctx context.Context, cfg *config.Config, opts TailOptions, tw *tailWriter, log *slog.Logger) error {
 	src, err := sourceFor(cfg.Source.Reveal())
 	if err != nil {
 		return err
+	}
+	if opts.Format == "" {
+		opts.Format = event.Tidemark
+	}
+	if _, err := event.ParseShape(string(opts.Format)); err != nil {
+		return fault.With(fault.ErrBadConfig, err.Error(), err)
+	}
+	if (opts.Slot == "") != (opts.Store == nil) {
+		return fault.With(fault.ErrBadConfig, "tail: a durable slot needs a checkpoint store, and a store a slot", nil)
 	}
 	if opts.MaxDuration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, opts.MaxDuration)
 		defer cancel()
 	}
-	bw := bufio.NewWriter(out)
-	defer bw.Flush()
-	tw := &tailWriter{out: bw, max: opts.MaxRecords, only: map[change.TableID]bool{}, connector: src.connector}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	tw.max, tw.only, tw.log, tw.ready = opts.MaxRecords, map[change.TableID]bool{}, log, opts.Ready
+	tw.slot, tw.store, tw.stopping = opts.Slot, opts.Store, ctx.Done()
+	tw.opts = event.Options{Shape: opts.Format, Schema: opts.DebeziumSchema, Connector: src.connector, Name: cfg.Name, Version: opts.Version}
+	tw.last.Store(time.Now().UnixNano())
+	if opts.PollTimeout > 0 {
+		go tw.idle(ctx, opts.PollTimeout, cancel)
+	}
 	err = src.tail(ctx, cfg, tw, log)
-	if errors.Is(err, errTailDone) || (err == nil) || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
+	if errors.Is(err, errTailDone) || errors.Is(err, ErrUnacked) || (err == nil) || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
 		return nil
 	}
 	if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
@@ -70,11 +242,17 @@ func tailPostgres(ctx context.Context, cfg *config.Config, tw *tailWriter, log *
 	if err != nil {
 		return err
 	}
+	if err := tw.open(dialer.Database(), ""); err != nil {
+		return err
+	}
 	for _, t := range copts.Tables {
 		tw.only[t] = true
 	}
 	copts.Slot = fmt.Sprintf("tidemark_tail_%d_%d", os.Getpid(), time.Now().UnixNano()%1000000)
 	copts.TemporarySlot = true
+	if tw.slot != "" {
+		copts.Slot, copts.TemporarySlot = tw.slot, false
+	}
 	copts.Tables = nil // never alter the publication from tail
 	copts.Snapshot.Enabled = false
 	copts.HeartbeatInterval = 0
@@ -84,63 +262,129 @@ func tailPostgres(ctx context.Context, cfg *config.Config, tw *tailWriter, log *
 	defer os.RemoveAll(copts.SpoolDir)
 	capt := postgres.New(dialer, tw, copts, log)
 	defer capt.Close()
+	if tw.ready != nil {
+		rctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go awaitSlot(rctx, dialer, copts.Slot, tw.ready, log)
+	}
 	return capt.Run(ctx)
 }
 
-// tailWriter prints changes instead of storing them.
+// awaitSlot calls ready once slot is active (the capture streams from it),
+// until ctx is done.
+func awaitSlot(ctx context.Context, dialer *postgres.Dialer, slot string, ready func(), log *slog.Logger) {
+	conn, err := dialer.Connect(ctx)
+	if err != nil {
+		log.Debug("tail: cannot watch for the temporary slot", "error", err)
+		return
+	}
+	defer conn.Close(context.Background())
+	for {
+		var active bool
+		err := conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active)
+		if err == nil && active {
+			ready()
+			return
+		}
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			log.Debug("tail: cannot watch for the temporary slot", "error", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// tailWriter prints changes instead of storing them, one JSON line each.
 type tailWriter struct {
 	out  *bufio.Writer
 	max  int
 	n    int
 	only map[change.TableID]bool
-	// connector names the source in each envelope (postgresql, mysql).
-	connector string
+	log  *slog.Logger
+	// opts are the encoder's options but the source's own (database,
+	// binlog basename), which the source's tail gives to open.
+	opts event.Options
+	enc  *event.Encoder
+	// handle, if set, takes the records instead of out (TailTo).
+	handle func(context.Context, TailRecord) error
+	// ready is TailOptions.Ready.
+	ready func()
+	// slot and store are TailOptions'; stopping is closed when the tail
+	// is ending.
+	slot     string
+	store    TailStore
+	stopping <-chan struct{}
+	// last is when the last record was printed (or the tail started),
+	// in Unix nanoseconds, for the poll timeout; busy is set while handle
+	// holds a record.
+	last atomic.Int64
+	busy atomic.Bool
 }
 
 var _ pipeline.Sink = (*tailWriter)(nil)
+
+// open builds the encoder once the source's tail knows its database and
+// (MySQL) binlog basename.
+func (t *tailWriter) open(database, binlogBase string) error {
+	o := t.opts
+	o.Database, o.BinlogBase = database, binlogBase
+	enc, err := event.NewEncoder(o)
+	if err != nil {
+		return err
+	}
+	t.enc = enc
+	return nil
+}
+
+// idle cancels the tail with errTailIdle once timeout passes without a
+// record, until ctx ends.
+func (t *tailWriter) idle(ctx context.Context, timeout time.Duration, cancel context.CancelCauseFunc) {
+	for {
+		wait := time.Until(time.Unix(0, t.last.Load()).Add(timeout))
+		if t.busy.Load() {
+			wait = timeout
+		} else if wait <= 0 {
+			cancel(errTailIdle)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
 
 func (t *tailWriter) OpenTable(context.Context, change.TableID, *change.Schema) (pipeline.TableState, error) {
 	return pipeline.TableState{}, nil
 }
 
-type envelope struct {
-	Before    map[string]any `json:"before"`
-	After     map[string]any `json:"after"`
-	Source    tailSource     `json:"source"`
-	Op        string         `json:"op"`
-	TSMs      int64          `json:"ts_ms"`
-	Error     string         `json:"error,omitempty"`
-	Raw       string         `json:"raw,omitempty"`
-	Unchanged []string       `json:"unchanged,omitempty"`
-	Message   *tailMessage   `json:"message,omitempty"`
-}
-
-type tailSource struct {
-	Connector string `json:"connector"`
-	Schema    string `json:"schema,omitempty"`
-	Table     string `json:"table,omitempty"`
-	LSN       uint64 `json:"lsn"`
-	Seq       int64  `json:"seq"`
-	TxID      int64  `json:"txId"`
-	TSMs      int64  `json:"ts_ms"`
-}
-
-type tailMessage struct {
-	Prefix  string `json:"prefix"`
-	Content string `json:"content"`
-}
-
-func (t *tailWriter) emit(e envelope) error {
-	e.TSMs = time.Now().UnixMilli()
-	b, err := json.Marshal(e)
+func (t *tailWriter) emit(ctx context.Context, r TailRecord, err error) error {
 	if err != nil {
 		return err
 	}
-	t.out.Write(b)
-	t.out.WriteByte('\n')
+	if t.handle != nil {
+		t.busy.Store(true)
+		err := t.handle(ctx, r)
+		t.last.Store(time.Now().UnixNano())
+		t.busy.Store(false)
+		if err != nil {
+			return err
+		}
+	} else {
+		t.out.Write(r.JSON)
+		t.out.WriteByte('\n')
+	}
+	t.last.Store(time.Now().UnixNano())
 	t.n++
 	if t.max > 0 && t.n >= t.max {
-		t.out.Flush()
+		if t.out != nil {
+			t.out.Flush()
+		}
 		return errTailDone
 	}
 	return nil
@@ -148,19 +392,12 @@ func (t *tailWriter) emit(e envelope) error {
 
 func (t *tailWriter) want(id change.TableID) bool { return len(t.only) == 0 || t.only[id] }
 
-func (t *tailWriter) Write(_ context.Context, c *change.Change) error {
+func (t *tailWriter) Write(ctx context.Context, c *change.Change) error {
 	if !t.want(c.Table) {
 		return nil
 	}
-	e := envelope{Op: c.Op.String(), Unchanged: c.Unchanged,
-		Source: tailSource{Connector: t.connector, Schema: c.Table.Schema, Table: c.Table.Name, LSN: c.Pos.LSN, Seq: c.Pos.Seq, TxID: c.TxID, TSMs: c.CommitTime.UnixMilli()}}
-	if c.Op != change.OpDelete && c.Op != change.OpTruncate {
-		e.After = rowJSON(c.Schema, c.Values)
-	}
-	if c.Before != nil {
-		e.Before = rowJSON(c.Schema, c.Before)
-	}
-	return t.emit(e)
+	b, err := t.enc.Change(c)
+	return t.emit(ctx, TailRecord{Change: c, JSON: b}, err)
 }
 
 func (t *tailWriter) WriteBatch(ctx context.Context, _ change.TableID, cs []*change.Change, _ map[string]string) error {
@@ -172,96 +409,42 @@ func (t *tailWriter) WriteBatch(ctx context.Context, _ change.TableID, cs []*cha
 	return nil
 }
 
-func (t *tailWriter) DeadLetter(_ context.Context, d change.DeadLetter) error {
+func (t *tailWriter) DeadLetter(ctx context.Context, d change.DeadLetter) error {
 	if !t.want(d.Table) {
 		return nil
 	}
-	return t.emit(envelope{Op: d.Op.String(), Error: d.Error, Raw: d.Raw,
-		Source: tailSource{Connector: t.connector, Schema: d.Table.Schema, Table: d.Table.Name, LSN: d.Pos.LSN, Seq: d.Pos.Seq, TxID: d.TxID, TSMs: d.CommitTime.UnixMilli()}})
+	t.log.Warn("tail: a row could not be decoded exactly; it is printed with its error and raw text",
+		"table", d.Table.String(), "position", d.Pos.String(), "error", d.Error)
+	b, err := t.enc.DeadLetter(d)
+	return t.emit(ctx, TailRecord{DeadLetter: &d, JSON: b}, err)
 }
 
-func (t *tailWriter) Message(_ context.Context, m change.Message) error {
+func (t *tailWriter) Message(ctx context.Context, m change.Message) error {
 	if len(t.only) > 0 {
 		return nil
 	}
-	return t.emit(envelope{Op: "m", Message: &tailMessage{Prefix: m.Prefix, Content: string(m.Content)},
-		Source: tailSource{Connector: t.connector, LSN: m.Pos.LSN, Seq: m.Pos.Seq, TxID: m.TxID, TSMs: m.CommitTime.UnixMilli()}})
+	b, err := t.enc.Message(m)
+	return t.emit(ctx, TailRecord{Message: &m, JSON: b}, err)
 }
 
 func (t *tailWriter) Buffered() int64 { return 0 }
 
-func (t *tailWriter) Flush(context.Context, pipeline.Checkpoint) error { return t.out.Flush() }
+func (t *tailWriter) Flush(ctx context.Context, cp pipeline.Checkpoint) error {
+	if t.out != nil {
+		// Printed before saved: what the position passes is out.
+		if err := t.out.Flush(); err != nil {
+			return err
+		}
+	}
+	if t.store != nil {
+		return t.store.Save(ctx, t.stopping, cp)
+	}
+	return nil
+}
 
-func (t *tailWriter) LoadCheckpoint(context.Context) (pipeline.Checkpoint, bool, error) {
+func (t *tailWriter) LoadCheckpoint(ctx context.Context) (pipeline.Checkpoint, bool, error) {
+	if t.store != nil {
+		return t.store.Load(ctx)
+	}
 	return pipeline.Checkpoint{}, false, nil
-}
-
-func rowJSON(s *change.Schema, vals []any) map[string]any {
-	if s == nil {
-		return nil
-	}
-	m := make(map[string]any, len(vals))
-	for i, v := range vals {
-		if i >= len(s.Fields) {
-			break
-		}
-		m[s.Fields[i].Name] = JSONValue(v, s.Fields[i].Type)
-	}
-	return m
-}
-
-// JSONValue renders a decoded value for JSON output: exact decimals as
-// strings, dates and timestamps in ISO 8601, non-finite floats as strings.
-func JSONValue(v any, t iceberg.Type) any {
-	switch x := v.(type) {
-	case nil:
-		return nil
-	case decimal128.Num:
-		scale := int32(0)
-		if dt, ok := t.(iceberg.DecimalType); ok {
-			scale = int32(dt.Scale())
-		}
-		return x.ToString(scale)
-	case arrow.Date32:
-		if x == math.MaxInt32 {
-			return "infinity"
-		} else if x == math.MinInt32 {
-			return "-infinity"
-		}
-		return x.ToTime().Format("2006-01-02")
-	case arrow.Time64:
-		return x.ToTime(arrow.Microsecond).Format("15:04:05.999999")
-	case arrow.Timestamp:
-		if x == math.MaxInt64 {
-			return "infinity"
-		} else if x == math.MinInt64 {
-			return "-infinity"
-		}
-		ts := time.UnixMicro(int64(x)).UTC()
-		if _, ok := t.(iceberg.TimestampTzType); ok {
-			return ts.Format(time.RFC3339Nano)
-		}
-		return ts.Format("2006-01-02T15:04:05.999999")
-	case float64:
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return fmt.Sprint(x)
-		}
-		return x
-	case float32:
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return fmt.Sprint(x)
-		}
-		return x
-	case []any:
-		var et iceberg.Type
-		if lt, ok := t.(*iceberg.ListType); ok {
-			et = lt.Element
-		}
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = JSONValue(e, et)
-		}
-		return out
-	}
-	return v
 }
