@@ -6,7 +6,7 @@ Go tests (internal/lake/delta/deltars_test.go) use it to check that what
 tidemark writes is what another engine reads.
 
 Usage:
-    python scripts/delta_read.py [--cdf] [--version N] DIR
+    python scripts/delta_read.py [--cdf] [--version N] [--app-id ID]... DIR
 
 Prints one JSON object:
     version     the table's latest version
@@ -23,6 +23,8 @@ Prints one JSON object:
     files       the number of active data files
     stats       per active file, delta-rs's parsed add-action statistics
                 (num_records, null_count.*, min.*, max.*) as JSON-safe values
+    txns        with --app-id: the last txn version delta-rs reads for each
+                application id (null if none)
     cdf         with --cdf: the change data feed from version 0 (load_cdf):
                 the rows with _change_type and _commit_version
 
@@ -65,6 +67,7 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("--cdf", action="store_true")
     ap.add_argument("--version", type=int)
+    ap.add_argument("--app-id", action="append", default=[])
     a = ap.parse_args()
     dt = DeltaTable(a.dir)
     out = {"version": dt.version()}
@@ -89,6 +92,7 @@ def main():
     out["files"] = len(dt.file_uris())
     adds = pa.table(dt.get_add_actions(flatten=True))
     out["stats"] = [safe(r) for r in adds.to_pylist()]
+    out["txns"] = {app: dt.transaction_version(app) for app in a.app_id}
     if a.cdf:
         cdf = pa.table(dt.load_cdf(starting_version=0))
         out["cdf"] = [safe(r) for r in cdf.to_pylist()]

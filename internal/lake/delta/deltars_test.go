@@ -61,10 +61,11 @@ type deltaRead struct {
 		Configuration    map[string]string `json:"configuration"`
 		Name             string            `json:"name"`
 	} `json:"metadata"`
-	History []map[string]any `json:"history"`
-	Files   int              `json:"files"`
-	Stats   []map[string]any `json:"stats"`
-	CDF     []map[string]any `json:"cdf"`
+	History []map[string]any  `json:"history"`
+	Files   int               `json:"files"`
+	Stats   []map[string]any  `json:"stats"`
+	CDF     []map[string]any  `json:"cdf"`
+	Txns    map[string]*int64 `json:"txns"`
 }
 
 func readWithDeltaRs(t *testing.T, py, dir string, args ...string) deltaRead {
@@ -139,7 +140,10 @@ func TestDeltaRsReads(t *testing.T) {
 		want[i] = normalize(t, expectedRow(i))
 	}
 
-	got := readWithDeltaRs(t, py, dir, "--cdf")
+	got := readWithDeltaRs(t, py, dir, "--cdf", "--app-id", "shop/orders", "--app-id", "nobody")
+	if v := got.Txns["shop/orders"]; v == nil || *v != 104 || got.Txns["nobody"] != nil {
+		t.Fatalf("delta-rs txn versions %v, want shop/orders at 104", got.Txns)
+	}
 	if got.Version != 5 {
 		t.Fatalf("delta-rs version %d, want 5", got.Version)
 	}
@@ -205,8 +209,8 @@ func TestDeltaRsReads(t *testing.T) {
 		t.Fatalf("delta-rs at version 4: %d rows, want 32", len(old.Rows))
 	}
 
-	// The checkpoint of version 3 alone (commits 0..3 deleted) gives
-	// delta-rs the same table.
+	// The checkpoint of version 3 (commits 0..3 deleted) gives delta-rs
+	// the same table.
 	cp := filepath.Join(t.TempDir(), "copy")
 	if err := os.CopyFS(cp, os.DirFS(dir)); err != nil {
 		t.Fatal(err)
@@ -216,8 +220,23 @@ func TestDeltaRsReads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fromCP := readWithDeltaRs(t, py, cp)
-	if fromCP.Version != 5 || !reflect.DeepEqual(normalize(t, fromCP.Rows), want) || fromCP.Metadata.Configuration["delta.enableChangeDataFeed"] != "true" {
+	fromCP := readWithDeltaRs(t, py, cp, "--app-id", "shop/orders")
+	if fromCP.Version != 5 || !reflect.DeepEqual(normalize(t, fromCP.Rows), want) || *fromCP.Txns["shop/orders"] != 104 {
+		t.Fatalf("delta-rs from the checkpoint and commits 4, 5: version %d, %d rows, txns %v", fromCP.Version, len(fromCP.Rows), fromCP.Txns)
+	}
+	// The checkpoint alone (commits 4, 5 deleted too) holds the table of
+	// version 3 with the txn of commit 3.
+	if err := os.Remove(filepath.Join(cp, "_delta_log", fmt.Sprintf("%020d.json", 5))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(cp, "_delta_log", fmt.Sprintf("%020d.json", 4))); err != nil {
+		t.Fatal(err)
+	}
+	fromCP = readWithDeltaRs(t, py, cp, "--app-id", "shop/orders")
+	if v := fromCP.Txns["shop/orders"]; v == nil || *v != 102 {
+		t.Fatalf("delta-rs txn from the checkpoint %v, want 102", fromCP.Txns)
+	}
+	if fromCP.Version != 3 || !reflect.DeepEqual(normalize(t, fromCP.Rows), want[:24]) || fromCP.Metadata.Configuration["delta.enableChangeDataFeed"] != "true" {
 		t.Fatalf("delta-rs from the checkpoint: version %d, %d rows, metadata %+v", fromCP.Version, len(fromCP.Rows), fromCP.Metadata)
 	}
 }
