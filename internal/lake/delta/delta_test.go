@@ -536,3 +536,39 @@ func TestSchemaTypes(t *testing.T) {
 		t.Fatalf("null in a required column: %v", err)
 	}
 }
+
+func TestAppendedRanges(t *testing.T) {
+	ctx := context.Background()
+	tbl := createOrders(t, t.TempDir(), 2)
+	for k := 0; k < 4; k++ {
+		appendRows(t, tbl, k*5, k*5+5, delta.Commit{})
+	}
+	var ids []int64
+	err := tbl.ScanAppended(ctx, 1, 3, func(rec arrow.RecordBatch) error {
+		id := rec.Column(0).(*array.Int64)
+		for i := 0; i < id.Len(); i++ {
+			ids = append(ids, id.Value(i))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+	if !slices.Equal(ids, seq(5, 15)) {
+		t.Fatalf("appended (1, 3]: ids %v", ids)
+	}
+	rows, maxLSN, ok, err := tbl.AppendedBounds(1, 3, "cdc_source_lsn")
+	if err != nil || !ok || rows != 10 || maxLSN != 1014 {
+		t.Fatalf("bounds (1, 3]: %d rows, max %d, %v, %v", rows, maxLSN, ok, err)
+	}
+	if rows, _, _, _ := tbl.AppendedBounds(-1, 4, "cdc_source_lsn"); rows != 20 {
+		t.Fatalf("bounds of everything: %d rows", rows)
+	}
+	if adds, err := tbl.Appended(3, 3); err != nil || len(adds) != 0 {
+		t.Fatalf("empty range: %v %v", adds, err)
+	}
+	if _, err := tbl.Appended(1, 9); err == nil {
+		t.Fatal("range past the version: no error")
+	}
+}
