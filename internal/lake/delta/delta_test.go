@@ -572,3 +572,86 @@ func TestAppendedRanges(t *testing.T) {
 		t.Fatal("range past the version: no error")
 	}
 }
+
+// Properties and added columns are metaData commits that keep the
+// cursor (the latest commit's userMetadata), lose no concurrent append,
+// and read older files' missing columns as null.
+func TestSetPropertiesAndAddColumns(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tbl := createOrders(t, dir, 0)
+	appendRows(t, tbl, 0, 3, delta.Commit{Props: map[string]string{"tidemark.position": "3"}})
+	stale, err := delta.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, tbl, 3, 6, delta.Commit{Props: map[string]string{"tidemark.position": "6"}})
+	// stale lost the race for version 2: rebuilt on version 2.
+	if err := stale.SetProperties(ctx, map[string]string{"owner": "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := stale.SetProperties(ctx, map[string]string{"delta.enableDeletionVectors": "true"}); !errors.Is(err, delta.ErrUnsupported) {
+		t.Fatalf("deletion vectors: %v", err)
+	}
+	if err := stale.AddColumns(ctx, []arrow.Field{{Name: "note", Type: arrow.BinaryTypes.String}}, map[string]string{"tidemark.schema": "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := stale.AddColumns(ctx, []arrow.Field{{Name: "note", Type: arrow.BinaryTypes.String}}, nil); err != nil {
+		t.Fatalf("retry of an added column: %v", err)
+	}
+	if stale.Version() != 4 {
+		t.Fatalf("version %d, want 4 (the retry commits nothing)", stale.Version())
+	}
+	if err := stale.AddColumns(ctx, []arrow.Field{{Name: "note", Type: arrow.PrimitiveTypes.Int64}}, nil); err == nil {
+		t.Fatal("re-adding a column with another type: no error")
+	}
+	h, err := stale.History(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 3 || h[1].Operation != "SET TBLPROPERTIES" || h[1].Props["tidemark.position"] != "6" ||
+		h[2].Operation != "ADD COLUMNS" || h[2].Props["tidemark.position"] != "6" || h[2].Props["tidemark.schema"] != "2" {
+		t.Fatalf("history %+v", h)
+	}
+	sc := stale.ArrowSchema()
+	if sc.NumFields() != ordersSchema.NumFields()+1 || sc.Field(sc.NumFields()-1).Name != "note" || !sc.Field(sc.NumFields()-1).Nullable {
+		t.Fatalf("schema %s", sc)
+	}
+	// Append on the new schema; the old files read "note" as null.
+	old := orders(t, 6, 8)
+	defer old.Release()
+	nb := array.NewStringBuilder(memory.DefaultAllocator)
+	nb.AppendValues([]string{"n6", "n7"}, nil)
+	note := nb.NewArray()
+	nb.Release()
+	defer note.Release()
+	rec := array.NewRecordBatch(sc, append(slices.Clone(old.Columns()), note), 2)
+	defer rec.Release()
+	if _, err := stale.Append(ctx, []arrow.RecordBatch{rec}, delta.Commit{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.Append(ctx, []arrow.RecordBatch{old}, delta.Commit{}); !errors.Is(err, lake.ErrCommitConflict) {
+		t.Fatalf("append on the old schema after the metadata changed: %v", err)
+	}
+	re, err := delta.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if re.Properties()["owner"] != "shop" || re.Properties()[delta.PropChangeDataFeed] != "true" {
+		t.Fatalf("properties %v", re.Properties())
+	}
+	notes := map[int64]string{}
+	err = re.Scan(ctx, func(rec arrow.RecordBatch) error {
+		id, n := rec.Column(0).(*array.Int64), rec.Column(rec.Schema().NumFields()-1).(*array.String)
+		for i := 0; i < id.Len(); i++ {
+			notes[id.Value(i)] = n.ValueStr(i)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) != 8 || notes[0] != array.NullValueStr || notes[5] != array.NullValueStr || notes[7] != "n7" {
+		t.Fatalf("notes %v", notes)
+	}
+}

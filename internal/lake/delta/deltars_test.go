@@ -282,3 +282,66 @@ func TestDeltaRsReadsTimestampNtz(t *testing.T) {
 		}
 	}
 }
+
+// delta-rs reads a table whose schema grew (a string column, then a
+// timestamp_ntz one, which upgrades the protocol to table features) and
+// whose properties changed: older rows read the new columns as null.
+func TestDeltaRsReadsAddedColumns(t *testing.T) {
+	py := deltars(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	tbl := createOrders(t, dir, 0)
+	appendRows(t, tbl, 0, 4, delta.Commit{Props: map[string]string{"tidemark.position": "4"}})
+	if err := tbl.SetProperties(ctx, map[string]string{"owner": "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	ntz := &arrow.TimestampType{Unit: arrow.Microsecond}
+	if err := tbl.AddColumns(ctx, []arrow.Field{{Name: "note", Type: arrow.BinaryTypes.String}, {Name: "local_at", Type: ntz}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := tbl.Protocol()
+	if p.MinReaderVersion != 3 || p.MinWriterVersion != 7 || !slices.Contains(p.WriterFeatures, "changeDataFeed") || !slices.Contains(p.WriterFeatures, "timestampNtz") {
+		t.Fatalf("protocol after adding a timestamp_ntz column: %+v", p)
+	}
+	old := orders(t, 4, 6)
+	defer old.Release()
+	sb := array.NewStringBuilder(memory.DefaultAllocator)
+	sb.AppendValues([]string{"n4", "n5"}, nil)
+	note := sb.NewArray()
+	sb.Release()
+	defer note.Release()
+	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	tb := array.NewTimestampBuilder(memory.DefaultAllocator, ntz)
+	tb.AppendValues([]arrow.Timestamp{arrow.Timestamp(at.UnixMicro()), arrow.Timestamp(at.UnixMicro())}, nil)
+	local := tb.NewArray()
+	tb.Release()
+	defer local.Release()
+	rec := array.NewRecordBatch(tbl.ArrowSchema(), append(slices.Clone(old.Columns()), note, local), 2)
+	defer rec.Release()
+	if _, err := tbl.Append(ctx, []arrow.RecordBatch{rec}, delta.Commit{Props: map[string]string{"tidemark.position": "6"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := readWithDeltaRs(t, py, dir, "--cdf")
+	if got.Metadata.Configuration["owner"] != "shop" || got.Protocol.MinReaderVersion != 3 {
+		t.Fatalf("delta-rs metadata %+v protocol %+v", got.Metadata, got.Protocol)
+	}
+	if len(got.Rows) != 6 || len(got.CDF) != 6 {
+		t.Fatalf("delta-rs %d rows, %d CDF rows, want 6", len(got.Rows), len(got.CDF))
+	}
+	for i, r := range got.Rows {
+		wantNote, wantAt := any(nil), any(nil)
+		if i >= 4 {
+			wantNote, wantAt = fmt.Sprintf("n%d", i), at.Format("2006-01-02T15:04:05.000000")
+		}
+		if r["note"] != wantNote || r["local_at"] != wantAt || r["cdc_source_lsn"].(float64) != float64(1000+i) {
+			t.Fatalf("delta-rs row %d: %v", i, r)
+		}
+	}
+	ops := []string{}
+	for _, h := range got.History {
+		ops = append(ops, h["operation"].(string))
+	}
+	if !slices.Equal(ops, []string{"CREATE TABLE", "WRITE", "SET TBLPROPERTIES", "ADD COLUMNS", "WRITE"}) {
+		t.Fatalf("delta-rs history operations %v", ops)
+	}
+}

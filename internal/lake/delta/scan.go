@@ -57,19 +57,28 @@ func (t *Table) scanFile(ctx context.Context, a Add, fn func(arrow.RecordBatch) 
 	sc := t.ArrowSchema()
 	for rr.Next() {
 		rec := rr.RecordBatch()
-		// The file's columns are the table's (the writer checked them); the
-		// batch is given the table's schema, without the file's field ids.
-		if int(rec.NumCols()) != sc.NumFields() {
-			return fmt.Errorf("Delta table %s: file %s has %d columns, the table %d: %w (schema evolution)", t.dir, a.Path, rec.NumCols(), sc.NumFields(), ErrUnsupported)
-		}
+		// The batch is given the table's schema, without the file's field
+		// ids; a column added after the file was written reads as null.
+		cols := make([]arrow.Array, sc.NumFields())
+		var nulls []arrow.Array
 		for j, f := range sc.Fields() {
-			if rec.Schema().Field(j).Name != f.Name || !arrow.TypeEqual(rec.Column(j).DataType(), f.Type) {
-				return fmt.Errorf("Delta table %s: file %s: column %d is %s %s, the table's %s %s: %w (schema evolution)", t.dir, a.Path, j, rec.Schema().Field(j).Name, rec.Column(j).DataType(), f.Name, f.Type, ErrUnsupported)
+			idx := rec.Schema().FieldIndices(f.Name)
+			if len(idx) == 0 {
+				cols[j] = array.MakeArrayOfNull(t.mem, f.Type, int(rec.NumRows()))
+				nulls = append(nulls, cols[j])
+				continue
 			}
+			c := rec.Column(idx[0])
+			if !arrow.TypeEqual(c.DataType(), f.Type) {
+				release(nulls)
+				return fmt.Errorf("Delta table %s: file %s: column %s is %s, the table's %s: %w (type widening)", t.dir, a.Path, f.Name, c.DataType(), f.Type, ErrUnsupported)
+			}
+			cols[j] = c
 		}
-		out := array.NewRecordBatch(sc, rec.Columns(), rec.NumRows())
+		out := array.NewRecordBatch(sc, cols, rec.NumRows())
 		err := fn(out)
 		out.Release()
+		release(nulls)
 		if err != nil {
 			return err
 		}
@@ -78,4 +87,10 @@ func (t *Table) scanFile(ctx context.Context, a Add, fn func(arrow.RecordBatch) 
 		return fmt.Errorf("Delta table %s: file %s: %w", t.dir, a.Path, err)
 	}
 	return nil
+}
+
+func release(as []arrow.Array) {
+	for _, a := range as {
+		a.Release()
+	}
 }
