@@ -655,3 +655,48 @@ func TestSetPropertiesAndAddColumns(t *testing.T) {
 		t.Fatalf("notes %v", notes)
 	}
 }
+
+// Files a killed writer left (an uncommitted data file, a temporary
+// commit) are removed once old enough; committed files and recent
+// orphans stay.
+func TestRemoveOrphans(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tbl := createOrders(t, dir, 0)
+	appendRows(t, tbl, 0, 10, delta.Commit{})
+	old := time.Now().Add(-2 * time.Hour)
+	orphans := []string{"cdc_ts_day=2026-01-01/part-00000-dead.c000.snappy.parquet", "part-00009-dead.c000.snappy.parquet", "_delta_log/_commit_dead.json.tmp"}
+	for _, o := range orphans {
+		p := filepath.Join(dir, filepath.FromSlash(o))
+		if err := os.WriteFile(p, []byte("torn"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recent := filepath.Join(dir, "cdc_ts_day=2026-01-01", "part-00001-inflight.c000.snappy.parquet")
+	if err := os.WriteFile(recent, []byte("being written"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Committed files are old too: only unreferenced ones go.
+	for _, f := range tbl.Files() {
+		os.Chtimes(filepath.Join(dir, filepath.FromSlash(f.Path)), old, old)
+	}
+	removed, err := tbl.RemoveOrphans(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(removed)
+	want := slices.Clone(orphans)
+	slices.Sort(want)
+	if !slices.Equal(removed, want) {
+		t.Fatalf("removed %v, want %v", removed, want)
+	}
+	if _, err := os.Stat(recent); err != nil {
+		t.Fatalf("recent file: %v", err)
+	}
+	if got := scanIDs(t, tbl); !slices.Equal(got, seq(0, 10)) {
+		t.Fatalf("ids %v", got)
+	}
+}
