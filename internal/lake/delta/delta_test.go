@@ -52,6 +52,11 @@ func rowTS(i int) time.Time { return base.Add(time.Duration(i) * 3 * time.Hour) 
 // orders builds rows [from, to) of the orders table.
 func orders(t *testing.T, from, to int) arrow.RecordBatch {
 	t.Helper()
+	return ordersStep(from, to, 3*time.Hour)
+}
+
+// ordersStep is orders with rows step apart in cdc_ts.
+func ordersStep(from, to int, step time.Duration) arrow.RecordBatch {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, ordersSchema)
 	defer b.Release()
 	for i := from; i < to; i++ {
@@ -84,7 +89,7 @@ func orders(t *testing.T, from, to int) arrow.RecordBatch {
 			sb.FieldBuilder(1).(*array.Int32Builder).Append(int32(i))
 		}
 		b.Field(10).(*array.StringBuilder).Append("c")
-		b.Field(11).(*array.TimestampBuilder).Append(arrow.Timestamp(rowTS(i).UnixMicro()))
+		b.Field(11).(*array.TimestampBuilder).Append(arrow.Timestamp(base.Add(time.Duration(i) * step).UnixMicro()))
 		b.Field(12).(*array.Int64Builder).Append(int64(1000 + i))
 	}
 	return b.NewRecordBatch()

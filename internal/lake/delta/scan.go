@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -32,13 +33,9 @@ func (t *Table) scanFile(ctx context.Context, a Add, fn func(arrow.RecordBatch) 
 	if len(a.DeletionVector) > 0 && string(a.DeletionVector) != "null" {
 		return fmt.Errorf("Delta table %s: file %s: %w: deletion vectors", t.dir, a.Path, ErrUnsupported)
 	}
-	rel, err := url.PathUnescape(a.Path)
+	path, err := t.filePath(a.Path)
 	if err != nil {
-		return fmt.Errorf("Delta table %s: file path %q: %w", t.dir, a.Path, err)
-	}
-	path := rel
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(t.dir, filepath.FromSlash(rel))
+		return err
 	}
 	pf, err := file.OpenParquetFile(path, false)
 	if err != nil {
@@ -93,4 +90,24 @@ func release(as []arrow.Array) {
 	for _, a := range as {
 		a.Release()
 	}
+}
+
+// filePath is the local path of an add action's path: relative to the
+// table (URL-encoded), absolute, or a file:// URI.
+func (t *Table) filePath(p string) (string, error) {
+	if strings.Contains(p, "://") {
+		u, err := url.Parse(p)
+		if err != nil || u.Scheme != "file" {
+			return "", fmt.Errorf("Delta table %s: file %q: %w: only local files", t.dir, p, ErrUnsupported)
+		}
+		return filepath.FromSlash(u.Path), nil
+	}
+	rel, err := url.PathUnescape(p)
+	if err != nil {
+		return "", fmt.Errorf("Delta table %s: file path %q: %w", t.dir, p, err)
+	}
+	if filepath.IsAbs(rel) {
+		return rel, nil
+	}
+	return filepath.Join(t.dir, filepath.FromSlash(rel)), nil
 }
