@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -343,5 +344,116 @@ func TestDeltaRsReadsAddedColumns(t *testing.T) {
 	}
 	if !slices.Equal(ops, []string{"CREATE TABLE", "WRITE", "SET TBLPROPERTIES", "ADD COLUMNS", "WRITE"}) {
 		t.Fatalf("delta-rs history operations %v", ops)
+	}
+}
+
+// runPython runs a Python program with dir as sys.argv[1].
+func runPython(t *testing.T, py, prog, dir string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "-c", prog, dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, out)
+	}
+}
+
+// Tables delta-rs wrote, with its checkpoint, are read by this package
+// (the log, delta-rs's checkpoint schema, partition columns), and an
+// append to one is read back by delta-rs.
+func TestReadsDeltaRsTables(t *testing.T) {
+	py := deltars(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	plain, parted := filepath.Join(dir, "plain"), filepath.Join(dir, "parted")
+	runPython(t, py, `
+import sys, datetime, pyarrow as pa
+from deltalake import write_deltalake, DeltaTable
+root = sys.argv[1]
+def rows(a, b):
+    return pa.table({
+        "id": pa.array(range(a, b), pa.int64()),
+        "name": pa.array(["n%d" % i for i in range(a, b)], pa.string()),
+        "ts": pa.array([datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(hours=i) for i in range(a, b)], pa.timestamp("us", "UTC")),
+        "region": pa.array(["eu" if i % 2 else "us" for i in range(a, b)], pa.string()),
+    })
+for name, part in (("plain", None), ("parted", ["region"])):
+    path = root + "/" + name
+    for k in range(4):
+        write_deltalake(path, rows(k * 10, k * 10 + 10), mode="append", partition_by=part,
+                        configuration={"delta.enableChangeDataFeed": "true"} if k == 0 else None)
+        if k == 2:
+            DeltaTable(path).create_checkpoint()
+`, dir)
+	if _, err := os.Stat(filepath.Join(plain, "_delta_log", fmt.Sprintf("%020d.checkpoint.parquet", 2))); err != nil {
+		t.Fatalf("delta-rs wrote no checkpoint: %v", err)
+	}
+	for _, p := range []string{plain, parted} {
+		// Read from delta-rs's checkpoint alone, then with the commit after it.
+		cp := filepath.Join(t.TempDir(), "cp")
+		if err := os.CopyFS(cp, os.DirFS(p)); err != nil {
+			t.Fatal(err)
+		}
+		for v := 0; v <= 2; v++ {
+			os.Remove(filepath.Join(cp, "_delta_log", fmt.Sprintf("%020d.json", v)))
+		}
+		for _, d := range []string{p, cp} {
+			tbl, err := delta.Open(ctx, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tbl.Version() != 3 || tbl.Properties()[delta.PropChangeDataFeed] != "true" {
+				t.Fatalf("%s: version %d, properties %v", d, tbl.Version(), tbl.Properties())
+			}
+			var ids []int64
+			err = tbl.Scan(ctx, func(rec arrow.RecordBatch) error {
+				id, name := rec.Column(0).(*array.Int64), rec.Column(1).(*array.String)
+				for i := 0; i < id.Len(); i++ {
+					if name.Value(i) != fmt.Sprintf("n%d", id.Value(i)) {
+						return fmt.Errorf("row %d: name %q", id.Value(i), name.Value(i))
+					}
+					ids = append(ids, id.Value(i))
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(ids)
+			if !slices.Equal(ids, seq(0, 40)) {
+				t.Fatalf("%s: ids %v", d, ids)
+			}
+			if d == parted && !slices.Equal(tbl.PartitionColumns(), []string{"region"}) {
+				t.Fatalf("partition columns %v", tbl.PartitionColumns())
+			}
+		}
+	}
+	tbl, err := delta.Open(ctx, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, tbl.ArrowSchema())
+	defer b.Release()
+	b.Field(0).(*array.Int64Builder).Append(40)
+	b.Field(1).(*array.StringBuilder).Append("n40")
+	b.Field(2).(*array.TimestampBuilder).Append(0)
+	b.Field(3).(*array.StringBuilder).Append("eu")
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	if _, err := tbl.Append(ctx, []arrow.RecordBatch{rec}, delta.Commit{AppID: "tidemark", Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	got := readWithDeltaRs(t, py, plain, "--app-id", "tidemark", "--cdf")
+	if len(got.Rows) != 41 || got.Rows[40]["name"] != "n40" || *got.Txns["tidemark"] != 1 || len(got.CDF) != 41 {
+		t.Fatalf("delta-rs after our append: %d rows, txns %v, %d CDF rows", len(got.Rows), got.Txns, len(got.CDF))
+	}
+	// A table partitioned by a column tidemark does not derive is read,
+	// not appended to.
+	pt, err := delta.Open(ctx, parted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pt.Append(ctx, nil, delta.Commit{}); !errors.Is(err, delta.ErrUnsupported) {
+		t.Fatalf("append to a table partitioned by region: %v, want ErrUnsupported", err)
 	}
 }
