@@ -13,12 +13,26 @@ import (
 // errVersionTaken: another writer committed the version first.
 var errVersionTaken = errors.New("version already committed")
 
+// unsyncedError: the commit is in the log (readers see it) but syncing the
+// log directory failed, so it may not survive a crash of the machine.
+type unsyncedError struct {
+	version int64
+	err     error
+}
+
+func (e *unsyncedError) Error() string {
+	return fmt.Sprintf("commit %d is in the log, but syncing the log directory failed (it may not survive a power loss): %v", e.version, e.err)
+}
+
+func (e *unsyncedError) Unwrap() error { return e.err }
+
 // putIfAbsent writes data as the commit of version v, atomically and only
 // if no commit of v exists (PROTOCOL.md, "Creation of New Log Entries":
 // mutual exclusion on the version). The data goes to a temporary file,
 // synced, then hard-linked to its name: link(2) fails with EEXIST when the
 // name exists and never replaces it, and a reader sees the whole file or
-// none. The directory is synced so that the commit survives a crash.
+// none. The directory is synced so that the commit survives a crash; when
+// only that fails, the error is an *unsyncedError: the commit happened.
 func putIfAbsent(dir string, v int64, data []byte) error {
 	ldir := filepath.Join(dir, logDir)
 	tmp := filepath.Join(ldir, fmt.Sprintf("_commit_%s.json.tmp", uuid.NewString()))
@@ -33,7 +47,10 @@ func putIfAbsent(dir string, v int64, data []byte) error {
 		}
 		return fmt.Errorf("commit %d: %w", v, err)
 	}
-	return syncDir(ldir)
+	if err := syncDir(ldir); err != nil {
+		return &unsyncedError{version: v, err: err}
+	}
+	return nil
 }
 
 func writeSynced(path string, data []byte) error {

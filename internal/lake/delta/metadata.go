@@ -58,11 +58,15 @@ func (t *Table) commitMetadata(ctx context.Context, op string, props map[string]
 			return err
 		}
 		err = putIfAbsent(t.dir, v, data)
-		if err == nil {
+		var unsynced *unsyncedError
+		if err == nil || errors.As(err, &unsynced) {
 			st := *t.st
 			st.apply(v, acts)
 			if err := t.setState(&st); err != nil {
 				return err
+			}
+			if unsynced != nil {
+				return fmt.Errorf("Delta table %s: %s: %w", t.dir, op, unsynced)
 			}
 			return t.maybeCheckpoint(v)
 		}

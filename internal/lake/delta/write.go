@@ -36,7 +36,9 @@ type Commit struct {
 // Result is what an Append did.
 type Result struct {
 	// Version is the version committed, or, when Committed is false, the
-	// table's version whose txn already recorded Commit.Version.
+	// version of the snapshot whose txn already recorded Commit.Version
+	// (the latest when the replay was found before writing anything, the
+	// winner's when another writer committed it meanwhile).
 	Version   int64
 	Committed bool
 }
@@ -57,8 +59,9 @@ type Result struct {
 // happen are removed.
 //
 // When the commit is a checkpoint version and the checkpoint cannot be
-// written, the error says so and Result.Committed is true: the commit is
-// durable, a retry with the same txn is a no-op.
+// written, or the log directory cannot be synced after the commit, the
+// error says so and Result.Committed is true: the commit happened, a retry
+// with the same txn is a no-op.
 func (t *Table) Append(ctx context.Context, recs []arrow.RecordBatch, c Commit) (Result, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -102,6 +105,12 @@ func (t *Table) Append(ctx context.Context, recs []arrow.RecordBatch, c Commit) 
 			return Result{}, err
 		}
 		err = putIfAbsent(t.dir, v, data)
+		var unsynced *unsyncedError
+		if errors.As(err, &unsynced) {
+			// Committed: the files are the table's now, keep them.
+			t.st.apply(v, acts)
+			return Result{Version: v, Committed: true}, fmt.Errorf("append to Delta table %s: %w", t.dir, err)
+		}
 		if err == nil {
 			t.st.apply(v, acts)
 			return Result{Version: v, Committed: true}, t.maybeCheckpoint(v)
