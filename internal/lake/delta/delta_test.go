@@ -705,3 +705,42 @@ func TestRemoveOrphans(t *testing.T) {
 		t.Fatalf("ids %v", got)
 	}
 }
+
+// A directory without a log is no table; a table needing a reader
+// feature this package does not read (deletion vectors, column mapping) is
+// refused rather than read wrongly.
+func TestOpenRefuses(t *testing.T) {
+	ctx := context.Background()
+	if _, err := delta.Open(ctx, t.TempDir()); !errors.Is(err, lake.ErrNoSuchTable) {
+		t.Fatalf("empty directory: %v, want ErrNoSuchTable", err)
+	}
+	for name, proto := range map[string]string{
+		"deletion vectors": `{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["deletionVectors"],"writerFeatures":["deletionVectors"]}}`,
+		"reader 4":         `{"protocol":{"minReaderVersion":4,"minWriterVersion":7}}`,
+	} {
+		dir := t.TempDir()
+		createOrders(t, dir, 0)
+		if err := os.WriteFile(filepath.Join(dir, "_delta_log", "00000000000000000001.json"), []byte(proto+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := delta.Open(ctx, dir); !errors.Is(err, delta.ErrUnsupported) {
+			t.Fatalf("%s: %v, want ErrUnsupported", name, err)
+		}
+	}
+	dir := t.TempDir()
+	createOrders(t, dir, 0)
+	c0, err := os.ReadFile(filepath.Join(dir, "_delta_log", "00000000000000000000.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta string
+	for _, line := range strings.Split(string(c0), "\n") {
+		if strings.HasPrefix(line, `{"metaData"`) {
+			meta = strings.Replace(line, `"delta.appendOnly":"true"`, `"delta.appendOnly":"true","delta.columnMapping.mode":"name"`, 1)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "_delta_log", "00000000000000000001.json"), []byte(`{"protocol":{"minReaderVersion":2,"minWriterVersion":5}}`+"\n"+meta+"\n"), 0o644)
+	if _, err := delta.Open(ctx, dir); !errors.Is(err, delta.ErrUnsupported) {
+		t.Fatalf("column mapping: %v, want ErrUnsupported", err)
+	}
+}

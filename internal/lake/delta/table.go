@@ -202,8 +202,11 @@ func Create(ctx context.Context, dir string, spec Spec) (*Table, error) {
 		}
 		return nil, fmt.Errorf("create Delta table %s: %w", dir, err)
 	}
-	if err := syncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
-		return nil, fmt.Errorf("create Delta table %s: %w", dir, err)
+	// The new directories' entries, so that the table survives a crash.
+	for _, d := range []string{dir, filepath.Dir(filepath.Clean(dir))} {
+		if err := syncDir(d); err != nil {
+			return nil, fmt.Errorf("create Delta table %s: %w", dir, err)
+		}
 	}
 	return Open(ctx, dir)
 }
