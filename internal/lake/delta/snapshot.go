@@ -3,7 +3,6 @@ package delta
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -191,4 +190,3 @@ func userProps(ci map[string]any) map[string]string {
 	return props
 }
 
-var errNoTable = errors.New("no Delta table")
