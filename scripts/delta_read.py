@@ -6,7 +6,11 @@ Go tests (internal/lake/delta/deltars_test.go) use it to check that what
 tidemark writes is what another engine reads.
 
 Usage:
-    python scripts/delta_read.py [--cdf] [--version N] [--app-id ID]... DIR
+    python scripts/delta_read.py [--cdf] [--version N] [--app-id ID]... [--query] DIR
+
+--query reads the rows through delta-rs's DataFusion table provider
+(QueryBuilder) instead of to_pyarrow_table, which refuses tables with
+deletion vectors.
 
 Prints one JSON object:
     version     the table's latest version
@@ -68,11 +72,16 @@ def main():
     ap.add_argument("--cdf", action="store_true")
     ap.add_argument("--version", type=int)
     ap.add_argument("--app-id", action="append", default=[])
+    ap.add_argument("--query", action="store_true")
     a = ap.parse_args()
     dt = DeltaTable(a.dir)
     out = {"version": dt.version()}
     read = dt if a.version is None else DeltaTable(a.dir, version=a.version)
-    tbl = read.to_pyarrow_table()
+    if a.query:
+        from deltalake import QueryBuilder
+        tbl = pa.table(QueryBuilder().register("t", read).execute("SELECT * FROM t"))
+    else:
+        tbl = read.to_pyarrow_table()
     out["rows"] = [safe(r) for r in tbl.to_pylist()]
     out["schema"] = [[f.name, str(f.type)] for f in tbl.schema]
     p = dt.protocol()

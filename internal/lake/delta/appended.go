@@ -25,7 +25,9 @@ func (t *Table) Appended(after, to int64) ([]Add, error) {
 			return nil, fmt.Errorf("Delta table %s: %w", t.dir, err)
 		}
 		for _, a := range acts {
-			if a.Add != nil && a.Add.DataChange {
+			// An add with a deletion vector re-adds a file with rows
+			// deleted: it appends nothing.
+			if a.Add != nil && a.Add.DataChange && (len(a.Add.DeletionVector) == 0 || string(a.Add.DeletionVector) == "null") {
 				out = append(out, *a.Add)
 			}
 		}

@@ -170,6 +170,13 @@ func checkpointRows(s *state) ([]map[string]any, int) {
 		if len(f.Tags) > 0 {
 			add["tags"] = kvsOf(f.Tags)
 		}
+		if dv, err := parseDV(f.DeletionVector); err == nil && dv != nil {
+			d := map[string]any{"storageType": dv.StorageType, "pathOrInlineDv": dv.PathOrInlineDv, "sizeInBytes": dv.SizeInBytes, "cardinality": dv.Cardinality}
+			if dv.Offset != nil {
+				d["offset"] = *dv.Offset
+			}
+			add["deletionVector"] = d
+		}
 		if f.BaseRowID != nil {
 			add["baseRowId"] = *f.BaseRowID
 		}

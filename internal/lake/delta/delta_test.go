@@ -707,7 +707,7 @@ func TestRemoveOrphans(t *testing.T) {
 }
 
 // A directory without a log is no table; a table needing a reader
-// feature this package does not read (deletion vectors, column mapping) is
+// feature this package does not read (V2 checkpoints, column mapping) is
 // refused rather than read wrongly.
 func TestOpenRefuses(t *testing.T) {
 	ctx := context.Background()
@@ -715,8 +715,8 @@ func TestOpenRefuses(t *testing.T) {
 		t.Fatalf("empty directory: %v, want ErrNoSuchTable", err)
 	}
 	for name, proto := range map[string]string{
-		"deletion vectors": `{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["deletionVectors"],"writerFeatures":["deletionVectors"]}}`,
-		"reader 4":         `{"protocol":{"minReaderVersion":4,"minWriterVersion":7}}`,
+		"v2 checkpoints": `{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["v2Checkpoint"],"writerFeatures":["v2Checkpoint"]}}`,
+		"reader 4":       `{"protocol":{"minReaderVersion":4,"minWriterVersion":7}}`,
 	} {
 		dir := t.TempDir()
 		createOrders(t, dir, 0)
@@ -743,4 +743,17 @@ func TestOpenRefuses(t *testing.T) {
 	if _, err := delta.Open(ctx, dir); !errors.Is(err, delta.ErrUnsupported) {
 		t.Fatalf("column mapping: %v, want ErrUnsupported", err)
 	}
+}
+
+// minMaxID returns "min max" of the id column from an add's stats.
+func minMaxID(t *testing.T, stats string) string {
+	t.Helper()
+	var st struct {
+		Min map[string]any `json:"minValues"`
+		Max map[string]any `json:"maxValues"`
+	}
+	if err := json.Unmarshal([]byte(stats), &st); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%d %d", int64(st.Min["id"].(float64)), int64(st.Max["id"].(float64)))
 }

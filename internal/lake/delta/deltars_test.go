@@ -457,3 +457,56 @@ for name, part in (("plain", None), ("parted", ["region"])):
 		t.Fatalf("append to a table partitioned by region: %v, want ErrUnsupported", err)
 	}
 }
+
+// delta-rs reads a table whose rows were deleted by (inline) deletion
+// vectors, array and bitmap containers: the deleted rows are gone. The
+// delete is commit 3, checkpointed: delta-rs reads its vectors from the
+// checkpoint.
+func TestDeltaRsReadsDeletionVectors(t *testing.T) {
+	py := deltars(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	tbl := createDV(t, dir, 3)
+	appendRows(t, tbl, 0, 10, delta.Commit{})
+	appendRows(t, tbl, 10, 5010, delta.Commit{})
+	deleted := map[int64]bool{}
+	rows := map[string][]int64{}
+	for _, id := range []int64{0, 3, 9} {
+		p, pos := fileOf(t, tbl, id)
+		rows[p] = append(rows[p], pos)
+		deleted[id] = true
+	}
+	// 4500 rows of one file: a bitmap container.
+	for id := int64(10); id < 5010; id++ {
+		if id%10 == 0 {
+			continue
+		}
+		p, pos := fileOf(t, tbl, id)
+		rows[p] = append(rows[p], pos)
+		deleted[id] = true
+	}
+	if _, err := tbl.Delete(ctx, rows, nil, delta.Commit{Props: map[string]string{"tidemark.bronze-snapshot": "7"}}); err != nil {
+		t.Fatal(err)
+	}
+	// to_pyarrow_table refuses deletion vectors; DataFusion reads them.
+	got := readWithDeltaRs(t, py, dir, "--query")
+	var ids []int64
+	for _, r := range got.Rows {
+		ids = append(ids, int64(r["id"].(float64)))
+	}
+	var want []int64
+	for i := int64(0); i < 5010; i++ {
+		if !deleted[i] {
+			want = append(want, i)
+		}
+	}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("delta-rs reads %d rows, want %d (first %v)", len(ids), len(want), ids[:min(10, len(ids))])
+	}
+	if !slices.Contains(got.Protocol.ReaderFeatures, "deletionVectors") || got.History[3]["operation"] != "DELETE" {
+		t.Fatalf("delta-rs protocol %+v, history %v", got.Protocol, got.History[3])
+	}
+	if got := scanIDs(t, tbl); !slices.Equal(got, want) {
+		t.Fatalf("our scan: %d rows, want %d", len(got), len(want))
+	}
+}

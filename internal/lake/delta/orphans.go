@@ -26,11 +26,11 @@ func (t *Table) RemoveOrphans(ctx context.Context, olderThan time.Duration) ([]s
 	}
 	t.mu.Lock()
 	known := make(map[string]bool, len(t.st.files)+len(t.st.tombstones))
-	for p := range t.st.files {
-		known[decodedPath(p)] = true
+	for _, a := range t.st.files {
+		known[decodedPath(a.Path)] = true
 	}
-	for p := range t.st.tombstones {
-		known[decodedPath(p)] = true
+	for _, r := range t.st.tombstones {
+		known[decodedPath(r.Path)] = true
 	}
 	t.mu.Unlock()
 	cutoff := time.Now().Add(-olderThan)

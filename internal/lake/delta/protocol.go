@@ -21,8 +21,8 @@ import (
 //     property), since the writer would not enforce them.
 
 var (
-	readableFeatures = []string{"timestampNtz"}
-	writableFeatures = []string{"appendOnly", "changeDataFeed", "timestampNtz", "invariants", "checkConstraints", "generatedColumns"}
+	readableFeatures = []string{"timestampNtz", "deletionVectors"}
+	writableFeatures = []string{"appendOnly", "changeDataFeed", "timestampNtz", "deletionVectors", "invariants", "checkConstraints", "generatedColumns"}
 )
 
 // checkReadable refuses a table this package would read wrongly.

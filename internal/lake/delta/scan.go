@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 func nowMs() int64 { return time.Now().UnixMilli() }
@@ -30,9 +33,17 @@ func (t *Table) Scan(ctx context.Context, fn func(arrow.RecordBatch) error) erro
 }
 
 func (t *Table) scanFile(ctx context.Context, a Add, fn func(arrow.RecordBatch) error) error {
-	if len(a.DeletionVector) > 0 && string(a.DeletionVector) != "null" {
-		return fmt.Errorf("Delta table %s: file %s: %w: deletion vectors", t.dir, a.Path, ErrUnsupported)
+	dv, err := parseDV(a.DeletionVector)
+	if err != nil {
+		return fmt.Errorf("Delta table %s: file %s: %w", t.dir, a.Path, err)
 	}
+	var deleted []uint64
+	if dv != nil {
+		if deleted, err = dv.rows(); err != nil {
+			return fmt.Errorf("Delta table %s: file %s: %w", t.dir, a.Path, err)
+		}
+	}
+	var first uint64 // the file position of the batch's first row
 	path, err := t.filePath(a.Path)
 	if err != nil {
 		return err
@@ -73,9 +84,22 @@ func (t *Table) scanFile(ctx context.Context, a Add, fn func(arrow.RecordBatch) 
 			cols[j] = c
 		}
 		out := array.NewRecordBatch(sc, cols, rec.NumRows())
+		release(nulls)
+		n := uint64(rec.NumRows())
+		if len(deleted) > 0 {
+			kept, err := t.withoutDeleted(ctx, out, first, deleted)
+			out.Release()
+			if err != nil {
+				return err
+			}
+			out = kept
+		}
+		first += n
+		if out == nil {
+			continue
+		}
 		err := fn(out)
 		out.Release()
-		release(nulls)
 		if err != nil {
 			return err
 		}
@@ -110,4 +134,30 @@ func (t *Table) filePath(p string) (string, error) {
 		return rel, nil
 	}
 	return filepath.Join(t.dir, filepath.FromSlash(rel)), nil
+}
+
+// withoutDeleted returns the rows of rec (whose first row is at file
+// position first) not in deleted (sorted), nil when none is left.
+func (t *Table) withoutDeleted(ctx context.Context, rec arrow.RecordBatch, first uint64, deleted []uint64) (arrow.RecordBatch, error) {
+	n := uint64(rec.NumRows())
+	i, _ := slices.BinarySearch(deleted, first)
+	if i == len(deleted) || deleted[i] >= first+n {
+		rec.Retain()
+		return rec, nil
+	}
+	b := array.NewInt64Builder(t.mem)
+	defer b.Release()
+	for p := first; p < first+n; p++ {
+		if i < len(deleted) && deleted[i] == p {
+			i++
+			continue
+		}
+		b.Append(int64(p - first))
+	}
+	if b.Len() == 0 {
+		return nil, nil
+	}
+	idx := b.NewArray()
+	defer idx.Release()
+	return lake.Take(ctx, t.mem, rec, idx)
 }

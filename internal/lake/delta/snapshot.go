@@ -28,8 +28,9 @@ type state struct {
 	version  int64 // -1: no commit yet
 	protocol *Protocol
 	meta     *Metadata
-	// files are the active add actions by path, order the paths in the
-	// order they were added (the order Scan reads them).
+	// files are the active add actions by fileKey (path and deletion
+	// vector: the protocol's logical file), order the keys in the order
+	// they were added (the order Scan reads them).
 	files map[string]*Add
 	order []string
 	// tombstones are the remove actions not followed by an add of the same
@@ -53,17 +54,19 @@ func (s *state) apply(v int64, acts []action) {
 		case a.Txn != nil:
 			s.txns[a.Txn.AppID] = *a.Txn
 		case a.Add != nil:
-			if _, ok := s.files[a.Add.Path]; !ok {
-				s.order = append(s.order, a.Add.Path)
+			k := fileKey(a.Add.Path, a.Add.DeletionVector)
+			if _, ok := s.files[k]; !ok {
+				s.order = append(s.order, k)
 			}
-			s.files[a.Add.Path] = a.Add
-			delete(s.tombstones, a.Add.Path)
+			s.files[k] = a.Add
+			delete(s.tombstones, k)
 		case a.Remove != nil:
-			if _, ok := s.files[a.Remove.Path]; ok {
-				delete(s.files, a.Remove.Path)
-				s.order = slices.DeleteFunc(s.order, func(p string) bool { return p == a.Remove.Path })
+			k := fileKey(a.Remove.Path, a.Remove.DeletionVector)
+			if _, ok := s.files[k]; ok {
+				delete(s.files, k)
+				s.order = slices.DeleteFunc(s.order, func(o string) bool { return o == k })
 			}
-			s.tombstones[a.Remove.Path] = a.Remove
+			s.tombstones[k] = a.Remove
 		}
 	}
 	s.version = v
@@ -190,3 +193,16 @@ func userProps(ci map[string]any) map[string]string {
 	return props
 }
 
+// fileKey identifies a logical file: its path and its deletion vector's
+// uniqueId (PROTOCOL.md, "Action Reconciliation", "Derived Fields").
+func fileKey(path string, dv json.RawMessage) string {
+	d, err := parseDV(dv)
+	if err != nil || d == nil {
+		return path
+	}
+	id := d.StorageType + d.PathOrInlineDv
+	if d.Offset != nil {
+		id += "@" + strconv.Itoa(int(*d.Offset))
+	}
+	return path + "\x00" + id
+}

@@ -40,6 +40,9 @@ const (
 	// PropNumIndexedCols is set to -1 (every column): the writer collects
 	// statistics for every column, so readers may use them all.
 	PropNumIndexedCols = "delta.dataSkippingNumIndexedCols"
+	// PropDeletionVectors = true lets Delete write deletion vectors (set
+	// at creation by Spec.DeletionVectors).
+	PropDeletionVectors = "delta.enableDeletionVectors"
 	// PropDayPartition names the timestamp (or date) column whose UTC day
 	// the table is partitioned by (Spec.DayPartition).
 	PropDayPartition = "tidemark.day-partition"
@@ -82,6 +85,10 @@ type Spec struct {
 	// AppendOnly sets delta.appendOnly = true (readers and other writers
 	// then know no file is ever removed).
 	AppendOnly bool
+	// DeletionVectors sets delta.enableDeletionVectors = true (reader 3,
+	// writer 7, feature deletionVectors): rows are deleted (Delete) by
+	// deletion vectors, without rewriting files. Not with AppendOnly.
+	DeletionVectors bool
 	// CheckpointInterval sets delta.checkpointInterval (0: the default,
 	// DefaultCheckpointInterval).
 	CheckpointInterval int
@@ -150,6 +157,12 @@ func Create(ctx context.Context, dir string, spec Spec) (*Table, error) {
 	}
 	if spec.AppendOnly {
 		conf[PropAppendOnly] = "true"
+	}
+	if spec.DeletionVectors {
+		if spec.AppendOnly {
+			return nil, fmt.Errorf("create Delta table %s: an append-only table cannot delete rows (DeletionVectors)", dir)
+		}
+		conf[PropDeletionVectors] = "true"
 	}
 	if spec.CheckpointInterval > 0 {
 		conf[PropCheckpointInterval] = strconv.Itoa(spec.CheckpointInterval)
@@ -225,21 +238,29 @@ func mustJSON(v any) string {
 func protocolFor(feat schemaFeatures, conf map[string]string) Protocol {
 	cdf := conf[PropChangeDataFeed] == "true"
 	ao := conf[PropAppendOnly] == "true"
-	if !feat.timestampNtz {
+	dv := conf[PropDeletionVectors] == "true"
+	if !feat.timestampNtz && !dv {
 		w := 2 // delta-rs's and Spark's default for a new table
 		if cdf {
 			w = 4
 		}
 		return Protocol{MinReaderVersion: 1, MinWriterVersion: w}
 	}
-	wf := []string{"timestampNtz"}
+	var rf, wf []string
+	if feat.timestampNtz {
+		rf = append(rf, "timestampNtz")
+	}
+	if dv {
+		rf = append(rf, "deletionVectors")
+	}
+	wf = append(wf, rf...)
 	if ao {
 		wf = append(wf, "appendOnly")
 	}
 	if cdf {
 		wf = append(wf, "changeDataFeed")
 	}
-	return Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"timestampNtz"}, WriterFeatures: wf}
+	return Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: rf, WriterFeatures: wf}
 }
 
 // Open loads the table in dir; the error wraps ErrNoSuchTable when dir
