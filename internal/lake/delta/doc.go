@@ -31,7 +31,8 @@
 //
 // # What is not here yet
 //
-// The lake.Table / lake.KeyedTable contract (and laketest), removes and
-// deletion vectors (merges), schema evolution, column mapping, change data
-// files, vacuum and log cleanup; see docs/delta.md.
+// The lake.Table / lake.KeyedTable contract (and laketest), merges by key
+// (Delete with deletion vectors is the primitive), schema evolution beyond
+// added columns, column mapping, change data files, vacuum and log
+// cleanup; see docs/delta.md.
 package delta
