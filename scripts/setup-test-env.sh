@@ -9,7 +9,8 @@
 #   3. A Python venv at .venv with PyIceberg, and DuckDB with its avro and
 #      iceberg extensions from PyPI wheels (duckdb-ext-avro,
 #      duckdb-ext-iceberg: no download at run time), which the tests use to
-#      read the Iceberg tables tidemark writes (found through TIDEMARK_PYTHON).
+#      read the Iceberg tables tidemark writes (found through TIDEMARK_PYTHON),
+#      and deltalake (delta-rs), which reads the Delta tables.
 #   4. MariaDB server binaries (mariadb-install-db, mariadbd): installed with
 #      apt-get (mariadb-server) when mariadbd is neither on PATH nor in
 #      /usr/sbin. The tests start their own throwaway servers; the system
@@ -20,6 +21,7 @@
 #   PYTHON               the python3 to create the venv with (default: python3)
 #   PYICEBERG_SPEC       the pip requirement for PyIceberg (default below)
 #   DUCKDB_SPECS         the pip requirements for DuckDB (default below)
+#   DELTALAKE_SPEC       the pip requirement for deltalake (default below)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -30,6 +32,8 @@ PYICEBERG_SPEC=${PYICEBERG_SPEC:-"pyiceberg[sql-sqlite,pyarrow]==0.12.0"}
 # DuckDB and the extension wheels built for exactly that version (pytz:
 # DuckDB's Python client needs it to fetch a timestamptz).
 DUCKDB_SPECS=${DUCKDB_SPECS:-"duckdb==1.4.4 duckdb-ext-avro==1.4.4.20260205 duckdb-ext-iceberg==1.4.4.20260205 pytz"}
+# delta-rs's Python binding, which reads the Delta tables internal/lake/delta writes.
+DELTALAKE_SPEC=${DELTALAKE_SPEC:-"deltalake==1.6.6"}
 
 say() { printf 'setup-test-env: %s\n' "$*"; }
 die() { printf 'setup-test-env: error: %s\n' "$*" >&2; exit 1; }
@@ -157,6 +161,14 @@ else
 	"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check $DUCKDB_SPECS
 	duckdb_ok || die "duckdb installed into $VENV but cannot load its avro and iceberg extensions"
 	say "Python venv: duckdb $("$VENV/bin/python" -c 'import duckdb; print(duckdb.__version__)') with avro and iceberg installed"
+fi
+
+if "$VENV/bin/python" -c 'import deltalake, pyarrow' >/dev/null 2>&1; then
+	say "Python venv: deltalake $("$VENV/bin/python" -c 'import deltalake; print(deltalake.__version__)') — already installed"
+else
+	say "Python venv: pip install $DELTALAKE_SPEC"
+	"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$DELTALAKE_SPEC"
+	"$VENV/bin/python" -c 'import deltalake' || die "deltalake installed into $VENV but cannot be imported"
 fi
 
 # --- 4. MariaDB server binaries -----------------------------------------------

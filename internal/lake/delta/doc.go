@@ -1,0 +1,38 @@
+// Package delta writes and reads Delta Lake tables on the local
+// filesystem, from the protocol (delta-io's PROTOCOL.md) on arrow-go's
+// Parquet: no Go Delta library is served by the module proxy
+// (docs/delta.md).
+//
+// A Table is a directory: data files (Parquet, in day-partition
+// directories `<col>_day=YYYY-MM-DD/` when the table is partitioned) and
+// the log `_delta_log/`: commits `%020d.json`, one action a line, and
+// checkpoints `%020d.checkpoint.parquet` every delta.checkpointInterval
+// commits, named by `_last_checkpoint`.
+//
+// # Commits
+//
+// Append writes the data files, then commits, in one file, a commitInfo
+// (with the writer's properties as userMetadata), the txn action of its
+// Commit and an add action per file with its statistics. A commit is put
+// if absent: written to a temporary file and hard-linked to its version's
+// name, which fails when another writer took the version. The loser
+// re-reads the winners, checks them for conflicts (a blind append
+// conflicts only with metaData and protocol changes and with a txn of its
+// own application) and retries at the next version.
+//
+// # Idempotence
+//
+// The txn action (appId = the writer's application, e.g. pipeline/table;
+// version = the source position) is committed atomically with the rows.
+// An Append whose version is not above the last one recorded commits
+// nothing: a writer that resumes after a crash from an older position
+// writes nothing twice. The check is made against the snapshot and again
+// against every commit that won a race.
+//
+// # What is not here yet
+//
+// The lake.Table / lake.KeyedTable contract (and laketest), merges by key
+// (Delete with deletion vectors is the primitive), schema evolution beyond
+// added columns, column mapping, change data files, vacuum and log
+// cleanup; see docs/delta.md.
+package delta
