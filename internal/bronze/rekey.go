@@ -49,25 +49,9 @@ func (tb *tableBuf) settleKey(ctx context.Context) error {
 // table with it when the source's key changed since, so that the rows
 // before the change are written by the old key until the change's marker.
 func (w *Writer) TableKey(ctx context.Context, id change.TableID) ([]string, bool, error) {
-	var raw string
-	if tb, ok := w.tables[id]; ok {
-		raw = tb.effectiveKey()
-	} else {
-		tbl, err := w.cat.LoadTable(ctx, Ident(w.source, id))
-		if errors.Is(err, lake.ErrNoSuchTable) {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("bronze: read the key of %s: %w", strings.Join(Ident(w.source, id), "."), err)
-		}
-		raw = RecordedKey(tbl.Summary(), tbl.Properties())
-	}
-	if raw == "" || raw == "null" {
-		return nil, false, nil
-	}
-	var key []string
-	if err := json.Unmarshal([]byte(raw), &key); err != nil || len(key) == 0 {
-		return nil, false, nil // checkKey names it
+	key, ok, err := w.KeyRecorded(ctx, id)
+	if err != nil || !ok || len(key) == 0 {
+		return nil, false, err
 	}
 	return key, true, nil
 }
