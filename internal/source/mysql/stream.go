@@ -530,14 +530,14 @@ func (s *stream) tableFor(ctx context.Context, id change.TableID, tm *replicatio
 	if t == nil {
 		return nil, nil
 	}
-	names := tm.ColumnNameString()
-	if len(names) == 0 {
+	if len(tm.ColumnName) == 0 {
 		return nil, fault.With(fault.ErrServerConfig, fmt.Sprintf(
 			"table %s: the binlog's row events carry no column names: set binlog_row_metadata = FULL on the server (SET GLOBAL binlog_row_metadata = 'FULL' and in its config)", id), nil)
 	}
-	if sameColumnNames(names, t.cols) && !s.stale[id] {
+	if sameColumnNames(tm.ColumnName, t.cols) && !s.stale[id] {
 		return s.applyTableMap(t, tm)
 	}
+	names := tm.ColumnNameString()
 	// After a DDL statement (or with columns the table did not have): the
 	// table as it is now, if its columns are the event's; else the layout
 	// the DDL statements describe.
@@ -647,14 +647,15 @@ func columnNames(cols []Column) []string {
 	return out
 }
 
-// sameColumnNames is sameNames(names, columnNames(cols)), without the
-// copy (it runs for every row event).
-func sameColumnNames(names []string, cols []Column) bool {
+// sameColumnNames is sameNames of a table map event's column names and
+// cols' names, without making either a []string (it runs for every row
+// event).
+func sameColumnNames(names [][]byte, cols []Column) bool {
 	if len(names) != len(cols) {
 		return false
 	}
 	for i := range names {
-		if !strings.EqualFold(names[i], cols[i].Name) {
+		if !strings.EqualFold(string(names[i]), cols[i].Name) {
 			return false
 		}
 	}
