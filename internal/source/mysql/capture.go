@@ -512,13 +512,19 @@ func (c *Capture) checkpoint(r Resume, lsn uint64, wm time.Time) pipeline.Checkp
 		InfoBinlogFile:      r.File, InfoBinlogPos: strconv.FormatUint(uint64(r.Pos), 10),
 		InfoFlavor: string(c.flavor), InfoServerID: strconv.FormatUint(uint64(r.ServerID), 10), InfoBinlogBase: c.basename,
 	}
+	// The GTID set is rendered once, for the info and the resume token.
+	gtid := ""
 	if !r.GTID.IsEmpty() {
-		info[InfoGTID] = r.GTID.String()
+		gtid = r.GTID.String()
+		info[InfoGTID] = gtid
 	}
 	if r.ServerUUID != "" {
 		info[InfoServerUUID] = r.ServerUUID
 	}
-	return pipeline.Checkpoint{Pos: lsn, Resume: r.String(), Watermark: wm, Info: info}
+	if r.GTID.flavor == "" {
+		gtid = ""
+	}
+	return pipeline.Checkpoint{Pos: lsn, Resume: r.token(gtid), Watermark: wm, Info: info}
 }
 
 // queryer is a *sql.DB or *sql.Conn.

@@ -94,9 +94,16 @@ func parseMariaDBGTID(s string) (GTID, error) {
 
 func (g GTID) String() string {
 	if g.Flavor == MariaDB {
-		return fmt.Sprintf("%d-%d-%d", g.Domain, g.ServerID, g.Seq)
+		return string(g.appendMariaDB(nil))
 	}
 	return fmt.Sprintf("%s:%d", g.UUID, g.Seq)
+}
+
+// appendMariaDB appends MariaDB's domain-server-seq form of g.
+func (g GTID) appendMariaDB(b []byte) []byte {
+	b = strconv.AppendUint(b, uint64(g.Domain), 10)
+	b = strconv.AppendUint(append(b, '-'), uint64(g.ServerID), 10)
+	return strconv.AppendUint(append(b, '-'), g.Seq, 10)
 }
 
 // GTIDSet is a replication position expressed in GTIDs: the transactions
@@ -183,6 +190,13 @@ func (s GTIDSet) IsEmpty() bool {
 func (s GTIDSet) String() string {
 	switch s.flavor {
 	case MariaDB:
+		if len(s.domains) == 1 {
+			// One domain, the common case: no sort (the stream renders
+			// its set once per event batch).
+			for _, g := range s.domains {
+				return string(g.appendMariaDB(make([]byte, 0, 32)))
+			}
+		}
 		ds := make([]uint32, 0, len(s.domains))
 		for d := range s.domains {
 			ds = append(ds, d)
@@ -365,19 +379,29 @@ type Resume struct {
 //	mariadb;gtid=0-1-17,1-5-3;file=mysql-bin.000007;pos=1234;server_id=1
 //	mysql;gtid=<uuid>:1-20;file=binlog.000002;pos=4711;server_id=1;server_uuid=<uuid>
 func (r Resume) String() string {
-	var b strings.Builder
-	b.WriteString(string(r.Flavor))
+	gtid := ""
 	if r.GTID.flavor != "" && !r.GTID.IsEmpty() {
-		b.WriteString(";gtid=" + r.GTID.String())
+		gtid = r.GTID.String()
+	}
+	return r.token(gtid)
+}
+
+// token is String with r.GTID already rendered as gtid ("": none).
+func (r Resume) token(gtid string) string {
+	b := make([]byte, 0, 64+len(gtid)+len(r.File)+len(r.ServerUUID))
+	b = append(b, r.Flavor...)
+	if gtid != "" {
+		b = append(append(b, ";gtid="...), gtid...)
 	}
 	if r.File != "" {
-		fmt.Fprintf(&b, ";file=%s;pos=%d", r.File, r.Pos)
+		b = append(append(b, ";file="...), r.File...)
+		b = strconv.AppendUint(append(b, ";pos="...), uint64(r.Pos), 10)
 	}
-	fmt.Fprintf(&b, ";server_id=%d", r.ServerID)
+	b = strconv.AppendUint(append(b, ";server_id="...), uint64(r.ServerID), 10)
 	if r.ServerUUID != "" {
-		b.WriteString(";server_uuid=" + r.ServerUUID)
+		b = append(append(b, ";server_uuid="...), r.ServerUUID...)
 	}
-	return b.String()
+	return string(b)
 }
 
 // ParseResume parses a token written by Resume.String.

@@ -284,6 +284,7 @@ func (s *stream) emitKeyless(ctx context.Context, w *window) error {
 	s.between(time.Time{})
 	s.eng.FlushSoon()
 	if s.eng.Full() {
+		s.publish()
 		return s.eng.Flush(ctx)
 	}
 	return nil

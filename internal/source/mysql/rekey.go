@@ -106,6 +106,7 @@ func (s *stream) rekey(ctx context.Context, t, nt *table) error {
 		s.c.log.Warn("table's key changed: re-reading it and rebuilding silver on the new key", "table", t.id.String(),
 			"key_was", strings.Join(was, ", "), "key", strings.Join(key, ", "), "seen_at", at, "request", id)
 	}
+	s.publish()
 	if err := s.eng.Sync(ctx); err != nil {
 		return err
 	}
@@ -140,6 +141,7 @@ func (s *stream) rekey(ctx context.Context, t, nt *table) error {
 	}); err != nil {
 		return err
 	}
+	s.publish()
 	if err := s.eng.Sync(ctx); err != nil {
 		return err
 	}

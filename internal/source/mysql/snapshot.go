@@ -57,7 +57,6 @@ func parseSnapState(s string) (snapState, error) { return pipeline.ParseSnapshot
 // snapRow is one row a chunk read.
 type snapRow struct {
 	values []any
-	key    string
 	raw    []string
 	err    error
 }
@@ -331,16 +330,28 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 		}
 	}
 	fmt.Fprintf(&q, " ORDER BY %s LIMIT %d", strings.Join(keys, ", "), limit)
+	// Per row, nothing but its values is allocated: the rows' value slices
+	// are cut from blocks of valueBlock rows, the last key is kept in
+	// reused buffers (made strings once, for the chunk's last row), and
+	// the key string the reconciliation compares is built only for a
+	// chunk whose window saw changes (emitChunk).
+	if w.rows == nil {
+		w.rows = make([]snapRow, 0, min(limit, maxRowsPrealloc))
+	}
+	lastKey := make([][]byte, len(t.keyIdx))
+	var block []any
 	err = scanRows(ctx, conn, t, "read snapshot chunk", q.String(), args, func(raw []sql.RawBytes) error {
 		for _, b := range raw {
 			w.bytes += int64(len(b)) + 8
 		}
-		r := decodeSnapRow(t, raw)
-		r.key = keyOf(t, r.values)
-		w.rows = append(w.rows, r)
-		w.lastKey = make([]string, len(t.keyIdx))
+		if len(block) < len(raw) {
+			block = make([]any, len(raw)*valueBlock)
+		}
+		vals := block[:len(raw):len(raw)]
+		block = block[len(raw):]
+		w.rows = append(w.rows, decodeSnapRowInto(t, raw, vals))
 		for i, k := range t.keyIdx {
-			w.lastKey[i] = string(raw[k])
+			lastKey[i] = append(lastKey[i][:0], raw[k]...)
 		}
 		return nil
 	})
@@ -349,6 +360,11 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 	}
 	if len(w.rows) == 0 {
 		w.lastKey = after
+	} else {
+		w.lastKey = make([]string, len(lastKey))
+		for i, b := range lastKey {
+			w.lastKey[i] = string(b)
+		}
 	}
 	w.last = len(w.rows) < limit
 	// Between the SELECT and the high watermark: tests widen the window
@@ -396,8 +412,21 @@ func (c *Capture) openSnapshot(ctx context.Context, conn *sql.Conn, id change.Ta
 
 // decodeSnapRow decodes the text of a row the snapshot read; a row that
 // cannot be decoded keeps its text, for the dead-letter table.
+// valueBlock is the number of rows whose value slices a snapshot read
+// allocates at once; maxRowsPrealloc caps the row list a chunk read
+// allocates before it has read a row.
+const (
+	valueBlock      = 256
+	maxRowsPrealloc = 100_000
+)
+
 func decodeSnapRow(t *table, raw []sql.RawBytes) snapRow {
-	r := snapRow{values: make([]any, len(raw))}
+	return decodeSnapRowInto(t, raw, make([]any, len(raw)))
+}
+
+// decodeSnapRowInto is decodeSnapRow into vals (len(raw) values).
+func decodeSnapRowInto(t *table, raw []sql.RawBytes, vals []any) snapRow {
+	r := snapRow{values: vals}
 	for i, b := range raw {
 		if b == nil {
 			continue
@@ -497,13 +526,16 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 		return errSnapshotRestarted // the key changed: read again on the new one
 	}
 	now := time.Now().UTC()
-	var cs []*change.Change
+	cs := make([]*change.Change, 0, len(w.rows))
+	slab := make([]change.Change, len(w.rows))
 	var dls []change.DeadLetter
 	dropped := 0
 	for i, r := range w.rows {
-		if p, ok := w.changed[r.key]; ok && p > w.low && p <= w.high {
-			dropped++
-			continue
+		if len(w.changed) > 0 {
+			if p, ok := w.changed[keyOf(w.t, r.values)]; ok && p > w.low && p <= w.high {
+				dropped++
+				continue
+			}
 		}
 		// Unique positions: chunks and transactions share commit positions
 		// (the high watermark is a position in the binlog, not a
@@ -516,7 +548,8 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 			dls = append(dls, change.DeadLetter{Table: w.table, Op: change.OpRead, Pos: pos, CommitTime: now, Raw: rawTextJSON(w.t, r.raw), Error: r.err.Error()})
 			continue
 		}
-		cs = append(cs, &change.Change{Table: w.table, Op: change.OpRead, Values: r.values, Schema: w.t.schema, Pos: pos, CommitTime: now})
+		slab[i] = change.Change{Table: w.table, Op: change.OpRead, Values: r.values, Schema: w.t.schema, Pos: pos, CommitTime: now}
+		cs = append(cs, &slab[i])
 	}
 	st := t.snap
 	st.Status = snapRunning
@@ -548,6 +581,7 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 		s.eng.FlushSoon()
 	}
 	if s.eng.Full() {
+		s.publish()
 		return s.eng.Flush(ctx)
 	}
 	return nil

@@ -81,6 +81,20 @@ func (m *Mapping) DecodeBinlog(v any) (any, error) {
 func (m *Mapping) decodeBinlog(v any) (any, error) {
 	switch m.k {
 	case kInt32, kUint32, kInt64, kUint64:
+		if !m.isUnsigned() {
+			// Already the lake's type (INT, MEDIUMINT as int32; BIGINT as
+			// int64): the value as go-mysql boxed it, not boxed again.
+			switch v.(type) {
+			case int32:
+				if m.k == kInt32 {
+					return v, nil
+				}
+			case int64:
+				if m.k == kInt64 {
+					return v, nil
+				}
+			}
+		}
 		x, ok := binlogInt(v)
 		if !ok {
 			return nil, m.typeErr(v)
