@@ -138,10 +138,10 @@ type Config struct {
 type Catalog struct {
 	db           *sql.DB
 	cat          *sqlcat.Catalog
-	warehouse    string // absolute directory
-	warehouseURL string // file:// URL of warehouse, needing no escaping
-	where        string // the catalog file, or the redacted catalog URL (for errors)
-	postgres     bool   // a PostgreSQL catalog ($n placeholders)
+	warehouse    string               // absolute directory
+	warehouseURL string               // file:// URL of warehouse, needing no escaping
+	where        string               // the catalog file, or the redacted catalog URL (for errors)
+	postgres     bool                 // a PostgreSQL catalog ($n placeholders)
 	props        iceberggo.Properties // the SQL catalog's, which it opens table files with
 }
 
