@@ -138,10 +138,11 @@ type Config struct {
 type Catalog struct {
 	db           *sql.DB
 	cat          *sqlcat.Catalog
-	warehouse    string // absolute directory
-	warehouseURL string // file:// URL of warehouse, needing no escaping
-	where        string // the catalog file, or the redacted catalog URL (for errors)
-	postgres     bool   // a PostgreSQL catalog ($n placeholders)
+	warehouse    string               // absolute directory
+	warehouseURL string               // file:// URL of warehouse, needing no escaping
+	where        string               // the catalog file, or the redacted catalog URL (for errors)
+	postgres     bool                 // a PostgreSQL catalog ($n placeholders)
+	props        iceberggo.Properties // the SQL catalog's, which it opens table files with
 }
 
 // Open opens (creating if needed) the catalog described by cfg.
@@ -243,7 +244,7 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 		_ = db.Close()
 		return nil, redact(classifyOpen(fmt.Errorf("iceberg: open catalog %s: %w", where, err), where, wh, cfg.ReadOnly), secrets...)
 	}
-	return &Catalog{db: db, cat: cat, warehouse: wh, warehouseURL: whURL, where: where, postgres: dialect == sqlcat.Postgres}, nil
+	return &Catalog{db: db, cat: cat, warehouse: wh, warehouseURL: whURL, where: where, postgres: dialect == sqlcat.Postgres, props: props}, nil
 }
 
 // readableSQLite reads from db, a SQLite catalog opened with mode=ro, and

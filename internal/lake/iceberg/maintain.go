@@ -273,7 +273,7 @@ func (t *Table) commitRewrite(ctx context.Context, results []table.CompactionGro
 	if err != nil {
 		return id, err
 	}
-	if err := t.set(committed); err != nil {
+	if err := t.setCommitted(committed); err != nil {
 		return id, fmt.Errorf("committed snapshot %d, but %w", id, err)
 	}
 	return id, nil
@@ -433,7 +433,7 @@ func (t *Table) expireOnce(ctx context.Context, opts ExpireOptions) (res ExpireR
 		}
 		return res, false, nil
 	}
-	if err := t.set(committed); err != nil {
+	if err := t.setCommitted(committed); err != nil {
 		return res, false, fmt.Errorf("iceberg: expire snapshots of table %s: committed, but %w", t.name, err)
 	}
 	return res, false, nil

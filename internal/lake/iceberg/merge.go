@@ -479,7 +479,7 @@ func (t *Table) mergeOnce(ctx context.Context, byPos *rowDeletes, del *Filter, r
 	if err == nil {
 		// "error" here: committed, but the answer was lost (row 3).
 		if err = failpoint.Err("lake-merge-after-commit"); err == nil {
-			if err := t.set(committed); err != nil {
+			if err := t.setCommitted(committed); err != nil {
 				return fmt.Errorf("committed snapshot %d, but %w", snap.SnapshotID, err)
 			}
 			return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	iceberggo "github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
+	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/tidemark/tidemark/internal/failpoint"
@@ -83,6 +84,48 @@ func (t *Table) set(tbl *table.Table) error {
 	t.tbl, t.arrowSchema = tbl, sc
 	t.view.Store(&tableView{tbl: tbl, arrowSchema: sc})
 	return nil
+}
+
+// setCommitted installs the table a commit returned, as a copy that holds
+// nothing of the commit's transaction (see unchained); t.mu must be held.
+func (t *Table) setCommitted(committed *table.Table) error {
+	clean, err := t.c.unchained(committed)
+	if err != nil {
+		return err
+	}
+	return t.set(clean)
+}
+
+// unchained returns committed with a copy of its metadata that holds
+// nothing of the commit's transaction, opening files as the catalog's
+// loads do.
+//
+// The table a commit returns is not kept as is: iceberg-go (v0.7.0,
+// snapshot_producers.go) points the new snapshot's schema id at a field of
+// the transaction's metadata builder (SchemaID: &txn.meta.currentSchemaID),
+// and the builder holds the metadata it started from, whose newest
+// snapshot points at the builder of the commit before, and so on: every
+// version of the metadata since the table was loaded stays reachable, each
+// a full copy of the snapshot list, and the heap grows with the square of
+// the commits (185 MiB after 300 one-row appends; 480 MiB in bronze after
+// 500 commits) until snapshot expiry or a reload. The copy is iceberg-go's
+// own (the builder a transaction starts from clones every snapshot, its
+// schema id included); it is stamped with the time of the copy as its
+// last-updated time, which only serves as a lower bound for the next
+// commit's timestamps (the catalog commits on the metadata it loads).
+// A copy through the metadata's JSON form would be exact, but costs a
+// third of a small commit's CPU at a few hundred snapshots.
+func (c *Catalog) unchained(committed *table.Table) (*table.Table, error) {
+	b, err := table.MetadataBuilderFromBase(committed.Metadata(), "")
+	if err != nil {
+		return nil, fmt.Errorf("copy the committed metadata: %w", err)
+	}
+	meta, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("copy the committed metadata: %w", err)
+	}
+	loc := committed.MetadataLocation()
+	return table.New(committed.Identifier(), meta, loc, iceio.LoadFSFunc(c.props, loc), c.cat), nil
 }
 
 // current is the table's metadata as of its last load, commit or refresh.
@@ -223,7 +266,7 @@ func (t *Table) appendOnce(ctx context.Context, sc *arrow.Schema, recs []arrow.R
 		// action stands for an answer lost on the way back: the outcome is
 		// unknown, and is resolved as below.
 		if err = failpoint.Err("lake-append-after-commit"); err == nil {
-			if err := t.set(committed); err != nil {
+			if err := t.setCommitted(committed); err != nil {
 				return false, fmt.Errorf("committed snapshot %d, but %w", snap.SnapshotID, err)
 			}
 			return false, nil
@@ -513,7 +556,7 @@ func (t *Table) evolveTx(ctx context.Context, what string, build func(*table.Tra
 		}
 		var committed *table.Table
 		if committed, err = tx.Commit(ctx); err == nil {
-			if err = t.set(committed); err != nil {
+			if err = t.setCommitted(committed); err != nil {
 				err = fmt.Errorf("committed, but %w", err)
 			}
 			break
