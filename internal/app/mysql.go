@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/bronze"
@@ -156,7 +157,7 @@ func tailMySQL(ctx context.Context, cfg *config.Config, tw *tailWriter, log *slo
 	if tw.slot != "" {
 		return fault.With(fault.ErrBadConfig, "tail: a durable position is not supported for MySQL sources yet", nil)
 	}
-	if err := tw.open(opts.Database, mysqlBinlogBase(ctx, opts.DSN())); err != nil {
+	if err := tw.open(opts.Database, mysqlBinlog(mysqlBinlogBase(ctx, opts.DSN()))); err != nil {
 		return err
 	}
 	for _, t := range opts.Tables {
@@ -189,4 +190,14 @@ func mysqlBinlogBase(ctx context.Context, dsn string) string {
 		return ""
 	}
 	return filepath.Base(base.String)
+}
+
+// mysqlBinlog splits a commit position into its binlog file's name (with
+// the server's basename) and offset, for the event codec.
+func mysqlBinlog(base string) func(lsn uint64) (string, uint32) {
+	return func(lsn uint64) (string, uint32) {
+		idx, pos := mysql.SplitLSN(lsn)
+		file := mysql.FormatPosition(base, uint64(idx)<<32)
+		return file[:strings.LastIndexByte(file, ':')], pos
+	}
 }

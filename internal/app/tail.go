@@ -242,7 +242,7 @@ func tailPostgres(ctx context.Context, cfg *config.Config, tw *tailWriter, log *
 	if err != nil {
 		return err
 	}
-	if err := tw.open(dialer.Database(), ""); err != nil {
+	if err := tw.open(dialer.Database(), nil); err != nil {
 		return err
 	}
 	for _, t := range copts.Tables {
@@ -329,9 +329,9 @@ var _ pipeline.Sink = (*tailWriter)(nil)
 
 // open builds the encoder once the source's tail knows its database and
 // (MySQL) binlog basename.
-func (t *tailWriter) open(database, binlogBase string) error {
+func (t *tailWriter) open(database string, binlog func(lsn uint64) (string, uint32)) error {
 	o := t.opts
-	o.Database, o.BinlogBase = database, binlogBase
+	o.Database, o.Binlog = database, binlog
 	enc, err := event.NewEncoder(o)
 	if err != nil {
 		return err

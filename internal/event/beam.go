@@ -2,7 +2,6 @@ package event
 
 import (
 	"github.com/tidemark/tidemark/internal/change"
-	"github.com/tidemark/tidemark/internal/source/mysql"
 )
 
 // The beam shape: Apache Beam's SourceRecordJson (DebeziumIO's
@@ -21,8 +20,7 @@ func beamValue(f change.Field, v any) any { return connectValue(v, f.Type, true)
 func (e *Encoder) beamMetadata(t change.TableID, p change.Position) object {
 	schema := any(t.Schema)
 	if e.o.Connector == MySQL {
-		idx, _ := mysql.SplitLSN(p.LSN)
-		schema = binlogFile(e.o.BinlogBase, idx)
+		schema, _ = e.binlog(p.LSN)
 	}
 	return object{{"connector", e.o.Connector}, {"version", e.o.Version}, {"name", e.o.Name},
 		{"database", e.o.Database}, {"schema", schema}, {"table", t.Name}}

@@ -9,7 +9,6 @@ import (
 	"github.com/apache/iceberg-go"
 
 	"github.com/tidemark/tidemark/internal/change"
-	"github.com/tidemark/tidemark/internal/source/mysql"
 )
 
 // The debezium shape: Debezium's change event value for its PostgreSQL
@@ -31,11 +30,11 @@ func (e *Encoder) debeziumSource(t change.TableID, op change.Op, p change.Positi
 		{"ts_ms", commit.UnixMilli()}, {"snapshot", snapshot}, {"db", e.o.Database},
 	}
 	if e.o.Connector == MySQL {
-		idx, pos := mysql.SplitLSN(p.LSN)
+		file, pos := e.binlog(p.LSN)
 		return append(o,
 			member{"sequence", nil}, member{"ts_us", commit.UnixMicro()}, member{"ts_ns", commit.UnixNano()},
 			member{"table", nullString(t.Name)}, member{"server_id", 0}, member{"gtid", nil},
-			member{"file", binlogFile(e.o.BinlogBase, idx)}, member{"pos", pos}, member{"row", p.Seq},
+			member{"file", file}, member{"pos", pos}, member{"row", p.Seq},
 			member{"thread", nil}, member{"query", nil})
 	}
 	return append(o,
@@ -43,12 +42,6 @@ func (e *Encoder) debeziumSource(t change.TableID, op change.Op, p change.Positi
 		member{"ts_us", commit.UnixMicro()}, member{"ts_ns", commit.UnixNano()},
 		member{"schema", t.Schema}, member{"table", t.Name},
 		member{"txId", txID}, member{"lsn", p.LSN}, member{"xmin", nil})
-}
-
-// binlogFile names binlog file idx (mysql-bin.000007), or its number alone
-// without the basename.
-func binlogFile(base string, idx uint32) string {
-	return strings.TrimSuffix(mysql.FormatPosition(base, uint64(idx)<<32), ":0")
 }
 
 func nullString(s string) any {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/tidemark/tidemark/internal/change"
-	"github.com/tidemark/tidemark/internal/source/mysql"
 )
 
 // Shape names a JSON form of an event.
@@ -61,9 +60,11 @@ type Options struct {
 	// Version goes to source.version (debezium) and metadata.version
 	// (beam): the tidemark version.
 	Version string
-	// BinlogBase is a MySQL server's binlog file basename (mysql-bin), to
-	// print positions as file names; empty prints the file's number only.
-	BinlogBase string
+	// Binlog splits a MySQL commit position (cdc_source_lsn) into the
+	// binlog file's name (mysql-bin.000007) and the offset in it. The
+	// composition root supplies the source's (this package knows no
+	// source); nil for sources without binlog files.
+	Binlog func(lsn uint64) (file string, pos uint32)
 	// Now is the clock of the events' ts_ms (when tidemark processed
 	// them); nil is time.Now.
 	Now func() time.Time
@@ -143,9 +144,19 @@ func (e *Encoder) Message(m change.Message) ([]byte, error) {
 // pg_lsn (16/B374D848), MySQL's binlog file:offset; then :seq.
 func (e *Encoder) position(p change.Position) string {
 	if e.o.Connector == MySQL {
-		return fmt.Sprintf("%s:%d", mysql.FormatPosition(e.o.BinlogBase, p.LSN), p.Seq)
+		file, pos := e.binlog(p.LSN)
+		return fmt.Sprintf("%s:%d:%d", file, pos, p.Seq)
 	}
 	return p.String()
+}
+
+// binlog is Options.Binlog, or (when it is not given) the file's number
+// as a basename-less server prints it (000007) and the offset.
+func (e *Encoder) binlog(lsn uint64) (string, uint32) {
+	if e.o.Binlog != nil {
+		return e.o.Binlog(lsn)
+	}
+	return fmt.Sprintf("%06d", lsn>>32), uint32(lsn)
 }
 
 // object is a JSON object whose keys keep their order (the columns'

@@ -2,6 +2,7 @@ package event_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +73,10 @@ func TestMySQLShapes(t *testing.T) {
 	c := &change.Change{Table: change.TableID{Schema: "shop", Name: "orders"}, Op: change.OpUpdate,
 		Values: []any{int32(1)}, Schema: &change.Schema{Fields: []change.Field{{Name: "id", Type: iceberg.Int32Type{}}}},
 		Pos: change.Position{LSN: lsn, Seq: 3}, CommitTime: time.UnixMilli(1700000000123)}
-	o := event.Options{Connector: event.MySQL, Name: "src", Database: "shop", BinlogBase: "mysql-bin"}
+	o := event.Options{Connector: event.MySQL, Name: "src", Database: "shop", Binlog: func(lsn uint64) (string, uint32) {
+		idx, pos := mysql.SplitLSN(lsn)
+		return fmt.Sprintf("mysql-bin.%06d", idx), pos
+	}}
 	o.Shape = event.Debezium
 	enc, _ := event.NewEncoder(o)
 	b, _ := enc.Change(c)
