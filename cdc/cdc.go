@@ -68,26 +68,14 @@ const (
 	Message Op = "m"
 )
 
-// Table names a source table.
-type Table struct{ Schema, Name string }
-
-func (t Table) String() string { return t.Schema + "." + t.Name }
+// Table names a source table (schema and name).
+type Table = change.TableID
 
 // Position is an event's place in the source's stream: the commit
 // position of its transaction (PostgreSQL: the commit LSN; MySQL: binlog
-// file number << 32 | offset), then its sequence number in it.
-type Position struct {
-	LSN uint64
-	Seq int64
-}
-
-// Less reports whether p comes before q.
-func (p Position) Less(q Position) bool {
-	if p.LSN != q.LSN {
-		return p.LSN < q.LSN
-	}
-	return p.Seq < q.Seq
-}
+// file number << 32 | offset), then its sequence number in it (Seq).
+// Position.Less orders two positions.
+type Position = change.Position
 
 // Event is one change. Row values are Go values: int32, int64, float32,
 // float64, bool, string, []byte, a decimal as its exact text ("10.50"),
