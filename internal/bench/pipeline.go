@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -327,17 +326,18 @@ func (p *pipeline) logTail() string {
 }
 
 // peakHeapProfile writes the in-use heap profile to path every time the
-// heap's objects grow 10% past the largest seen (sampled every 100 ms), so
-// that path ends holding what was live near the peak: the allocation
-// profile written at exit tells where bytes were allocated, not which
-// were held at the peak RSS. The returned function stops it.
+// process's peak RSS (VmHWM) grows 2% past the last written (sampled every
+// 100 ms), so that path ends holding what was live near the peak RSS: the
+// allocation profile written at exit tells where bytes were allocated, not
+// which were held at the peak. (Sampling the heap's objects instead
+// caught a later, smaller heap peak than the RSS one: the silver build's
+// spill copy of a huge value was missed.)
 func peakHeapProfile(path string, stderr io.Writer) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-		var peak uint64
+		var peak int64
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -346,8 +346,8 @@ func peakHeapProfile(path string, stderr io.Writer) (stop func()) {
 				return
 			case <-t.C:
 			}
-			metrics.Read(sample)
-			if v := sample[0].Value.Uint64(); v > peak+peak/10 {
+			v, err := peakRSSOf(os.Getpid())
+			if err == nil && v > peak+peak/50 {
 				peak = v
 				f, err := os.Create(path)
 				if err != nil {

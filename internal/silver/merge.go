@@ -1093,12 +1093,16 @@ func (j *job) merge(ctx context.Context, after int64, to lake.Snapshot, p part, 
 
 	var recs []arrow.RecordBatch
 	if len(rows) > 0 {
-		rec, err := in.build(ctx, m.mem, s.ArrowSchema(), rows)
+		built, err := in.build(ctx, m.mem, s.ArrowSchema(), rows)
 		if err != nil {
 			return fmt.Errorf("assemble %d rows: %w", len(rows), err)
 		}
-		defer rec.Release()
-		recs = append(recs, rec)
+		defer func() {
+			for _, r := range built {
+				r.Release()
+			}
+		}()
+		recs = built
 	}
 	var err error
 	t3 := m.now()

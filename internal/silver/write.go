@@ -37,18 +37,22 @@ func (r *outRow) source(col int) int {
 	return r.base
 }
 
-// build assembles rows as one record batch of the silver table's schema sc
-// (field-id metadata dropped: the table maps columns by name).
-func (in *input) build(ctx context.Context, mem memory.Allocator, sc *arrow.Schema, rows []outRow) (arrow.RecordBatch, error) {
+// build assembles rows as record batches of the silver table's schema sc
+// (field-id metadata dropped: the table maps columns by name), in order:
+// one batch, or more where a column keeps a large run of an input batch
+// as it is (gatherRuns) and the batches are cut at its ends, as zero-copy
+// slices. Release each batch.
+func (in *input) build(ctx context.Context, mem memory.Allocator, sc *arrow.Schema, rows []outRow) ([]arrow.RecordBatch, error) {
 	fields := make([]arrow.Field, len(sc.Fields()))
-	cols := make([]arrow.Array, len(sc.Fields()))
+	cols := make([][]arrow.Array, len(sc.Fields()))
 	defer func() {
 		for _, c := range cols {
-			if c != nil {
-				c.Release()
+			for _, a := range c {
+				a.Release()
 			}
 		}
 	}()
+	one := true
 	for j, f := range sc.Fields() {
 		fields[j] = arrow.Field{Name: f.Name, Type: f.Type, Nullable: f.Nullable}
 		var err error
@@ -58,7 +62,7 @@ func (in *input) build(ctx context.Context, mem memory.Allocator, sc *arrow.Sche
 			for _, r := range rows {
 				b.Append(r.deleted)
 			}
-			cols[j] = b.NewArray()
+			cols[j] = []arrow.Array{b.NewArray()}
 			b.Release()
 			continue
 		case ColLSN, ColSeq, ColTS:
@@ -66,7 +70,7 @@ func (in *input) build(ctx context.Context, mem memory.Allocator, sc *arrow.Sche
 		default:
 			c, ok := in.colIdx[f.Name]
 			if !ok {
-				cols[j] = array.MakeArrayOfNull(mem, f.Type, len(rows))
+				cols[j] = []arrow.Array{array.MakeArrayOfNull(mem, f.Type, len(rows))}
 				continue
 			}
 			cols[j], err = in.gather(ctx, mem, f, rows, func(r *outRow) int { return r.source(c) })
@@ -74,14 +78,35 @@ func (in *input) build(ctx context.Context, mem memory.Allocator, sc *arrow.Sche
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", f.Name, err)
 		}
-		fields[j].Type = cols[j].DataType()
+		fields[j].Type = cols[j][0].DataType()
+		one = one && len(cols[j]) == 1
 	}
-	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(len(rows))), nil
+	out := arrow.NewSchema(fields, nil)
+	if one {
+		flat := make([]arrow.Array, len(cols))
+		for j, c := range cols {
+			flat[j] = c[0]
+		}
+		return []arrow.RecordBatch{array.NewRecordBatch(out, flat, int64(len(rows)))}, nil
+	}
+	tbl := array.NewTableFromSlice(out, cols)
+	defer tbl.Release()
+	tr := array.NewTableReader(tbl, -1)
+	defer tr.Release()
+	var recs []arrow.RecordBatch
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		rec.Retain()
+		recs = append(recs, rec)
+	}
+	return recs, nil
 }
 
 // gather takes, for each row, the value of column f from the input row
 // pick names: it concatenates the column of every input batch and takes.
-func (in *input) gather(ctx context.Context, mem memory.Allocator, f arrow.Field, rows []outRow, pick func(*outRow) int) (arrow.Array, error) {
+// The column comes in chunks (one, unless gatherRuns keeps large runs as
+// they are), of the rows in order.
+func (in *input) gather(ctx context.Context, mem memory.Allocator, f arrow.Field, rows []outRow, pick func(*outRow) int) ([]arrow.Array, error) {
 	parts := make([]arrow.Array, 0, len(in.batches))
 	defer func() {
 		for _, p := range parts {
@@ -123,19 +148,26 @@ func (in *input) gather(ctx context.Context, mem memory.Allocator, f arrow.Field
 	}
 	idx := ib.NewArray()
 	defer idx.Release()
-	return compute.TakeArray(compute.WithAllocator(ctx, mem), all, idx)
+	out, err := compute.TakeArray(compute.WithAllocator(ctx, mem), all, idx)
+	if err != nil {
+		return nil, err
+	}
+	return []arrow.Array{out}, nil
 }
 
 // gatherRuns is gather when the rows picked come in long runs of
 // consecutive rows of one batch (a build's rows are the bronze rows in key
 // order, and bronze holds snapshot chunks in key order): it slices the runs
-// out of the batches' columns (parts) and copies them once, into the output
-// (not at all when there is one run). ok is false when the runs are too
-// short for that to pay. A few runs always pay, however short: the other
-// way copies every value twice (concatenate, then take), which for the
-// two snapshot chunks of a table holding one 200 MiB value was two more
-// copies of it in flight.
-func (in *input) gatherRuns(mem memory.Allocator, f arrow.Field, parts []arrow.Array, rows []outRow, pick func(*outRow) int) (out arrow.Array, ok bool, err error) {
+// out of the batches' columns (parts) and copies the short ones once, into
+// one chunk of the output between two long ones. A run holding at least
+// keepRunBytes of values is not copied: its chunk is the slice of the
+// input batch (for a table holding one 200 MiB value, the value is held
+// once, in the spilled bronze batch, not again in the output). ok is false
+// when the runs are too short for that to pay. A few runs always pay,
+// however short: the other way copies every value twice (concatenate,
+// then take), which for the two snapshot chunks of a table holding one
+// 200 MiB value was two more copies of it in flight.
+func (in *input) gatherRuns(mem memory.Allocator, f arrow.Field, parts []arrow.Array, rows []outRow, pick func(*outRow) int) (out []arrow.Array, ok bool, err error) {
 	type run struct{ batch, row, n int } // batch -1: nulls
 	var runs []run
 	maxRuns := max(16, len(rows)/64)
@@ -180,12 +212,61 @@ func (in *input) gatherRuns(mem memory.Allocator, f arrow.Field, parts []arrow.A
 			pieces = append(pieces, array.NewSlice(parts[r.batch], int64(r.row), int64(r.row+r.n)))
 		}
 	}
-	if len(pieces) == 1 {
-		pieces[0].Retain()
-		return pieces[0], true, nil
+	defer func() {
+		if err != nil {
+			for _, a := range out {
+				a.Release()
+			}
+			out = nil
+		}
+	}()
+	// flush appends pieces[from:to] as one chunk: copied into it when
+	// there are several, the piece itself when one.
+	flush := func(from, to int) error {
+		switch to - from {
+		case 0:
+			return nil
+		case 1:
+			pieces[from].Retain()
+			out = append(out, pieces[from])
+			return nil
+		}
+		a, err := array.Concatenate(pieces[from:to], mem)
+		if err != nil {
+			return err
+		}
+		out = append(out, a)
+		return nil
 	}
-	out, err = array.Concatenate(pieces, mem)
+	from := 0
+	for i, p := range pieces {
+		if valueBytes(p) < keepRunBytes {
+			continue
+		}
+		if err = flush(from, i); err != nil {
+			return out, true, err
+		}
+		if err = flush(i, i+1); err != nil {
+			return out, true, err
+		}
+		from = i + 1
+	}
+	err = flush(from, len(pieces))
 	return out, true, err
+}
+
+// keepRunBytes is the values' bytes from which gatherRuns keeps a run of
+// an input batch as its own chunk (and the merge writes it as its own
+// batch) rather than copying it into the output.
+const keepRunBytes = 4 << 20
+
+// valueBytes is the bytes of a's variable-length values (0 for a column of
+// another type).
+func valueBytes(a arrow.Array) int {
+	if v, ok := a.(interface{ ValueBytes() []byte }); ok {
+		return len(v.ValueBytes())
+	}
+	return 0
 }
 
 // Dead-letter table columns.
