@@ -33,6 +33,10 @@ type Session struct {
 	Done   chan struct{} // closed when the process has exited
 	Err    error         // from Wait, valid once Done is closed
 	Offset int64         // where this session's log starts
+	// logPath is the log file, bodyAt where the session's own lines
+	// start in it (after the header Start writes).
+	logPath string
+	bodyAt  int64
 }
 
 // NewRunner prepares tidemark sessions of srcURL into a fresh warehouse,
@@ -73,6 +77,8 @@ func (r *Runner) Start() *Session {
 	off, _ := f.Seek(0, 2)
 	s := &Session{N: len(r.runs) + 1, Done: make(chan struct{}), Offset: off}
 	fmt.Fprintf(f, "===== tidemark session %d started %s =====\n", s.N, time.Now().Format(time.RFC3339Nano))
+	s.logPath = r.LogPath
+	s.bodyAt, _ = f.Seek(0, 1)
 	s.Cmd = exec.Command(r.Bin, r.Args...)
 	if len(r.Env) > 0 {
 		s.Cmd.Env = append(os.Environ(), r.Env...)
@@ -115,6 +121,7 @@ func (s *Session) Stop(t *testing.T, timeout time.Duration) int {
 	if s.Exited() {
 		t.Fatalf("tidemark session %d exited by itself before it was stopped: %v", s.N, s.Err)
 	}
+	s.waitStarted(10 * time.Second)
 	_ = s.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.Done:
@@ -124,6 +131,18 @@ func (s *Session) Stop(t *testing.T, timeout time.Duration) int {
 		t.Fatalf("tidemark session %d did not stop within %s of SIGTERM", s.N, timeout)
 	}
 	return s.Cmd.ProcessState.ExitCode()
+}
+
+// waitStarted waits, up to limit, until the session has written its first
+// log line: tidemark's main has then installed its SIGTERM handler. A
+// SIGTERM sent before that (a session stopped right after it started)
+// would kill the process by the signal's default action, not stop it.
+func (s *Session) waitStarted(limit time.Duration) {
+	for end := time.Now().Add(limit); time.Now().Before(end) && !s.Exited(); time.Sleep(10 * time.Millisecond) {
+		if st, err := os.Stat(s.logPath); err != nil || st.Size() > s.bodyAt {
+			return
+		}
+	}
 }
 
 // cleanup kills whatever is still running and, if the test failed, dumps
