@@ -18,6 +18,7 @@ import (
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/mysql"
+	"github.com/tidemark/tidemark/internal/source/mysql/myverify"
 	"github.com/tidemark/tidemark/internal/verify"
 )
 
@@ -142,7 +143,7 @@ func mysqlVerify(cfg *config.Config) (verify.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return verify.NewMySQLWith(opts.DSN(), opts.TimeAs)
+	return myverify.NewWith(opts.DSN(), opts.TimeAs)
 }
 
 // tailMySQL is the mysql source's tail: a capture from the binlog's

@@ -11,6 +11,7 @@ import (
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/source/postgres/pgverify"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 	"github.com/tidemark/tidemark/internal/verify"
 )
@@ -75,7 +76,7 @@ func postgresVerify(cfg *config.Config) (verify.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return verify.NewPostgresWith(d, typemap.Options{TimeAs: typemap.TimeAs(cfg.TimeAs)}), nil
+	return pgverify.NewWith(d, typemap.Options{TimeAs: typemap.TimeAs(cfg.TimeAs)}), nil
 }
 
 // capture is one session of a source's capture (postgres.Capture).

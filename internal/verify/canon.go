@@ -20,8 +20,9 @@ import (
 // This file is the one definition of "equal": every value, whether decoded
 // from the source's text by typemap or read from a silver data file, is
 // turned into a canonical byte string, and two values are equal exactly
-// when their canonical strings are. sqlcanon.go computes the same strings
-// inside PostgreSQL, so that chunk hashes can be computed at the source.
+// when their canonical strings are. internal/source/postgres/pgverify
+// (sqlcanon.go) computes the same strings inside PostgreSQL, so that
+// chunk hashes can be computed at the source.
 //
 // Canonical text of a lake value, by type:
 //
@@ -42,8 +43,8 @@ import (
 // (a NaN in a numeric(p,s) column: a dead letter) is "E" plus its raw text,
 // so it never equals anything silver can hold.
 
-// appendField appends v as one field of a row or key.
-func appendField(buf []byte, v any, t arrow.DataType) []byte {
+// AppendField appends v as one field of a row or key.
+func AppendField(buf []byte, v any, t arrow.DataType) []byte {
 	if v == nil {
 		return append(buf, 'N')
 	}
@@ -54,7 +55,7 @@ func appendField(buf []byte, v any, t arrow.DataType) []byte {
 		return append(buf, u.raw...)
 	}
 	start := len(buf)
-	buf = appendCanon(buf, v, t)
+	buf = AppendCanon(buf, v, t)
 	n := len(buf) - start
 	// Insert the "V<len>:" prefix in front of the canonical text.
 	var pre [24]byte
@@ -71,9 +72,9 @@ func appendField(buf []byte, v any, t arrow.DataType) []byte {
 // form, so silver cannot hold it).
 type undecodable struct{ raw string }
 
-// appendCanon appends the canonical text of the non-nil value v of lake
+// AppendCanon appends the canonical text of the non-nil value v of lake
 // type t (the Go types typemap.Decode returns).
-func appendCanon(buf []byte, v any, t arrow.DataType) []byte {
+func AppendCanon(buf []byte, v any, t arrow.DataType) []byte {
 	switch x := v.(type) {
 	case int32:
 		return strconv.AppendInt(buf, int64(x), 10)
@@ -103,7 +104,7 @@ func appendCanon(buf []byte, v any, t arrow.DataType) []byte {
 	case []byte:
 		return hex.AppendEncode(buf, x)
 	case decimal128.Num:
-		return append(buf, decimalText(x, decimalScale(t))...)
+		return append(buf, DecimalText(x, DecimalScale(t))...)
 	case arrow.Date32:
 		return strconv.AppendInt(buf, int64(negInfDate(x)), 10)
 	case arrow.Time64:
@@ -111,13 +112,13 @@ func appendCanon(buf []byte, v any, t arrow.DataType) []byte {
 	case arrow.Timestamp:
 		return strconv.AppendInt(buf, int64(negInfTS(x)), 10)
 	case []any:
-		elem := listElem(t)
+		elem := ListElem(t)
 		buf = append(buf, '[')
 		for i, e := range x {
 			if i > 0 {
 				buf = append(buf, ',')
 			}
-			buf = appendField(buf, e, elem)
+			buf = AppendField(buf, e, elem)
 		}
 		return append(buf, ']')
 	}
@@ -126,24 +127,24 @@ func appendCanon(buf []byte, v any, t arrow.DataType) []byte {
 	return fmt.Appendf(buf, "?%T:%v", v, v)
 }
 
-func decimalScale(t arrow.DataType) int32 {
+func DecimalScale(t arrow.DataType) int32 {
 	if d, ok := t.(arrow.DecimalType); ok {
 		return d.GetScale()
 	}
 	return 0
 }
 
-func listElem(t arrow.DataType) arrow.DataType {
+func ListElem(t arrow.DataType) arrow.DataType {
 	if l, ok := t.(arrow.ListLikeType); ok {
 		return l.Elem()
 	}
 	return arrow.Null
 }
 
-// decimalText writes an unscaled decimal at scale s as PostgreSQL's
+// DecimalText writes an unscaled decimal at scale s as PostgreSQL's
 // numeric_out does for a numeric(p,s) value: exactly s decimals, a leading
 // "0" before the point, "-" for negatives.
-func decimalText(n decimal128.Num, s int32) string {
+func DecimalText(n decimal128.Num, s int32) string {
 	bi := n.BigInt()
 	neg := bi.Sign() < 0
 	digits := new(big.Int).Abs(bi).String()
@@ -159,18 +160,19 @@ func decimalText(n decimal128.Num, s int32) string {
 	return digits
 }
 
-// digest is the MD5 of a canonical row or key.
-type digest [md5.Size]byte
+// Digest is the MD5 of a canonical row or key.
+type Digest [md5.Size]byte
 
-// bucketOf maps a key digest to one of n chunks, as sqlBucket does.
-func bucketOf(d digest, n int) int {
+// BucketOf maps a key digest to one of n chunks, as sqlBucket does.
+func BucketOf(d Digest, n int) int {
 	return int(binary.BigEndian.Uint32(d[:4])&0x7fffffff) % n
 }
 
 // rowHash is the number whose sum over a chunk's rows is the chunk's hash:
-// the first 64 bits of the row's digest as a signed integer, as sqlcanon.go's
+// the first 64 bits of the row's digest as a signed integer, as the
+// sources' SQL (pgverify, myverify)
 // ('x' || substr(md5, 1, 16))::bit(64)::bigint reads them.
-func rowHash(d digest) int64 {
+func rowHash(d Digest) int64 {
 	return int64(binary.BigEndian.Uint64(d[0:8]))
 }
 
@@ -212,7 +214,7 @@ func appendArrowField(buf []byte, a arrow.Array, i int) []byte {
 		buf = append(buf, ':')
 		return hex.AppendEncode(buf, v)
 	default:
-		return appendField(buf, valueAt(a, i), a.DataType())
+		return AppendField(buf, valueAt(a, i), a.DataType())
 	}
 	buf = append(buf, 'V')
 	buf = strconv.AppendInt(buf, int64(len(c)), 10)
@@ -306,7 +308,7 @@ func displayFull(v any, t arrow.DataType, max int) string {
 	case bool:
 		return strconv.FormatBool(x)
 	case decimal128.Num:
-		return decimalText(x, decimalScale(t))
+		return DecimalText(x, DecimalScale(t))
 	case arrow.Date32:
 		switch x {
 		case math.MaxInt32:
@@ -330,7 +332,7 @@ func displayFull(v any, t arrow.DataType, max int) string {
 		}
 		return s
 	case []any:
-		elem := listElem(t)
+		elem := ListElem(t)
 		var b strings.Builder
 		b.WriteByte('[')
 		for i, e := range x {

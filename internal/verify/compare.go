@@ -66,7 +66,7 @@ func (v *verifier) table(ctx context.Context, t TableName) (tr TableReport) {
 	tr = TableReport{Table: strings.Join(silverIdent(v.opts.Source, t), "."), Source: t.String()}
 	defer func() { tr.Seconds = time.Since(start).Seconds() }()
 	err := v.compare(ctx, t, &tr, v.pushdown)
-	if errors.Is(err, errPushdown) {
+	if errors.Is(err, ErrPushdown) {
 		// The server refused the hashing SQL (md5 disabled under FIPS, an
 		// expression a type does not support): hash in Go instead.
 		v.log.Warn("chunk hashing at the source failed; hashing in tidemark instead", "table", t.String(), "error", err.Error())
@@ -118,7 +118,7 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 	// A declared merge key, or for a source table without a key the key
 	// silver is merged by (REPLICA IDENTITY FULL: the whole row), is what
 	// the rows are compared by.
-	if want := v.opts.MergeKeys[t]; len(want) > 0 || len(st.key) == 0 && len(sk) > 0 {
+	if want := v.opts.MergeKeys[t]; len(want) > 0 || len(st.Key) == 0 && len(sk) > 0 {
 		if len(want) == 0 {
 			want = sk
 		}
@@ -126,7 +126,7 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 			return fmt.Errorf("the source table %s: %w", t, err)
 		}
 	}
-	if len(st.key) == 0 {
+	if len(st.Key) == 0 {
 		return fmt.Errorf("the source table %s has no primary key or replica identity index to compare by", t)
 	}
 	if msg := timeAsMismatch(st, s.ArrowSchema()); msg != "" {
@@ -139,7 +139,7 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 		return nil
 	}
 
-	est := st.estimate
+	est := st.Estimate
 	if n, err := strconv.ParseInt(s.Summary()["total-records"], 10, 64); err == nil && n > est {
 		est = n
 	}
@@ -150,7 +150,7 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 	// Hash the source's chunks while waiting for silver and hashing its own:
 	// the source works in its server, silver here.
 	var (
-		srcChunks map[int]*chunkSum
+		srcChunks map[int]*ChunkSum
 		srcErr    error
 		srcDone   = make(chan struct{})
 	)
@@ -164,7 +164,7 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 		srcTook = time.Since(passStart)
 	}()
 	silverT, _, err := v.waitCovered(ctx, t, snap.Position())
-	var lkChunks map[int]*chunkSum
+	var lkChunks map[int]*ChunkSum
 	var lkRows int64
 	waited := time.Since(passStart)
 	if err == nil {
@@ -184,7 +184,7 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 	tr.SilverRows = lkRows
 	var differing []int
 	for b, c := range srcChunks {
-		tr.SourceRows += c.n
+		tr.SourceRows += c.N
 		if l := lkChunks[b]; l == nil || *l != *c {
 			differing = append(differing, b)
 		}
@@ -219,10 +219,10 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 			b := differing[0]
 			w := 0
 			if c := srcChunks[b]; c != nil {
-				w = int(c.n)
+				w = int(c.N)
 			}
 			if c := lkChunks[b]; c != nil {
-				w = max(w, int(c.n))
+				w = max(w, int(c.N))
 			}
 			if len(batch) > 0 && rows+w > v.opts.DrillRows {
 				break
@@ -234,7 +234,7 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 		if err != nil {
 			return err
 		}
-		err = rd.drill(ctx, snap, batch, func(kv []any, key string, row digest) error {
+		err = rd.drill(ctx, snap, batch, func(kv []any, key string, row Digest) error {
 			if e := lk[key]; e != nil {
 				if e.row != row || e.count > 1 {
 					add(key, kv)
@@ -320,7 +320,7 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 // check checks the candidates once: their source rows at snap (which it
 // closes), silver's rows in silverT (nil: the silver table once it covers
 // snap's position), then the source rows' versions again.
-func (v *verifier) check(ctx context.Context, t TableName, st *sourceTable, snap Snapshot, silverT *lake.Table, cands map[string]*cand) error {
+func (v *verifier) check(ctx context.Context, t TableName, st *SourceTable, snap Snapshot, silverT *lake.Table, cands map[string]*cand) error {
 	defer snap.Close()
 	if len(cands) == 0 {
 		return nil
@@ -365,7 +365,7 @@ func (v *verifier) check(ctx context.Context, t TableName, st *sourceTable, snap
 // covering lsn (nil: none), lk silver's live rows at a position at or
 // above lsn, later the source row in a snapshot taken after silver was
 // read. See the top of this file for the rules.
-func judge(src0 Source, st *sourceTable, c *cand, src *fetched, lk []lakeRowVals, later *fetched, lsn uint64) {
+func judge(src0 Source, st *SourceTable, c *cand, src *Fetched, lk []lakeRowVals, later *Fetched, lsn uint64) {
 	d := &Difference{Key: renderKey(st, c.keyVals)}
 	var rowLSN int64 = -1
 	for _, r := range lk {
@@ -382,13 +382,13 @@ func judge(src0 Source, st *sourceTable, c *cand, src *fetched, lk []lakeRowVals
 	case len(lk) > 1:
 		d.Kind = KindDuplicate
 		if src != nil {
-			d.Columns = columnDiffs(st, src.vals, lk[0])
+			d.Columns = columnDiffs(st, src.Vals, lk[0])
 		}
 		c.stable = 2
 	case len(lk) == 0:
 		d.Kind = KindMissing
 		c.stable = 0
-		if later != nil && later.tid == src.tid {
+		if later != nil && later.TID == src.TID {
 			c.stable = 2
 		}
 	case src == nil:
@@ -404,13 +404,13 @@ func judge(src0 Source, st *sourceTable, c *cand, src *fetched, lk []lakeRowVals
 		}
 	default:
 		d.Kind = KindValues
-		d.Columns = columnDiffs(st, src.vals, lk[0])
+		d.Columns = columnDiffs(st, src.Vals, lk[0])
 		if len(d.Columns) == 0 {
 			c.done = true
 			return
 		}
 		c.stable = 0
-		if older && later != nil && later.tid == src.tid {
+		if older && later != nil && later.TID == src.TID {
 			c.stable = 2
 		}
 	}
@@ -418,13 +418,13 @@ func judge(src0 Source, st *sourceTable, c *cand, src *fetched, lk []lakeRowVals
 }
 
 // extraColumns shows the key and a few columns of a row only silver has.
-func extraColumns(st *sourceTable, lk lakeRowVals) []ColumnDiff {
+func extraColumns(st *SourceTable, lk lakeRowVals) []ColumnDiff {
 	var out []ColumnDiff
-	for j, c := range st.cols {
+	for j, c := range st.Cols {
 		if len(out) == 4 {
 			break
 		}
-		out = append(out, ColumnDiff{Column: c.name, Source: "(no row)", Silver: display(lk.vals[j], lk.types[j], displayWidth)})
+		out = append(out, ColumnDiff{Column: c.Name, Source: "(no row)", Silver: display(lk.vals[j], lk.types[j], displayWidth)})
 	}
 	return out
 }
@@ -432,12 +432,12 @@ func extraColumns(st *sourceTable, lk lakeRowVals) []ColumnDiff {
 // displayWidth bounds a rendered value in a report.
 const displayWidth = 60
 
-func columnDiffs(st *sourceTable, src []any, lk lakeRowVals) []ColumnDiff {
+func columnDiffs(st *SourceTable, src []any, lk lakeRowVals) []ColumnDiff {
 	var out []ColumnDiff
 	var a, b []byte
-	for j, c := range st.cols {
-		a = appendField(a[:0], src[j], c.arrow)
-		b = appendField(b[:0], lk.vals[j], lk.types[j])
+	for j, c := range st.Cols {
+		a = AppendField(a[:0], src[j], c.Arrow)
+		b = AppendField(b[:0], lk.vals[j], lk.types[j])
 		if bytes.Equal(a, b) {
 			continue
 		}
@@ -445,16 +445,16 @@ func columnDiffs(st *sourceTable, src []any, lk lakeRowVals) []ColumnDiff {
 		if lk.types[j] == nil || lk.types[j].ID() == 0 {
 			sv = "NULL (silver has no such column)"
 		}
-		out = append(out, ColumnDiff{Column: c.name, Source: display(src[j], c.arrow, displayWidth), Silver: sv})
+		out = append(out, ColumnDiff{Column: c.Name, Source: display(src[j], c.Arrow, displayWidth), Silver: sv})
 	}
 	return out
 }
 
 // renderKey renders key values as col=value, ...
-func renderKey(st *sourceTable, kv []any) string {
+func renderKey(st *SourceTable, kv []any) string {
 	parts := make([]string, len(kv))
 	for i, v := range kv {
-		parts[i] = st.key[i].name + "=" + display(v, st.key[i].arrow, displayWidth)
+		parts[i] = st.Key[i].Name + "=" + display(v, st.Key[i].Arrow, displayWidth)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -7,8 +7,8 @@
 //
 // # What is compared
 //
-// The source side is a Source (source.go): PostgreSQL's in pgsource.go,
-// MySQL's and MariaDB's in mysqlsource.go; internal/app picks one by the
+// The source side is a Source (source.go): PostgreSQL's in internal/source/postgres/pgverify,
+// MySQL's and MariaDB's in internal/source/mysql/myverify; internal/app picks one by the
 // source URL's scheme. Values are compared in their lake form: the source
 // is read as its capture reads it (PostgreSQL: text format under
 // typemap.SessionSettings, decoded by typemap; MySQL: SelectExpr under
@@ -30,7 +30,7 @@
 //  2. The table is split into chunks by a hash of the key (as many chunks
 //     as there are ChunkRows in the table). Each chunk's hash, the count
 //     and the sum of its rows' MD5s, is computed at the source in SQL
-//     (sqlcanon.go; mysqlsource.go's myCanon) while verify waits for silver to hold the source up to L
+//     (pgverify's sqlcanon.go; myverify's myCanon) while verify waits for silver to hold the source up to L
 //     and hashes silver's chunks itself. Sums do not depend on row order, so
 //     neither side is sorted, and memory holds one number per chunk.
 //  3. Chunks whose hashes differ are drilled into, a memory-bounded batch of

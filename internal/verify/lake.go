@@ -230,7 +230,7 @@ type batchMap struct {
 	deleted int
 }
 
-func newBatchMap(st *sourceTable, sc *arrow.Schema) *batchMap {
+func newBatchMap(st *SourceTable, sc *arrow.Schema) *batchMap {
 	idx := func(name string) int {
 		if ix := sc.FieldIndices(name); len(ix) > 0 {
 			return ix[0]
@@ -238,11 +238,11 @@ func newBatchMap(st *sourceTable, sc *arrow.Schema) *batchMap {
 		return -1
 	}
 	m := &batchMap{lsn: idx(colLSN), deleted: idx(colDeleted)}
-	for _, c := range st.cols {
-		m.cols = append(m.cols, idx(c.name))
+	for _, c := range st.Cols {
+		m.cols = append(m.cols, idx(c.Name))
 	}
-	for _, c := range st.key {
-		m.key = append(m.key, idx(c.name))
+	for _, c := range st.Key {
+		m.key = append(m.key, idx(c.Name))
 	}
 	return m
 }
@@ -310,7 +310,7 @@ func (r lakeRow) deleted() bool {
 
 // scanLive calls fn with every live row of the silver table (soft-deleted
 // rows are not live), optionally restricted by filter (which may be nil).
-func scanLive(ctx context.Context, t *lake.Table, filter *lake.Filter, st *sourceTable, fn func(lakeRow) error) error {
+func scanLive(ctx context.Context, t *lake.Table, filter *lake.Filter, st *SourceTable, fn func(lakeRow) error) error {
 	var m *batchMap
 	var sc *arrow.Schema
 	return t.ScanWhere(ctx, filter, func(rec arrow.RecordBatch) error {
@@ -318,7 +318,7 @@ func scanLive(ctx context.Context, t *lake.Table, filter *lake.Filter, st *sourc
 			sc, m = rec.Schema(), newBatchMap(st, rec.Schema())
 			for j, ix := range m.key {
 				if ix < 0 {
-					return fmt.Errorf("silver table %s has no key column %s", strings.Join(t.Ident(), "."), st.key[j].name)
+					return fmt.Errorf("silver table %s has no key column %s", strings.Join(t.Ident(), "."), st.Key[j].Name)
 				}
 			}
 		}
@@ -336,17 +336,17 @@ func scanLive(ctx context.Context, t *lake.Table, filter *lake.Filter, st *sourc
 }
 
 // lakeChunks hashes every live silver row into its chunk.
-func lakeChunks(ctx context.Context, t *lake.Table, st *sourceTable, n int) (map[int]*chunkSum, int64, error) {
-	out := map[int]*chunkSum{}
+func lakeChunks(ctx context.Context, t *lake.Table, st *SourceTable, n int) (map[int]*ChunkSum, int64, error) {
+	out := map[int]*ChunkSum{}
 	var rows int64
 	var kbuf, rbuf []byte
 	err := scanLive(ctx, t, nil, st, func(r lakeRow) error {
 		kbuf = r.appendKey(kbuf[:0])
 		rbuf = r.appendRow(rbuf[:0])
-		b := bucketOf(md5.Sum(kbuf), n)
+		b := BucketOf(md5.Sum(kbuf), n)
 		c := out[b]
 		if c == nil {
-			c = &chunkSum{}
+			c = &ChunkSum{}
 			out[b] = c
 		}
 		c.add(md5.Sum(rbuf))
@@ -359,17 +359,17 @@ func lakeChunks(ctx context.Context, t *lake.Table, st *sourceTable, n int) (map
 // lakeEntry is what drilling keeps of a silver row.
 type lakeEntry struct {
 	keyVals []any
-	row     digest
+	row     Digest
 	count   int // > 1: the key has several live rows
 }
 
 // lakeDrill collects the silver rows of the given chunks, by canonical key.
-func lakeDrill(ctx context.Context, t *lake.Table, st *sourceTable, n int, chunks map[int]bool) (map[string]*lakeEntry, error) {
+func lakeDrill(ctx context.Context, t *lake.Table, st *SourceTable, n int, chunks map[int]bool) (map[string]*lakeEntry, error) {
 	out := map[string]*lakeEntry{}
 	var kbuf, rbuf []byte
 	err := scanLive(ctx, t, nil, st, func(r lakeRow) error {
 		kbuf = r.appendKey(kbuf[:0])
-		if !chunks[bucketOf(md5.Sum(kbuf), n)] {
+		if !chunks[BucketOf(md5.Sum(kbuf), n)] {
 			return nil
 		}
 		rbuf = r.appendRow(rbuf[:0])
@@ -394,7 +394,7 @@ type lakeRowVals struct {
 // key values), several per key if silver holds duplicates. The scan is
 // filtered on the first key column so that Iceberg can skip the data files
 // (and bucket partitions) that cannot hold the keys.
-func lakeFetch(ctx context.Context, t *lake.Table, st *sourceTable, keys map[string][]any) (map[string][]lakeRowVals, error) {
+func lakeFetch(ctx context.Context, t *lake.Table, st *SourceTable, keys map[string][]any) (map[string][]lakeRowVals, error) {
 	out := map[string][]lakeRowVals{}
 	if len(keys) == 0 {
 		return out, nil
@@ -403,7 +403,7 @@ func lakeFetch(ctx context.Context, t *lake.Table, st *sourceTable, keys map[str
 	seen := map[string]bool{}
 	var buf []byte
 	for _, kv := range keys {
-		buf = appendField(buf[:0], kv[0], st.key[0].arrow)
+		buf = AppendField(buf[:0], kv[0], st.Key[0].Arrow)
 		if !seen[string(buf)] {
 			seen[string(buf)] = true
 			first = append(first, kv[0])
@@ -420,7 +420,7 @@ func lakeFetch(ctx context.Context, t *lake.Table, st *sourceTable, keys map[str
 			return nil
 		})
 	}
-	err := collect(lake.In(st.key[0].name, first))
+	err := collect(lake.In(st.Key[0].Name, first))
 	if err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 		// A filter iceberg-go cannot evaluate for this column type: read it all.
 		clear(out)

@@ -28,19 +28,19 @@ func timeAsOf(t arrow.DataType) string {
 // PostgreSQL time column of st is held in silver (schema sc) under another
 // time_as than the one verify decodes the source by; "" when none is.
 // Without it every row would be reported different.
-func timeAsMismatch(st *sourceTable, sc *arrow.Schema) string {
-	for _, c := range st.cols {
-		if !strings.HasPrefix(c.typeName, "time") || !strings.Contains(c.typeName, "without time zone") {
+func timeAsMismatch(st *SourceTable, sc *arrow.Schema) string {
+	for _, c := range st.Cols {
+		if !strings.HasPrefix(c.TypeName, "time") || !strings.Contains(c.TypeName, "without time zone") {
 			continue
 		}
-		ix := sc.FieldIndices(c.name)
+		ix := sc.FieldIndices(c.Name)
 		if len(ix) == 0 {
 			continue
 		}
-		lakeAs, srcAs := timeAsOf(sc.Field(ix[0]).Type), timeAsOf(c.arrow)
+		lakeAs, srcAs := timeAsOf(sc.Field(ix[0]).Type), timeAsOf(c.Arrow)
 		if lakeAs != "" && srcAs != "" && lakeAs != srcAs {
 			return fmt.Sprintf("column %q (%s) was captured under time_as: %s, but verify reads the source under time_as: %s; "+
-				"run verify with the time_as the pipeline runs with (--time-as %s)", c.name, c.typeName, lakeAs, srcAs, lakeAs)
+				"run verify with the time_as the pipeline runs with (--time-as %s)", c.Name, c.TypeName, lakeAs, srcAs, lakeAs)
 		}
 	}
 	return ""

@@ -292,3 +292,9 @@ func showName(schema, table string) string {
 	}
 	return quoteIdent(schema) + "." + quoteIdent(table)
 }
+
+// quoteIdent quotes s as a SQL identifier for a report line, as
+// pgx.Identifier.Sanitize does (NUL bytes dropped, quotes doubled).
+func quoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(strings.ReplaceAll(s, "\x00", ""), `"`, `""`) + `"`
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/tidemark/tidemark/internal/coltype"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/source/postgres/pgverify"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
 	"github.com/tidemark/tidemark/internal/testenv"
 	"github.com/tidemark/tidemark/internal/verify"
@@ -220,7 +221,7 @@ func (f *fixture) verify(o verify.Options) *verify.Report {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	rep, err := verify.Run(f.ctx, f.cat, verify.NewPostgres(f.d), o, log)
+	rep, err := verify.Run(f.ctx, f.cat, pgverify.New(f.d), o, log)
 	if err != nil {
 		f.t.Fatal(err)
 	}

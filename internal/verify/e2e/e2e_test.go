@@ -29,6 +29,7 @@ import (
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
+	"github.com/tidemark/tidemark/internal/source/postgres/pgverify"
 	"github.com/tidemark/tidemark/internal/testenv"
 	"github.com/tidemark/tidemark/internal/verify"
 )
@@ -192,7 +193,7 @@ func TestVerifyLivePipeline(t *testing.T) {
 
 	// While the workload runs: no false alarm.
 	for i := 0; i < 2; i++ {
-		rep, err := verify.Run(ctx, cat, verify.NewPostgres(d), verify.Options{Source: source, Wait: time.Minute, Rounds: 10}, log)
+		rep, err := verify.Run(ctx, cat, pgverify.New(d), verify.Options{Source: source, Wait: time.Minute, Rounds: 10}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +211,7 @@ func TestVerifyLivePipeline(t *testing.T) {
 	}
 
 	// At rest: equal, and the added column is compared too.
-	rep, err := verify.Run(ctx, cat, verify.NewPostgres(d), verify.Options{Source: source, Wait: time.Minute}, log)
+	rep, err := verify.Run(ctx, cat, pgverify.New(d), verify.Options{Source: source, Wait: time.Minute}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +227,7 @@ func TestVerifyLivePipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	corrupt(t, ctx, cat, source, id)
-	rep, err = verify.Run(ctx, cat, verify.NewPostgres(d), verify.Options{Source: source, Wait: time.Minute}, log)
+	rep, err = verify.Run(ctx, cat, pgverify.New(d), verify.Options{Source: source, Wait: time.Minute}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

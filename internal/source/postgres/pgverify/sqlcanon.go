@@ -1,4 +1,4 @@
-package verify
+package pgverify
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/tidemark/tidemark/internal/verify"
 )
 
 // The SQL twins of canon.go: expressions that compute, inside PostgreSQL,
@@ -60,7 +62,7 @@ func sqlCanon(expr string, t arrow.DataType, oid uint32) (string, bool) {
 			"WHEN abs(date_part('epoch', %[1]s)) < 2.2e9 THEN round(date_part('epoch', %[1]s) * 1000000)::bigint::text "+
 			"ELSE (extract(epoch FROM (%[1]s)) * 1000000)::bigint::text END", expr), true
 	case arrow.LIST, arrow.LARGE_LIST:
-		elem := listElem(t)
+		elem := verify.ListElem(t)
 		if _, nested := elem.(arrow.ListLikeType); nested {
 			return "", false
 		}
@@ -82,7 +84,7 @@ func sqlCanon(expr string, t arrow.DataType, oid uint32) (string, bool) {
 func microsCanon(expr string, t arrow.DataType) string {
 	if t.ID() == arrow.LIST || t.ID() == arrow.LARGE_LIST {
 		return fmt.Sprintf("'[' || coalesce((SELECT string_agg(%s, ',' ORDER BY o_) FROM unnest(%s) WITH ORDINALITY AS u_(e_, o_)), '') || ']'",
-			sqlFieldOf("e_", microsCanon("e_", listElem(t))), expr)
+			sqlFieldOf("e_", microsCanon("e_", verify.ListElem(t))), expr)
 	}
 	return fmt.Sprintf("round(date_part('epoch', %s) * 1000000)::bigint::text", expr)
 }
@@ -96,13 +98,13 @@ func sqlFieldOf(expr, c string) string {
 
 // sqlFields returns the SQL expression of the canonical concatenation of
 // cols (a row, or a key), or false if a column has no SQL form.
-func sqlFields(cols []*column) (string, bool) {
+func sqlFields(cols []*verify.Column) (string, bool) {
 	parts := make([]string, 0, len(cols))
 	for _, c := range cols {
-		q := quoteIdent(c.name)
-		cn, ok := sqlCanon(q, c.arrow, c.typeOID)
-		if c.micros {
-			cn, ok = microsCanon(q, c.arrow), true
+		q := quoteIdent(c.Name)
+		cn, ok := sqlCanon(q, c.Arrow, c.TypeOID)
+		if c.Micros {
+			cn, ok = microsCanon(q, c.Arrow), true
 		}
 		if !ok {
 			return "", false

@@ -1,17 +1,21 @@
-package verify
+package myverify
 
 import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/source/mysql"
 	"github.com/tidemark/tidemark/internal/testenv"
+	"github.com/tidemark/tidemark/internal/verify"
 )
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // TestMySQLCanonMatchesGo checks the MySQL canonical forms (myCanon)
 // against canon.go's of the values Mapping.DecodeText gives, column by
@@ -35,7 +39,7 @@ func TestMySQLCanonMatchesGo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dsn := mysql.Options{Host: m.Host, Port: m.Port, User: m.User, Password: m.Password, Database: dbname}.DSN()
-	src, err := NewMySQL(dsn)
+	src, err := New(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +50,7 @@ func TestMySQLCanonMatchesGo(t *testing.T) {
 	}
 	defer s0.Close()
 	snap := s0.(*mySnap)
-	st, err := snap.Describe(ctx, TableName{Schema: dbname, Table: "canon"})
+	st, err := snap.Describe(ctx, verify.TableName{Schema: dbname, Table: "canon"})
 	if err != nil || st == nil {
 		t.Fatalf("describe: %v, %v", st, err)
 	}
@@ -54,40 +58,40 @@ func TestMySQLCanonMatchesGo(t *testing.T) {
 		t.Fatal("no pushdown for the table")
 	}
 	var exprs []string
-	for _, c := range st.cols {
+	for _, c := range st.Cols {
 		cn, ok := myCanon(c)
 		if !ok {
-			t.Fatalf("column %s: no SQL canonical form", c.name)
+			t.Fatalf("column %s: no SQL canonical form", c.Name)
 		}
 		exprs = append(exprs, cn)
 	}
-	rowSQL, _ := myFields(st.cols)
-	keySQL, _ := myFields(st.key)
+	rowSQL, _ := myFields(st.Cols)
+	keySQL, _ := myFields(st.Key)
 	const chunks = 7
-	q := fmt.Sprintf("SELECT %s, %s, MD5(%s), %s FROM canon ORDER BY k", mySelectList(st.cols), strings.Join(exprs, ", "), rowSQL, myBucket(keySQL, chunks))
-	n := len(st.cols)
+	q := fmt.Sprintf("SELECT %s, %s, MD5(%s), %s FROM canon ORDER BY k", mySelectList(st.Cols), strings.Join(exprs, ", "), rowSQL, myBucket(keySQL, chunks))
+	n := len(st.Cols)
 	seen := 0
 	err = snap.query(ctx, "canon", q, nil, func(raw [][]byte) error {
-		vals := decodeRow(st.cols, raw[:n])
+		vals := verify.DecodeRow(st.Cols, raw[:n])
 		id := string(raw[0])
-		for i, c := range st.cols {
+		for i, c := range st.Cols {
 			if vals[i] == nil {
 				continue
 			}
-			if _, bad := vals[i].(undecodable); bad {
-				t.Errorf("row %s column %s: DecodeText refused %q", id, c.name, raw[i])
+			if _, err := c.Decode(raw[i]); err != nil {
+				t.Errorf("row %s column %s: DecodeText refused %q", id, c.Name, raw[i])
 				continue
 			}
-			goText := string(appendCanon(nil, vals[i], c.arrow))
+			goText := string(verify.AppendCanon(nil, vals[i], c.Arrow))
 			if sqlText := string(raw[n+i]); goText != sqlText {
-				t.Errorf("row %s column %s (%s): SQL canonical %q, Go %q", id, c.name, myNative(c).c.ColumnType, sqlText, goText)
+				t.Errorf("row %s column %s (%s): SQL canonical %q, Go %q", id, c.Name, myNative(c).c.ColumnType, sqlText, goText)
 			}
 		}
-		sum := md5.Sum(canonOf(nil, st.cols, vals))
+		sum := md5.Sum(verify.CanonOf(nil, st.Cols, vals))
 		if got, want := string(raw[2*n]), hex.EncodeToString(sum[:]); got != want {
 			t.Errorf("row %s: SQL md5 %s, Go %s", id, got, want)
 		}
-		if got, want := string(raw[2*n+1]), fmt.Sprint(bucketOf(md5.Sum(canonOf(nil, st.key, st.keyVals(vals))), chunks)); got != want {
+		if got, want := string(raw[2*n+1]), fmt.Sprint(verify.BucketOf(md5.Sum(verify.CanonOf(nil, st.Key, st.KeyVals(vals))), chunks)); got != want {
 			t.Errorf("row %s: SQL chunk %s, Go %s", id, got, want)
 		}
 		seen++
@@ -101,13 +105,11 @@ func TestMySQLCanonMatchesGo(t *testing.T) {
 	}
 
 	// Chunk sums agree too.
-	rd := newSourceReader(snap, st, chunks, true)
-	sqlChunks, err := rd.chunks(ctx, snap)
+	sqlChunks, err := snap.HashChunks(ctx, st, chunks)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rd.pushdown = false
-	goChunks, err := rd.chunks(ctx, snap)
+	goChunks, err := verify.HashInGo(ctx, snap, st, chunks)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package verify
+package myverify
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 
 	"github.com/tidemark/tidemark/internal/source/mysql"
+	"github.com/tidemark/tidemark/internal/verify"
 )
 
 // The MySQL and MariaDB side of a verification. Values are read in the
@@ -31,14 +32,14 @@ import (
 //
 // MySQL has no row version to read, so fetched.tid is the row's digest.
 
-// NewMySQL is the Source of the MySQL or MariaDB server that dsn (a
+// New is the Source of the MySQL or MariaDB server that dsn (a
 // go-sql-driver DSN setting mysql.SessionVariables, as mysql.Options.DSN
 // writes it) connects to.
-func NewMySQL(dsn string) (Source, error) { return NewMySQLWith(dsn, "") }
+func New(dsn string) (verify.Source, error) { return NewWith(dsn, "") }
 
-// NewMySQLWith is NewMySQL for a capture whose TIME columns land as timeAs
+// NewWith is New for a capture whose TIME columns land as timeAs
 // (mysql.Options.TimeAs: "" or mysql.TimeAsMicros, or mysql.TimeAsText).
-func NewMySQLWith(dsn, timeAs string) (Source, error) {
+func NewWith(dsn, timeAs string) (verify.Source, error) {
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		return nil, err
@@ -61,7 +62,7 @@ func (p *mySource) Close() { _ = p.db.Close() }
 // end, which the capture reaches without a new commit.
 func (p *mySource) Nudge(context.Context) {}
 
-func (p *mySource) Snapshot(ctx context.Context) (Snapshot, error) {
+func (p *mySource) Snapshot(ctx context.Context) (verify.Snapshot, error) {
 	if p.flavor == "" {
 		var v string
 		if err := p.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
@@ -73,7 +74,7 @@ func (p *mySource) Snapshot(ctx context.Context) (Snapshot, error) {
 	if err != nil {
 		return nil, mysql.Classify(fmt.Errorf("connect to the source: %w", err))
 	}
-	fail := func(err error) (Snapshot, error) {
+	fail := func(err error) (verify.Snapshot, error) {
 		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
 		_ = conn.Close()
 		return nil, err
@@ -118,15 +119,15 @@ type myCol struct {
 	m *mysql.Mapping
 }
 
-func myNative(c *column) *myCol { return c.native.(*myCol) }
+func myNative(c *verify.Column) *myCol { return c.Native.(*myCol) }
 
-func myQualified(st *sourceTable) string {
-	return mysql.QuoteIdent(st.schema) + "." + mysql.QuoteIdent(st.name)
+func myQualified(st *verify.SourceTable) string {
+	return mysql.QuoteIdent(st.Schema) + "." + mysql.QuoteIdent(st.Name)
 }
 
 // Describe reads the columns and the key as the capture does
 // (mysql.LoadColumns).
-func (s *mySnap) Describe(ctx context.Context, t TableName) (*sourceTable, error) {
+func (s *mySnap) Describe(ctx context.Context, t verify.TableName) (*verify.SourceTable, error) {
 	cols, key, err := mysql.LoadColumns(ctx, s.db, t.Schema, t.Table)
 	if err != nil {
 		return nil, fmt.Errorf("read the columns of %s: %w", t, err)
@@ -134,29 +135,29 @@ func (s *mySnap) Describe(ctx context.Context, t TableName) (*sourceTable, error
 	if len(cols) == 0 {
 		return nil, nil
 	}
-	st := &sourceTable{schema: t.Schema, name: t.Table, estimate: -1}
+	st := &verify.SourceTable{Schema: t.Schema, Name: t.Table, Estimate: -1}
 	for _, c := range cols {
 		c.TimeAs = s.timeAs
 		m, err := mysql.Map(c)
 		if err != nil {
 			return nil, fmt.Errorf("table %s: %w", t, err)
 		}
-		st.cols = append(st.cols, &column{name: c.Name, arrow: m.ArrowType(), decode: m.DecodeText, native: &myCol{c: c, m: m}})
+		st.Cols = append(st.Cols, &verify.Column{Name: c.Name, Arrow: m.ArrowType(), Decode: m.DecodeText, Native: &myCol{c: c, m: m}})
 	}
 	for _, k := range key {
-		if c := st.col(k); c != nil {
-			st.key = append(st.key, c)
+		if c := st.Col(k); c != nil {
+			st.Key = append(st.Key, c)
 		}
 	}
 	var rows sql.NullInt64
 	if err := s.db.QueryRowContext(ctx, "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
 		t.Schema, t.Table).Scan(&rows); err == nil && rows.Valid {
-		st.estimate = rows.Int64
+		st.Estimate = rows.Int64
 	}
 	return st, nil
 }
 
-func mySelectList(cols []*column) string {
+func mySelectList(cols []*verify.Column) string {
 	out := make([]string, len(cols))
 	for i, c := range cols {
 		out[i] = myNative(c).m.SelectExpr()
@@ -199,14 +200,14 @@ func (s *mySnap) query(ctx context.Context, what, q string, args []any, fn func(
 	return nil
 }
 
-func (s *mySnap) Scan(ctx context.Context, st *sourceTable, fn func(vals []any) error) error {
-	return s.query(ctx, "read "+st.String()+" at the source", "SELECT "+mySelectList(st.cols)+" FROM "+myQualified(st), nil,
-		func(raw [][]byte) error { return fn(decodeRow(st.cols, raw)) })
+func (s *mySnap) Scan(ctx context.Context, st *verify.SourceTable, fn func(vals []any) error) error {
+	return s.query(ctx, "read "+st.String()+" at the source", "SELECT "+mySelectList(st.Cols)+" FROM "+myQualified(st), nil,
+		func(raw [][]byte) error { return fn(verify.DecodeRow(st.Cols, raw)) })
 }
 
-func (s *mySnap) Pushdown(st *sourceTable) bool {
-	_, ok1 := myFields(st.cols)
-	_, ok2 := myFields(st.key)
+func (s *mySnap) Pushdown(st *verify.SourceTable) bool {
+	_, ok1 := myFields(st.Cols)
+	_, ok2 := myFields(st.Key)
 	return ok1 && ok2
 }
 
@@ -214,26 +215,26 @@ func (s *mySnap) Pushdown(st *sourceTable) bool {
 // a canceled query) as errPushdown.
 func myPushdownErr(ctx context.Context, err error) error {
 	if _, _, ok := mysql.ServerError(err); ok && ctx.Err() == nil {
-		return fmt.Errorf("%w: %w", errPushdown, err)
+		return fmt.Errorf("%w: %w", verify.ErrPushdown, err)
 	}
 	return err
 }
 
-func (s *mySnap) HashChunks(ctx context.Context, st *sourceTable, n int) (map[int]*chunkSum, error) {
-	rowSQL, _ := myFields(st.cols)
-	keySQL, _ := myFields(st.key)
+func (s *mySnap) HashChunks(ctx context.Context, st *verify.SourceTable, n int) (map[int]*verify.ChunkSum, error) {
+	rowSQL, _ := myFields(st.Cols)
+	keySQL, _ := myFields(st.Key)
 	q := fmt.Sprintf("SELECT b, COUNT(*), CAST(SUM(%s) AS CHAR) FROM (SELECT %s AS b, MD5(%s) AS h FROM %s) s GROUP BY b",
 		myRowHash("h"), myBucket(keySQL, n), rowSQL, myQualified(st))
-	out := map[int]*chunkSum{}
+	out := map[int]*verify.ChunkSum{}
 	what := "hash the chunks of " + st.String() + " at the source"
 	err := s.query(ctx, what, q, nil, func(raw [][]byte) error {
 		b, err1 := strconv.Atoi(string(raw[0]))
 		cnt, err2 := strconv.ParseInt(string(raw[1]), 10, 64)
-		sum, err3 := parseI128(string(raw[2]))
+		sum, err3 := verify.ParseI128(string(raw[2]))
 		if err1 != nil || err2 != nil || err3 != nil {
 			return fmt.Errorf("%s: bad row %q, %q, %q", what, raw[0], raw[1], raw[2])
 		}
-		out[b] = &chunkSum{n: cnt, sum: sum}
+		out[b] = &verify.ChunkSum{N: cnt, Sum: sum}
 		return nil
 	})
 	if err != nil {
@@ -242,21 +243,21 @@ func (s *mySnap) HashChunks(ctx context.Context, st *sourceTable, n int) (map[in
 	return out, nil
 }
 
-func (s *mySnap) DrillChunks(ctx context.Context, st *sourceTable, n int, chunks map[int]bool, fn func(keyVals []any, key string, row digest) error) error {
-	rowSQL, _ := myFields(st.cols)
-	keySQL, _ := myFields(st.key)
+func (s *mySnap) DrillChunks(ctx context.Context, st *verify.SourceTable, n int, chunks map[int]bool, fn func(keyVals []any, key string, row verify.Digest) error) error {
+	rowSQL, _ := myFields(st.Cols)
+	keySQL, _ := myFields(st.Key)
 	list := make([]string, 0, len(chunks))
 	for b := range chunks {
 		list = append(list, strconv.Itoa(b))
 	}
 	q := fmt.Sprintf("SELECT %s, MD5(%s) FROM %s WHERE %s IN (%s)",
-		mySelectList(st.key), rowSQL, myQualified(st), myBucket(keySQL, n), strings.Join(list, ", "))
+		mySelectList(st.Key), rowSQL, myQualified(st), myBucket(keySQL, n), strings.Join(list, ", "))
 	var buf []byte
-	k := len(st.key)
+	k := len(st.Key)
 	return s.query(ctx, fmt.Sprintf("read the rows of %d chunks of %s at the source", len(list), st), q, nil, func(raw [][]byte) error {
-		kv := decodeRow(st.key, raw[:k])
-		buf = canonOf(buf[:0], st.key, kv)
-		var d digest
+		kv := verify.DecodeRow(st.Key, raw[:k])
+		buf = verify.CanonOf(buf[:0], st.Key, kv)
+		var d verify.Digest
 		if _, err := hex.Decode(d[:], raw[k]); err != nil {
 			return fmt.Errorf("read the rows of %s at the source: bad md5 %q", st, raw[k])
 		}
@@ -268,18 +269,18 @@ func (s *mySnap) DrillChunks(ctx context.Context, st *sourceTable, n int, chunks
 // value has no exact literal, reads the whole table once. Rows are kept
 // only when their canonical key is one asked for: a case-insensitive
 // collation may match more.
-func (s *mySnap) Fetch(ctx context.Context, st *sourceTable, keys [][]any) (map[string]*fetched, error) {
+func (s *mySnap) Fetch(ctx context.Context, st *verify.SourceTable, keys [][]any) (map[string]*verify.Fetched, error) {
 	want := map[string]bool{}
 	var lookup [][]any
 	scan := false
 	var buf []byte
 	for _, kv := range keys {
-		buf = canonOf(buf[:0], st.key, kv)
+		buf = verify.CanonOf(buf[:0], st.Key, kv)
 		want[string(buf)] = true
 		lits := make([]any, len(kv))
 		ok := true
 		for i, v := range kv {
-			if lits[i], ok = myKeyLiteral(v, st.key[i]); !ok {
+			if lits[i], ok = myKeyLiteral(v, st.Key[i]); !ok {
 				break
 			}
 		}
@@ -288,28 +289,28 @@ func (s *mySnap) Fetch(ctx context.Context, st *sourceTable, keys [][]any) (map[
 		}
 		lookup = append(lookup, lits)
 	}
-	out := map[string]*fetched{}
+	out := map[string]*verify.Fetched{}
 	var rbuf []byte
 	keep := func(raw [][]byte) error {
-		vals := decodeRow(st.cols, raw)
-		buf = canonOf(buf[:0], st.key, st.keyVals(vals))
+		vals := verify.DecodeRow(st.Cols, raw)
+		buf = verify.CanonOf(buf[:0], st.Key, st.KeyVals(vals))
 		if want[string(buf)] {
-			rbuf = canonOf(rbuf[:0], st.cols, vals)
+			rbuf = verify.CanonOf(rbuf[:0], st.Cols, vals)
 			sum := md5.Sum(rbuf)
-			out[string(buf)] = &fetched{vals: vals, tid: hex.EncodeToString(sum[:])}
+			out[string(buf)] = &verify.Fetched{Vals: vals, TID: hex.EncodeToString(sum[:])}
 		}
 		return nil
 	}
 	what := "read rows of " + st.String() + " by key at the source"
-	sel := "SELECT " + mySelectList(st.cols) + " FROM " + myQualified(st)
+	sel := "SELECT " + mySelectList(st.Cols) + " FROM " + myQualified(st)
 	if scan {
 		return out, s.query(ctx, what, sel, nil, keep)
 	}
-	keyCols := make([]string, len(st.key))
-	for i, k := range st.key {
-		keyCols[i] = mysql.QuoteIdent(k.name)
+	keyCols := make([]string, len(st.Key))
+	for i, k := range st.Key {
+		keyCols[i] = mysql.QuoteIdent(k.Name)
 	}
-	tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(st.key)), ", ") + ")"
+	tuple := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(st.Key)), ", ") + ")"
 	for len(lookup) > 0 {
 		batch := lookup[:min(len(lookup), fetchBatch)]
 		lookup = lookup[len(batch):]
@@ -328,7 +329,7 @@ func (s *mySnap) Fetch(ctx context.Context, st *sourceTable, keys [][]any) (map[
 // myKeyLiteral returns an argument that selects the key value v (lake
 // form) of column c, or false when there is no exact one. A literal may
 // select more rows (collations); never fewer.
-func myKeyLiteral(v any, c *column) (any, bool) {
+func myKeyLiteral(v any, c *verify.Column) (any, bool) {
 	dt := strings.ToLower(myNative(c).c.DataType)
 	switch x := v.(type) {
 	case int32:
@@ -351,7 +352,7 @@ func myKeyLiteral(v any, c *column) (any, bool) {
 		}
 	case decimal128.Num:
 		if dt == "decimal" || dt == "numeric" || dt == "bigint" {
-			return decimalText(x, decimalScale(c.arrow)), true
+			return verify.DecimalText(x, verify.DecimalScale(c.Arrow)), true
 		}
 	case arrow.Date32:
 		if dt == "date" {
@@ -383,11 +384,11 @@ func isMyInt(dt string) bool {
 // of the non-NULL value of column c, or false for a type whose canonical
 // text MySQL's SQL cannot write exactly (float and double: IEEE bits;
 // time; MySQL's json, which DecodeText normalizes).
-func myCanon(c *column) (string, bool) {
+func myCanon(c *verify.Column) (string, bool) {
 	n := myNative(c)
-	q := mysql.QuoteIdent(c.name)
+	q := mysql.QuoteIdent(c.Name)
 	dt := strings.ToLower(n.c.DataType)
-	switch c.arrow.ID() {
+	switch c.Arrow.ID() {
 	case arrow.INT32, arrow.INT64:
 		switch {
 		case isMyInt(dt):
@@ -423,7 +424,7 @@ func myCanon(c *column) (string, bool) {
 // a field ('N', or 'V' <length> ':' <text>). A canonical text that comes
 // out NULL for a non-NULL value (a zero date) is written "?": such a value
 // never equals the Go side's, so its chunk is drilled into.
-func myFields(cols []*column) (string, bool) {
+func myFields(cols []*verify.Column) (string, bool) {
 	parts := make([]string, 0, len(cols))
 	for _, c := range cols {
 		cn, ok := myCanon(c)
@@ -431,7 +432,7 @@ func myFields(cols []*column) (string, bool) {
 			return "", false
 		}
 		x := "COALESCE(" + cn + ", '?')"
-		q := mysql.QuoteIdent(c.name)
+		q := mysql.QuoteIdent(c.Name)
 		parts = append(parts, fmt.Sprintf("IF(%s IS NULL, 'N', CONCAT('V', LENGTH(%s), ':', %s))", q, x, x))
 	}
 	if len(parts) == 0 {
@@ -451,3 +452,6 @@ func myBucket(keyCanon string, n int) string {
 func myRowHash(h string) string {
 	return fmt.Sprintf("(CAST(CONV(SUBSTR(%[1]s, 1, 16), 16, 10) AS DECIMAL(20,0)) - IF(ASCII(%[1]s) >= 56, 18446744073709551616, 0))", h)
 }
+
+// fetchBatch bounds the keys looked up by one query.
+const fetchBatch = 500

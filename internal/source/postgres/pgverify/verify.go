@@ -1,4 +1,4 @@
-package verify
+package pgverify
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/source/postgres"
 	"github.com/tidemark/tidemark/internal/source/postgres/typemap"
+	"github.com/tidemark/tidemark/internal/verify"
 )
 
 // This file reads the source: a table's columns and key, consistent
@@ -25,29 +26,31 @@ import (
 // PostgreSQL's text format under typemap.SessionSettings (the Dialer sets
 // them) and decoded by typemap, exactly as the capture reads it.
 
-func (st *sourceTable) qualified() string { return pgx.Identifier{st.schema, st.name}.Sanitize() }
+func qualified(st *verify.SourceTable) string {
+	return pgx.Identifier{st.Schema, st.Name}.Sanitize()
+}
 
 func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
 
-func (st *sourceTable) selectList() string {
-	names := make([]string, len(st.cols))
-	for i, c := range st.cols {
-		names[i] = quoteIdent(c.name)
+func selectList(st *verify.SourceTable) string {
+	names := make([]string, len(st.Cols))
+	for i, c := range st.Cols {
+		names[i] = quoteIdent(c.Name)
 	}
 	return strings.Join(names, ", ")
 }
 
-// NewPostgres is the Source of the PostgreSQL server d connects to. Values
+// New is the Source of the PostgreSQL server d connects to. Values
 // are read in text format under typemap.SessionSettings (the Dialer sets
 // them) and decoded by typemap, exactly as the capture reads them. With
 // pushdown (unless the server's encoding is not UTF8: md5() and
 // octet_length() see the server's bytes, the Go side UTF-8) chunk hashes
 // are computed in SQL (sqlcanon.go).
-func NewPostgres(d *postgres.Dialer) Source { return NewPostgresWith(d, typemap.Options{}) }
+func New(d *postgres.Dialer) verify.Source { return NewWith(d, typemap.Options{}) }
 
-// NewPostgresWith is NewPostgres for a pipeline whose columns are mapped
+// NewWith is New for a pipeline whose columns are mapped
 // by o (config time_as): verify decodes values as the capture does.
-func NewPostgresWith(d *postgres.Dialer, o typemap.Options) Source {
+func NewWith(d *postgres.Dialer, o typemap.Options) verify.Source {
 	return &pgSource{d: d, opts: o}
 }
 
@@ -109,7 +112,7 @@ func (p *pgSource) Nudge(ctx context.Context) {
 // describe reads a table's columns and key (the replica identity index when
 // REPLICA IDENTITY USING INDEX is set, else the primary key: the key the
 // capture uses). It returns nil, nil when the table does not exist.
-func (s *pgSnap) Describe(ctx context.Context, t TableName) (*sourceTable, error) {
+func (s *pgSnap) Describe(ctx context.Context, t verify.TableName) (*verify.SourceTable, error) {
 	q, lookup, schema, table := s.tx, s.types.Lookup, t.Schema, t.Table
 	opts := s.opts
 	var (
@@ -126,30 +129,30 @@ func (s *pgSnap) Describe(ctx context.Context, t TableName) (*sourceTable, error
 	if err != nil {
 		return nil, fmt.Errorf("read the catalog entry of %s.%s: %w", schema, table, err)
 	}
-	st := &sourceTable{schema: schema, name: table, estimate: int64(estimate)}
+	st := &verify.SourceTable{Schema: schema, Name: table, Estimate: int64(estimate)}
 	rows, err := q.Query(ctx, `SELECT attname::text, atttypid, atttypmod, format_type(atttypid, atttypmod) FROM pg_attribute
 		WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, oid)
 	if err != nil {
 		return nil, fmt.Errorf("read the columns of %s.%s: %w", schema, table, err)
 	}
 	for rows.Next() {
-		c := &column{}
-		if err := rows.Scan(&c.name, &c.typeOID, &c.typeMod, &c.typeName); err != nil {
+		c := &verify.Column{}
+		if err := rows.Scan(&c.Name, &c.TypeOID, &c.TypeMod, &c.TypeName); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read the columns of %s.%s: %w", schema, table, err)
 		}
-		st.cols = append(st.cols, c)
+		st.Cols = append(st.Cols, c)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the columns of %s.%s: %w", schema, table, err)
 	}
-	for _, c := range st.cols {
-		m, err := opts.Map(typemap.Column{Name: c.name, TypeOID: c.typeOID, TypeMod: c.typeMod}, lookup)
+	for _, c := range st.Cols {
+		m, err := opts.Map(typemap.Column{Name: c.Name, TypeOID: c.TypeOID, TypeMod: c.TypeMod}, lookup)
 		if err != nil {
 			return nil, fmt.Errorf("table %s.%s: %w", schema, table, err)
 		}
-		c.arrow, c.decode, c.micros = m.ArrowType(), m.Decode, m.TimeMicros()
+		c.Arrow, c.Decode, c.Micros = m.ArrowType(), m.Decode, m.TimeMicros()
 	}
 	var pk, ri []string
 	krows, err := q.Query(ctx, `SELECT i.indisprimary, i.indisreplident,
@@ -182,7 +185,7 @@ func (s *pgSnap) Describe(ctx context.Context, t TableName) (*sourceTable, error
 		key = ri
 	}
 	for _, k := range key {
-		st.key = append(st.key, st.col(k))
+		st.Key = append(st.Key, st.Col(k))
 	}
 	return st, nil
 }
@@ -201,7 +204,7 @@ type pgSnap struct {
 	utf8  bool
 }
 
-func (p *pgSource) Snapshot(ctx context.Context) (Snapshot, error) {
+func (p *pgSource) Snapshot(ctx context.Context) (verify.Snapshot, error) {
 	if err := p.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -234,12 +237,12 @@ func (s *pgSnap) Position() uint64 { return s.lsn }
 
 func (s *pgSnap) Close() { _ = s.tx.Rollback(context.Background()) }
 
-func (s *pgSnap) Pushdown(st *sourceTable) bool {
+func (s *pgSnap) Pushdown(st *verify.SourceTable) bool {
 	if !s.utf8 {
 		return false
 	}
-	_, ok1 := sqlFields(st.cols)
-	_, ok2 := sqlFields(st.key)
+	_, ok1 := sqlFields(st.Cols)
+	_, ok2 := sqlFields(st.Key)
 	return ok1 && ok2
 }
 
@@ -250,15 +253,15 @@ func textQuery(ctx context.Context, tx pgx.Tx, sql string, args ...any) (pgx.Row
 }
 
 // HashChunks hashes the chunks in one GROUP BY query.
-func (s *pgSnap) HashChunks(ctx context.Context, st *sourceTable, n int) (map[int]*chunkSum, error) {
-	rowSQL, _ := sqlFields(st.cols)
-	keySQL, _ := sqlFields(st.key)
-	out := map[int]*chunkSum{}
+func (s *pgSnap) HashChunks(ctx context.Context, st *verify.SourceTable, n int) (map[int]*verify.ChunkSum, error) {
+	rowSQL, _ := sqlFields(st.Cols)
+	keySQL, _ := sqlFields(st.Key)
+	out := map[int]*verify.ChunkSum{}
 	sql := fmt.Sprintf(`SELECT b, count(*), sum(%s)::text FROM (SELECT %s AS b, md5(%s) AS h FROM %s) s GROUP BY b`,
-		sqlRowHash("h"), sqlBucket(keySQL, n), rowSQL, st.qualified())
+		sqlRowHash("h"), sqlBucket(keySQL, n), rowSQL, qualified(st))
 	rows, err := s.tx.Query(ctx, sql, pgx.QueryExecModeDescribeExec)
 	if err != nil {
-		return nil, pgPushdownErr(ctx, fmt.Errorf("hash the chunks of %s at the source: %w", st.qualified(), err))
+		return nil, pgPushdownErr(ctx, fmt.Errorf("hash the chunks of %s at the source: %w", qualified(st), err))
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -268,16 +271,16 @@ func (s *pgSnap) HashChunks(ctx context.Context, st *sourceTable, n int) (map[in
 			sum string
 		)
 		if err := rows.Scan(&b, &n, &sum); err != nil {
-			return nil, fmt.Errorf("hash the chunks of %s at the source: %w", st.qualified(), err)
+			return nil, fmt.Errorf("hash the chunks of %s at the source: %w", qualified(st), err)
 		}
-		c := &chunkSum{n: n}
-		if c.sum, err = parseI128(sum); err != nil {
+		c := &verify.ChunkSum{N: n}
+		if c.Sum, err = verify.ParseI128(sum); err != nil {
 			return nil, err
 		}
 		out[b] = c
 	}
 	if err := rows.Err(); err != nil {
-		return nil, pgPushdownErr(ctx, fmt.Errorf("hash the chunks of %s at the source: %w", st.qualified(), err))
+		return nil, pgPushdownErr(ctx, fmt.Errorf("hash the chunks of %s at the source: %w", qualified(st), err))
 	}
 	return out, nil
 }
@@ -287,63 +290,63 @@ func (s *pgSnap) HashChunks(ctx context.Context, st *sourceTable, n int) (map[in
 func pgPushdownErr(ctx context.Context, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && ctx.Err() == nil {
-		return fmt.Errorf("%w: %w", errPushdown, err)
+		return fmt.Errorf("%w: %w", verify.ErrPushdown, err)
 	}
 	return err
 }
 
 // DrillChunks reads the key and row MD5 of the rows in the chunks.
-func (s *pgSnap) DrillChunks(ctx context.Context, st *sourceTable, n int, chunks map[int]bool, fn func(keyVals []any, key string, row digest) error) error {
-	rowSQL, _ := sqlFields(st.cols)
-	keySQL, _ := sqlFields(st.key)
+func (s *pgSnap) DrillChunks(ctx context.Context, st *verify.SourceTable, n int, chunks map[int]bool, fn func(keyVals []any, key string, row verify.Digest) error) error {
+	rowSQL, _ := sqlFields(st.Cols)
+	keySQL, _ := sqlFields(st.Key)
 	list := make([]int32, 0, len(chunks))
 	for b := range chunks {
 		list = append(list, int32(b))
 	}
-	keys := make([]string, len(st.key))
-	for i, k := range st.key {
-		keys[i] = quoteIdent(k.name)
+	keys := make([]string, len(st.Key))
+	for i, k := range st.Key {
+		keys[i] = quoteIdent(k.Name)
 	}
 	sql := fmt.Sprintf(`SELECT %s, md5(%s) FROM %s WHERE %s = ANY($1::int[])`,
-		strings.Join(keys, ", "), rowSQL, st.qualified(), sqlBucket(keySQL, n))
+		strings.Join(keys, ", "), rowSQL, qualified(st), sqlBucket(keySQL, n))
 	rows, err := textQuery(ctx, s.tx, sql, list)
 	if err != nil {
-		return fmt.Errorf("read the rows of %d chunks of %s at the source: %w", len(list), st.qualified(), err)
+		return fmt.Errorf("read the rows of %d chunks of %s at the source: %w", len(list), qualified(st), err)
 	}
 	defer rows.Close()
 	var buf []byte
 	for rows.Next() {
 		raw := rows.RawValues()
-		kv := decodeRow(st.key, raw[:len(st.key)])
-		buf = canonOf(buf[:0], st.key, kv)
-		var d digest
-		if _, err := hex.Decode(d[:], raw[len(st.key)]); err != nil {
-			return fmt.Errorf("read the rows of %s at the source: bad md5 %q", st.qualified(), raw[len(st.key)])
+		kv := verify.DecodeRow(st.Key, raw[:len(st.Key)])
+		buf = verify.CanonOf(buf[:0], st.Key, kv)
+		var d verify.Digest
+		if _, err := hex.Decode(d[:], raw[len(st.Key)]); err != nil {
+			return fmt.Errorf("read the rows of %s at the source: bad md5 %q", qualified(st), raw[len(st.Key)])
 		}
 		if err := fn(kv, string(buf), d); err != nil {
 			return err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read the rows of %d chunks of %s at the source: %w", len(list), st.qualified(), err)
+		return fmt.Errorf("read the rows of %d chunks of %s at the source: %w", len(list), qualified(st), err)
 	}
 	return nil
 }
 
 // Scan reads every row of the table at the snapshot.
-func (s *pgSnap) Scan(ctx context.Context, st *sourceTable, fn func(vals []any) error) error {
-	rows, err := textQuery(ctx, s.tx, `SELECT `+st.selectList()+` FROM `+st.qualified())
+func (s *pgSnap) Scan(ctx context.Context, st *verify.SourceTable, fn func(vals []any) error) error {
+	rows, err := textQuery(ctx, s.tx, `SELECT `+selectList(st)+` FROM `+qualified(st))
 	if err != nil {
-		return fmt.Errorf("read %s at the source: %w", st.qualified(), err)
+		return fmt.Errorf("read %s at the source: %w", qualified(st), err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		if err := fn(decodeRow(st.cols, rows.RawValues())); err != nil {
+		if err := fn(verify.DecodeRow(st.Cols, rows.RawValues())); err != nil {
 			return err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read %s at the source: %w", st.qualified(), err)
+		return fmt.Errorf("read %s at the source: %w", qualified(st), err)
 	}
 	return nil
 }
@@ -358,8 +361,8 @@ const tidExpr = `xmin::text || ':' || ctid::text`
 // snapshot, by key lookups on the table's key index. Keys whose values
 // have no SQL literal (dates beyond year 9999, ...) are found by streaming
 // the table once instead.
-func (s *pgSnap) Fetch(ctx context.Context, st *sourceTable, keys [][]any) (map[string]*fetched, error) {
-	out := map[string]*fetched{}
+func (s *pgSnap) Fetch(ctx context.Context, st *verify.SourceTable, keys [][]any) (map[string]*verify.Fetched, error) {
+	out := map[string]*verify.Fetched{}
 	var lookup [][]string
 	var rest map[string]bool
 	var buf []byte
@@ -367,16 +370,16 @@ func (s *pgSnap) Fetch(ctx context.Context, st *sourceTable, keys [][]any) (map[
 		lits := make([]string, len(kv))
 		ok := true
 		for i, v := range kv {
-			if us, isInt := v.(int64); isInt && st.key[i].micros {
+			if us, isInt := v.(int64); isInt && st.Key[i].Micros {
 				// time_as: micros: microseconds since midnight, 24:00:00
 				// (which a Time64 cannot hold) included.
 				lits[i] = "24:00:00"
 				if us != 86_400_000_000 {
-					lits[i], _ = keyLiteral(arrow.Time64(us), st.key[i].arrow)
+					lits[i], _ = keyLiteral(arrow.Time64(us), st.Key[i].Arrow)
 				}
 				continue
 			}
-			if lits[i], ok = keyLiteral(v, st.key[i].arrow); !ok {
+			if lits[i], ok = keyLiteral(v, st.Key[i].Arrow); !ok {
 				break
 			}
 		}
@@ -387,39 +390,39 @@ func (s *pgSnap) Fetch(ctx context.Context, st *sourceTable, keys [][]any) (map[
 		if rest == nil {
 			rest = map[string]bool{}
 		}
-		buf = canonOf(buf[:0], st.key, kv)
+		buf = verify.CanonOf(buf[:0], st.Key, kv)
 		rest[string(buf)] = true
 	}
-	n := len(st.cols)
+	n := len(st.Cols)
 	read := func(sql string, args []any, keep func(key []byte) bool) error {
 		rows, err := textQuery(ctx, s.tx, sql, args...)
 		if err != nil {
-			return fmt.Errorf("read rows of %s by key at the source: %w", st.qualified(), err)
+			return fmt.Errorf("read rows of %s by key at the source: %w", qualified(st), err)
 		}
 		defer rows.Close()
 		for rows.Next() {
 			raw := rows.RawValues()
-			vals := decodeRow(st.cols, raw[:n])
-			buf = canonOf(buf[:0], st.key, st.keyVals(vals))
+			vals := verify.DecodeRow(st.Cols, raw[:n])
+			buf = verify.CanonOf(buf[:0], st.Key, st.KeyVals(vals))
 			if keep(buf) {
-				out[string(buf)] = &fetched{vals: vals, tid: string(raw[n])}
+				out[string(buf)] = &verify.Fetched{Vals: vals, TID: string(raw[n])}
 			}
 		}
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read rows of %s by key at the source: %w", st.qualified(), err)
+			return fmt.Errorf("read rows of %s by key at the source: %w", qualified(st), err)
 		}
 		return nil
 	}
-	keyCols := make([]string, len(st.key))
-	for i, k := range st.key {
-		keyCols[i] = quoteIdent(k.name)
+	keyCols := make([]string, len(st.Key))
+	for i, k := range st.Key {
+		keyCols[i] = quoteIdent(k.Name)
 	}
 	for len(lookup) > 0 {
 		batch := lookup[:min(len(lookup), fetchBatch)]
 		lookup = lookup[len(batch):]
 		var sql strings.Builder
 		var args []any
-		fmt.Fprintf(&sql, "SELECT %s, %s FROM %s WHERE (%s) IN (", st.selectList(), tidExpr, st.qualified(), strings.Join(keyCols, ", "))
+		fmt.Fprintf(&sql, "SELECT %s, %s FROM %s WHERE (%s) IN (", selectList(st), tidExpr, qualified(st), strings.Join(keyCols, ", "))
 		for j, lits := range batch {
 			if j > 0 {
 				sql.WriteString(", ")
@@ -430,7 +433,7 @@ func (s *pgSnap) Fetch(ctx context.Context, st *sourceTable, keys [][]any) (map[
 					sql.WriteString(", ")
 				}
 				args = append(args, l)
-				fmt.Fprintf(&sql, "$%d::text::%s", len(args), st.key[i].typeName)
+				fmt.Fprintf(&sql, "$%d::text::%s", len(args), st.Key[i].TypeName)
 			}
 			sql.WriteString(")")
 		}
@@ -440,7 +443,7 @@ func (s *pgSnap) Fetch(ctx context.Context, st *sourceTable, keys [][]any) (map[
 		}
 	}
 	if len(rest) > 0 {
-		sql := fmt.Sprintf("SELECT %s, %s FROM %s", st.selectList(), tidExpr, st.qualified())
+		sql := fmt.Sprintf("SELECT %s, %s FROM %s", selectList(st), tidExpr, qualified(st))
 		if err := read(sql, nil, func(key []byte) bool { return rest[string(key)] }); err != nil {
 			return nil, err
 		}
@@ -466,7 +469,7 @@ func keyLiteral(v any, t arrow.DataType) (string, bool) {
 	case []byte:
 		return `\x` + hex.EncodeToString(x), true
 	case decimal128.Num:
-		return decimalText(x, decimalScale(t)), true
+		return verify.DecimalText(x, verify.DecimalScale(t)), true
 	case float32:
 		return floatLiteral(float64(x), 32), true
 	case float64:
