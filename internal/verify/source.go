@@ -282,9 +282,30 @@ func (r *sourceReader) stream(ctx context.Context, s Snapshot, fn func(key []byt
 // qualifiedName is schema.table for messages.
 func (st *SourceTable) String() string { return strings.Join([]string{st.Schema, st.Name}, ".") }
 
-// HashInGo returns every non-empty chunk's sum of n chunks as the
-// comparison computes it without pushdown: from Scan's rows, hashed in Go.
-// A source's tests check its HashChunks against it.
-func HashInGo(ctx context.Context, s Snapshot, st *SourceTable, n int) (map[int]*ChunkSum, error) {
-	return newSourceReader(s, st, n, false).chunks(ctx, s)
+// CheckPushdown compares a source's HashChunks of n chunks with the sums
+// the comparison computes without pushdown (Scan's rows, hashed in Go),
+// and names every chunk where they differ. A source's tests check their
+// SQL with it.
+func CheckPushdown(ctx context.Context, s Snapshot, st *SourceTable, n int) error {
+	inSQL, err := s.HashChunks(ctx, st, n)
+	if err != nil {
+		return err
+	}
+	inGo, err := newSourceReader(s, st, n, false).chunks(ctx, s)
+	if err != nil {
+		return err
+	}
+	var bad []string
+	if len(inSQL) != len(inGo) {
+		bad = append(bad, fmt.Sprintf("SQL found %d chunks, Go %d", len(inSQL), len(inGo)))
+	}
+	for b, c := range inGo {
+		if q := inSQL[b]; q == nil || *q != *c {
+			bad = append(bad, fmt.Sprintf("chunk %d: SQL %+v, Go %+v", b, q, c))
+		}
+	}
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, "; "))
+	}
+	return nil
 }
