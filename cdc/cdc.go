@@ -53,6 +53,12 @@ type Config struct {
 	// acknowledged event (position.go has the contract). Empty: ephemeral.
 	PositionName string
 	PositionDir  string
+	// Snapshot (PostgreSQL) first delivers the existing rows of the
+	// published tables as Snapshot events (snapshot.go has the contract).
+	Snapshot bool
+	// SnapshotChunkRows is the most rows a snapshot chunk reads (0: the
+	// pipeline's default, 100000).
+	SnapshotChunkRows int
 }
 
 // Op is the kind of an event.
@@ -141,6 +147,7 @@ func Open(ctx context.Context, cfg Config) (*Stream, error) {
 		}
 	}
 	c := &config.Config{Source: config.NewSecret(cfg.Source), Name: cfg.Name, Tables: cfg.Tables}
+	c.Snapshot.ChunkRows = cfg.SnapshotChunkRows
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("cdc: %w", config.RedactError(err, c.Secrets()...))
 	}
@@ -155,7 +162,7 @@ func Open(ctx context.Context, cfg Config) (*Stream, error) {
 	ready := make(chan struct{})
 	var once sync.Once
 	opts := app.TailOptions{MaxRecords: cfg.MaxRecords, MaxDuration: cfg.MaxRuntime, PollTimeout: cfg.PollTimeout,
-		Format: shape, Ready: func() { once.Do(func() { close(ready) }) }}
+		Format: shape, Snapshot: cfg.Snapshot, Ready: func() { once.Do(func() { close(ready) }) }}
 	if cfg.PositionName != "" {
 		opts.Slot = app.PositionSlot(cfg.PositionName)
 		opts.Store = &app.TailFileStore{Path: positionFile(cfg.PositionDir, cfg.PositionName), Wait: s.waitAcked}

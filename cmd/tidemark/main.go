@@ -171,6 +171,7 @@ func tailCmd(ctx context.Context) *cobra.Command {
 	cmd.Flags().StringVar(&format, "format", string(event.Tidemark), "event shape: tidemark (everything: position, tx id, commit time, unchanged columns), debezium (Debezium's envelope), beam (Beam's SourceRecordJsonMapper, as the Hop Debezium transform emits)")
 	cmd.Flags().StringVar(&posName, "position-name", "", "resumable: keep a named position (PostgreSQL: slot tidemark_pos_NAME, checkpoint --position-dir/NAME.json) and continue after the last printed record (empty: from the current position, storing nothing)")
 	cmd.Flags().StringVar(&posDir, "position-dir", "tidemark-positions", "directory of --position-name's checkpoint file")
+	cmd.Flags().BoolVar(&opts.Snapshot, "snapshot", false, "PostgreSQL: first read the tables' existing rows (op r) through the chunked, watermark-reconciled snapshot, while streaming; each run snapshots from scratch")
 	cmd.Flags().BoolVar(&opts.DebeziumSchema, "debezium-schema", false, "with --format debezium: the {\"schema\", \"payload\"} form (Kafka Connect's JSON converter with schemas)")
 	own := ownFlags(cmd)
 	holder.BindFlags(cmd.Flags())

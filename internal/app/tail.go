@@ -49,7 +49,16 @@ type TailOptions struct {
 	// checkpoints Store has saved. Needs Store.
 	Slot  string
 	Store TailStore
+	// Snapshot (PostgreSQL) first reads the published tables' existing
+	// rows through the capture's chunked, watermark-reconciled snapshot,
+	// while the stream runs: they come as op "r" records carrying the
+	// position of the watermark their chunk was reconciled at. The
+	// progress is kept in memory only: each run snapshots from scratch.
+	Snapshot bool
 }
+
+// ErrSnapshotMySQL: TailOptions.Snapshot is PostgreSQL's only, for now.
+var ErrSnapshotMySQL = errors.New("snapshot not supported for mysql sources in cdc yet")
 
 // TailStore keeps a durable tail's checkpoint (TailOptions.Slot).
 type TailStore interface {
@@ -204,6 +213,9 @@ func tail(ctx context.Context, cfg *config.Config, opts TailOptions, tw *tailWri
 	if _, err := event.ParseShape(string(opts.Format)); err != nil {
 		return fault.With(fault.ErrBadConfig, err.Error(), err)
 	}
+	if opts.Snapshot && src.connector == "mysql" {
+		return fault.With(fault.ErrBadConfig, ErrSnapshotMySQL.Error(), ErrSnapshotMySQL)
+	}
 	if (opts.Slot == "") != (opts.Store == nil) {
 		return fault.With(fault.ErrBadConfig, "tail: a durable slot needs a checkpoint store, and a store a slot", nil)
 	}
@@ -216,6 +228,7 @@ func tail(ctx context.Context, cfg *config.Config, opts TailOptions, tw *tailWri
 	defer cancel(nil)
 	tw.max, tw.only, tw.log, tw.ready = opts.MaxRecords, map[change.TableID]bool{}, log, opts.Ready
 	tw.slot, tw.store, tw.stopping = opts.Slot, opts.Store, ctx.Done()
+	tw.snapshot, tw.props = opts.Snapshot, map[change.TableID]map[string]string{}
 	tw.opts = event.Options{Shape: opts.Format, Schema: opts.DebeziumSchema, Connector: src.connector, Name: cfg.Name, Version: opts.Version}
 	tw.last.Store(time.Now().UnixNano())
 	if opts.PollTimeout > 0 {
@@ -254,7 +267,7 @@ func tailPostgres(ctx context.Context, cfg *config.Config, tw *tailWriter, log *
 		copts.Slot, copts.TemporarySlot = tw.slot, false
 	}
 	copts.Tables = nil // never alter the publication from tail
-	copts.Snapshot.Enabled = false
+	copts.Snapshot.Enabled = tw.snapshot
 	copts.HeartbeatInterval = 0
 	copts.PublicationPoll = 0
 	copts.CommitInterval = 200 * time.Millisecond
@@ -323,6 +336,10 @@ type tailWriter struct {
 	// holds a record.
 	last atomic.Int64
 	busy atomic.Bool
+	// snapshot is TailOptions.Snapshot; props are each table's tidemark.*
+	// state (snapshot progress) as the capture last wrote it, this run.
+	snapshot bool
+	props    map[change.TableID]map[string]string
 }
 
 var _ pipeline.Sink = (*tailWriter)(nil)
@@ -359,8 +376,12 @@ func (t *tailWriter) idle(ctx context.Context, timeout time.Duration, cancel con
 	}
 }
 
-func (t *tailWriter) OpenTable(context.Context, change.TableID, *change.Schema) (pipeline.TableState, error) {
-	return pipeline.TableState{}, nil
+func (t *tailWriter) OpenTable(_ context.Context, id change.TableID, _ *change.Schema) (pipeline.TableState, error) {
+	st := pipeline.TableState{Props: map[string]string{}}
+	for k, v := range t.props[id] {
+		st.Props[k] = v
+	}
+	return st, nil
 }
 
 func (t *tailWriter) emit(ctx context.Context, r TailRecord, err error) error {
@@ -400,10 +421,20 @@ func (t *tailWriter) Write(ctx context.Context, c *change.Change) error {
 	return t.emit(ctx, TailRecord{Change: c, JSON: b}, err)
 }
 
-func (t *tailWriter) WriteBatch(ctx context.Context, _ change.TableID, cs []*change.Change, _ map[string]string) error {
+func (t *tailWriter) WriteBatch(ctx context.Context, id change.TableID, cs []*change.Change, props map[string]string) error {
 	for _, c := range cs {
 		if err := t.Write(ctx, c); err != nil {
 			return err
+		}
+	}
+	if len(props) > 0 {
+		m := t.props[id]
+		if m == nil {
+			m = map[string]string{}
+			t.props[id] = m
+		}
+		for k, v := range props {
+			m[k] = v
 		}
 	}
 	return nil
