@@ -267,7 +267,7 @@ func tailPostgres(ctx context.Context, cfg *config.Config, tw *tailWriter, log *
 		copts.Slot, copts.TemporarySlot = tw.slot, false
 	}
 	copts.Tables = nil // never alter the publication from tail
-	copts.Snapshot.Enabled = tw.snapshot
+	copts.Snapshot.Enabled, copts.Snapshot.DropChanged = tw.snapshot, true
 	copts.HeartbeatInterval = 0
 	copts.PublicationPoll = 0
 	copts.CommitInterval = 200 * time.Millisecond

@@ -58,6 +58,16 @@ type SnapshotOptions struct {
 	Parallelism int
 	ChunkRows   int
 	ChunkBytes  int64
+	// DropChanged reconciles as DBLog does, for a consumer that applies
+	// events in the order they come (tail, the cdc package): a chunk row
+	// whose key the stream changed inside the chunk's window is dropped
+	// (the streamed change already went out), and the others are placed
+	// at the HIGH watermark's position, so that for one key the order of
+	// delivery is the order of positions. Without it (the lake) every
+	// chunk row is kept, placed at the LOW watermark, and the lake's
+	// position order does the reconciling (emitChunk). Only for a Sink
+	// that is not a pipeline.ChunkSink.
+	DropChanged bool
 }
 
 // Capture moves changes from one PostgreSQL database into a pipeline.Sink.

@@ -72,6 +72,10 @@ type window struct {
 	// covered (0 when it stopped at its LIMIT or chunk_bytes first).
 	blocks int64
 
+	// changed holds the keys (keyString) the stream changed inside the
+	// window, with SnapshotOptions.DropChanged; guarded by windows.mu.
+	changed map[string]bool
+
 	done chan error
 }
 
@@ -150,6 +154,41 @@ func (ws *windows) close(id string) *window {
 	}
 	delete(ws.m, id)
 	return w
+}
+
+// changedKey records, for every open window of table t, that the stream
+// changed the row of key (SnapshotOptions.DropChanged).
+func (ws *windows) changedKey(t change.TableID, key string) {
+	ws.mu.Lock()
+	for _, w := range ws.m {
+		if w.open && w.table == t {
+			if w.changed == nil {
+				w.changed = map[string]bool{}
+			}
+			w.changed[key] = true
+		}
+	}
+	ws.mu.Unlock()
+}
+
+// keyString renders the key columns of values (laid out as schema) as
+// one comparable string; ok is false when a key column is missing.
+func keyString(schema *change.Schema, values []any) (string, bool) {
+	var b strings.Builder
+	for _, k := range schema.Key {
+		i := -1
+		for j, f := range schema.Fields {
+			if f.Name == k {
+				i = j
+				break
+			}
+		}
+		if i < 0 || i >= len(values) {
+			return "", false
+		}
+		fmt.Fprintf(&b, "%T:%v\x00", values[i], values[i])
+	}
+	return b.String(), len(schema.Key) > 0
 }
 
 func (ws *windows) truncate(t change.TableID) {

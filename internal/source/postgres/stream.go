@@ -739,6 +739,9 @@ func (s *stream) emitWithBefore(ctx context.Context, rel *Relation, op change.Op
 		err = s.c.w.DeadLetter(ctx, change.DeadLetter{Table: rel.Table, Op: op, Pos: pos, TxID: int64(s.tx.xid),
 			CommitTime: s.tx.commitTime, Raw: rawJSON(rel, d.raw, s.c.opts.MaxValueBytes), Error: d.err.Error()})
 	} else {
+		if s.c.opts.Snapshot.DropChanged {
+			s.noteChanged(rel, d.values, before)
+		}
 		err = s.c.w.Write(ctx, &change.Change{Table: rel.Table, Op: op, Values: d.values, Unchanged: d.unchanged,
 			Before: before, Schema: rel.schema, Pos: pos, TxID: int64(s.tx.xid), CommitTime: s.tx.commitTime})
 	}
@@ -746,6 +749,19 @@ func (s *stream) emitWithBefore(ctx context.Context, rel *Relation, op change.Op
 		return err
 	}
 	return s.backPressure(ctx)
+}
+
+// noteChanged records the keys of a change (new and old) in the open
+// snapshot windows of its table (SnapshotOptions.DropChanged).
+func (s *stream) noteChanged(rel *Relation, values, before []any) {
+	for _, v := range [][]any{values, before} {
+		if v == nil {
+			continue
+		}
+		if k, ok := keyString(rel.schema, v); ok {
+			s.windows.changedKey(rel.Table, k)
+		}
+	}
 }
 
 // backPressure flushes when the buffer reaches commit_bytes, even in the
@@ -916,6 +932,9 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 		return nil
 	}
 	cs, chunk, dls, n := w.output()
+	if s.c.opts.Snapshot.DropChanged && chunk == nil {
+		cs, n = s.dropChanged(w, cs)
+	}
 	if chunk != nil {
 		defer chunk.Release()
 	}
@@ -976,6 +995,28 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 		s.engine.FlushSoon()
 	}
 	return s.backPressure(ctx)
+}
+
+// dropChanged drops the chunk rows of keys the stream changed inside w
+// and places the others at the high watermark's position, the stream's
+// current transaction (SnapshotOptions.DropChanged).
+func (s *stream) dropChanged(w *window, cs []*change.Change) ([]*change.Change, int) {
+	s.windows.mu.Lock()
+	changed := w.changed
+	s.windows.mu.Unlock()
+	out := cs[:0]
+	for _, c := range cs {
+		if k, ok := keyString(c.Schema, c.Values); ok && changed[k] {
+			continue
+		}
+		c.Pos = change.Position{LSN: s.tx.commitLSN, Seq: int64(len(out) + 1)}
+		c.TxID, c.CommitTime = int64(s.tx.xid), s.tx.commitTime
+		out = append(out, c)
+	}
+	if d := len(cs) - len(out); d > 0 {
+		s.c.log.Debug("snapshot chunk: rows changed by the stream inside the window dropped", "table", w.table.String(), "dropped", d)
+	}
+	return out, len(out)
 }
 
 // mergeSchema returns base extended by the fields of extra it lacks, and
