@@ -36,4 +36,15 @@ func TestRetryBusy(t *testing.T) {
 	if err := retryBusy(context.Background(), func() error { calls++; return busy }); !errors.Is(err, busy) || calls != 10 {
 		t.Errorf("always busy: %v after %d calls, want the error after 10", err, calls)
 	}
+	snapshot := errors.New("error updating namespace properties for 'bronze.x': database is locked (517)")
+	calls = 0
+	if err := retryBusy(context.Background(), func() error {
+		calls++
+		if calls < 3 {
+			return snapshot
+		}
+		return nil
+	}); err != nil || calls != 3 {
+		t.Errorf("SQLITE_BUSY_SNAPSHOT (517) twice then ok: err %v after %d calls, want nil after 3", err, calls)
+	}
 }

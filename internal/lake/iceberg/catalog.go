@@ -373,12 +373,15 @@ func warehouseError(wh, op string, err error) error {
 }
 
 // retryBusy calls fn until it does not fail with SQLite's "database is
-// locked" (SQLITE_BUSY), at most 10 times, waiting 50 ms longer each time
+// locked" (SQLITE_BUSY, and its extended codes such as SQLITE_BUSY_SNAPSHOT,
+// 517, which the driver prints as "database is locked (517)" without the
+// name: a WAL reader's snapshot went stale beside a concurrent writer; fn's
+// transaction did not commit, so calling it again is safe), at most 10 times, waiting 50 ms longer each time
 // (about 2.75 s in all).
 func retryBusy(ctx context.Context, fn func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := fn()
-		if err == nil || attempt == 10 || !strings.Contains(err.Error(), "SQLITE_BUSY") {
+		if err == nil || attempt == 10 || !isBusy(err) {
 			return err
 		}
 		lake.CountRetry(lake.RetryCatalogBusy)
@@ -388,6 +391,12 @@ func retryBusy(ctx context.Context, fn func() error) error {
 		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
 		}
 	}
+}
+
+// isBusy: SQLite's SQLITE_BUSY or one of its extended codes.
+func isBusy(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "database is locked")
 }
 
 // Warehouse returns the absolute warehouse directory.
