@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -156,39 +157,66 @@ func (ws *windows) close(id string) *window {
 	return w
 }
 
-// changedKey records, for every open window of table t, that the stream
-// changed the row of key (SnapshotOptions.DropChanged).
-func (ws *windows) changedKey(t change.TableID, key string) {
+// changedKeys records, for every open window of table t, that the stream
+// changed the rows of the given values' keys (SnapshotOptions.DropChanged).
+// With no open window of t (the snapshot is done, or between chunks) it
+// encodes nothing.
+func (ws *windows) changedKeys(t change.TableID, schema *change.Schema, rows ...[]any) {
 	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	var idx []int
 	for _, w := range ws.m {
-		if w.open && w.table == t {
-			if w.changed == nil {
-				w.changed = map[string]bool{}
+		if !w.open || w.table != t {
+			continue
+		}
+		if idx == nil {
+			if idx = keyIndex(schema); idx == nil {
+				return
 			}
-			w.changed[key] = true
+		}
+		if w.changed == nil {
+			w.changed = map[string]bool{}
+		}
+		for _, v := range rows {
+			if k, ok := keyString(idx, v); ok {
+				w.changed[k] = true
+			}
 		}
 	}
-	ws.mu.Unlock()
 }
 
-// keyString renders the key columns of values (laid out as schema) as
-// one comparable string; ok is false when a key column is missing.
-func keyString(schema *change.Schema, values []any) (string, bool) {
-	var b strings.Builder
-	for _, k := range schema.Key {
-		i := -1
-		for j, f := range schema.Fields {
-			if f.Name == k {
-				i = j
-				break
-			}
+// keyIndex returns the positions of schema's key columns in its fields,
+// or nil when it has no key or names a column it does not hold.
+func keyIndex(schema *change.Schema) []int {
+	if len(schema.Key) == 0 {
+		return nil
+	}
+	idx := make([]int, len(schema.Key))
+	for n, k := range schema.Key {
+		idx[n] = slices.IndexFunc(schema.Fields, func(f change.Field) bool { return f.Name == k })
+		if idx[n] < 0 {
+			return nil
 		}
-		if i < 0 || i >= len(values) {
+	}
+	return idx
+}
+
+// keyString renders the key columns of values (at the positions idx, from
+// keyIndex) as one comparable string of their decoded values, so that a
+// chunk row and a streamed change of one key give the same string; ok is
+// false for nil values or a row too short to hold the key.
+func keyString(idx []int, values []any) (string, bool) {
+	if values == nil || len(idx) == 0 {
+		return "", false
+	}
+	var b strings.Builder
+	for _, i := range idx {
+		if i >= len(values) {
 			return "", false
 		}
 		fmt.Fprintf(&b, "%T:%v\x00", values[i], values[i])
 	}
-	return b.String(), len(schema.Key) > 0
+	return b.String(), true
 }
 
 func (ws *windows) truncate(t change.TableID) {

@@ -740,7 +740,7 @@ func (s *stream) emitWithBefore(ctx context.Context, rel *Relation, op change.Op
 			CommitTime: s.tx.commitTime, Raw: rawJSON(rel, d.raw, s.c.opts.MaxValueBytes), Error: d.err.Error()})
 	} else {
 		if s.c.opts.Snapshot.DropChanged {
-			s.noteChanged(rel, d.values, before)
+			s.windows.changedKeys(rel.Table, rel.schema, d.values, before)
 		}
 		err = s.c.w.Write(ctx, &change.Change{Table: rel.Table, Op: op, Values: d.values, Unchanged: d.unchanged,
 			Before: before, Schema: rel.schema, Pos: pos, TxID: int64(s.tx.xid), CommitTime: s.tx.commitTime})
@@ -749,19 +749,6 @@ func (s *stream) emitWithBefore(ctx context.Context, rel *Relation, op change.Op
 		return err
 	}
 	return s.backPressure(ctx)
-}
-
-// noteChanged records the keys of a change (new and old) in the open
-// snapshot windows of its table (SnapshotOptions.DropChanged).
-func (s *stream) noteChanged(rel *Relation, values, before []any) {
-	for _, v := range [][]any{values, before} {
-		if v == nil {
-			continue
-		}
-		if k, ok := keyString(rel.schema, v); ok {
-			s.windows.changedKey(rel.Table, k)
-		}
-	}
 }
 
 // backPressure flushes when the buffer reaches commit_bytes, even in the
@@ -1005,8 +992,13 @@ func (s *stream) dropChanged(w *window, cs []*change.Change) ([]*change.Change, 
 	changed := w.changed
 	s.windows.mu.Unlock()
 	out := cs[:0]
+	var schema *change.Schema
+	var idx []int
 	for _, c := range cs {
-		if k, ok := keyString(c.Schema, c.Values); ok && changed[k] {
+		if c.Schema != schema {
+			schema, idx = c.Schema, keyIndex(c.Schema)
+		}
+		if k, ok := keyString(idx, c.Values); ok && changed[k] {
 			continue
 		}
 		c.Pos = change.Position{LSN: s.tx.commitLSN, Seq: int64(len(out) + 1)}
