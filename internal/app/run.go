@@ -150,6 +150,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	defer applyMemoryLimit(cfg, log)()
 	cat, err := OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
 	if err != nil {
+		if stoppedBeforeStart(ctx, err) {
+			return nil
+		}
 		return err
 	}
 	defer cat.Close()
@@ -234,7 +237,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	for {
 		w, err := bronze.NewWriter(ctx, cat, cfg.Name, cfg.Slot, log)
 		if err != nil {
-			if ctx.Err() != nil {
+			if stoppedBeforeStart(ctx, err) {
 				return nil
 			}
 			return err
@@ -304,6 +307,14 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			backoff = time.Duration(cfg.Retry.MaxBackoff)
 		}
 	}
+}
+
+// stoppedBeforeStart reports whether err is only the cancellation of a
+// stop (SIGTERM, SIGINT) that arrived while the pipeline was still starting:
+// nothing was read or acknowledged yet, so it is a clean stop (exit 0), as
+// a stop at any later moment is.
+func stoppedBeforeStart(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && errors.Is(err, context.Canceled)
 }
 
 // WarnDeprecations logs each deprecated key the config file gave: where,
