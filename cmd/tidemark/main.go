@@ -60,6 +60,7 @@ func run(ctx context.Context, args []string) int {
 	root.AddCommand(mergeCmd(ctx))
 	root.AddCommand(maintainCmd(ctx))
 	root.AddCommand(resnapshotCmd(ctx))
+	root.AddCommand(exportCmd(ctx))
 	root.AddCommand(versionCmd())
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)

@@ -1,7 +1,7 @@
 package lake
 
 // Filter selects rows of a table by column values, for scans and merges.
-// Build it with In, Less, Equal, And and Or. Values are the Go values of
+// Build it with In, Less, AtLeast, Equal, And and Or. Values are the Go values of
 // the column's Arrow type, as a record batch holds them:
 //
 //	int32, int64, float32, float64, bool, string, []byte,
@@ -28,6 +28,7 @@ const (
 	OpEqual
 	OpAnd
 	OpOr
+	OpAtLeast
 )
 
 // In matches rows whose column col holds one of vals.
@@ -35,6 +36,9 @@ func In(col string, vals []any) *Filter { return &Filter{Op: OpIn, Col: col, Val
 
 // Less matches rows whose column col is below v.
 func Less(col string, v any) *Filter { return &Filter{Op: OpLess, Col: col, Vals: []any{v}} }
+
+// AtLeast matches rows whose column col is v or above.
+func AtLeast(col string, v any) *Filter { return &Filter{Op: OpAtLeast, Col: col, Vals: []any{v}} }
 
 // Equal matches rows whose column col equals v.
 func Equal(col string, v any) *Filter { return &Filter{Op: OpEqual, Col: col, Vals: []any{v}} }

@@ -140,6 +140,8 @@ func filterLeaf(f *Filter, sch *iceberggo.Schema) (iceberggo.BooleanExpression, 
 		return iceberggo.LiteralPredicate(iceberggo.OpLT, ref, lits[0]), nil
 	case lake.OpEqual:
 		return iceberggo.LiteralPredicate(iceberggo.OpEQ, ref, lits[0]), nil
+	case lake.OpAtLeast:
+		return iceberggo.LiteralPredicate(iceberggo.OpGTEQ, ref, lits[0]), nil
 	}
 	return nil, fmt.Errorf("filter: unknown operation %d", f.Op)
 }

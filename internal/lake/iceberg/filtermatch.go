@@ -86,6 +86,8 @@ func filterMatchRow(f *Filter, rec arrow.RecordBatch, i int) (bool, error) {
 			}
 		case lake.OpLess:
 			return c < 0, nil
+		case lake.OpAtLeast:
+			return c >= 0, nil
 		}
 	}
 	return false, nil
