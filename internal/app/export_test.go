@@ -226,10 +226,34 @@ func TestExportWindowsUnderKills(t *testing.T) {
 		compareChanges(t, "public."+tb, want, got)
 	}
 
+	// status --format json answers "is [t0, t1) complete in bronze?" by
+	// the same rule: the export's final windows are complete there too.
+	outb, err := exec.Command(bin, "status", "--warehouse", wh, "--format", "json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, outb)
+	}
+	var sts []struct {
+		Table           string `json:"table"`
+		CompleteThrough string `json:"complete_through"`
+	}
+	if err := json.Unmarshal(outb, &sts); err != nil {
+		t.Fatalf("status --format json: %v\n%s", err, outb)
+	}
+	for _, ts := range sts {
+		if !strings.HasSuffix(ts.Table, ".public.items") {
+			continue
+		}
+		ct, err := time.Parse(time.RFC3339Nano, ts.CompleteThrough)
+		est, _ := readExportState(filepath.Join(out, "public.items"))
+		if err != nil || ct.Before(est.CompleteThrough) {
+			t.Fatalf("status says bronze of items is complete through %q, the export's windows are final through %s", ts.CompleteThrough, est.CompleteThrough)
+		}
+	}
+
 	// export status answers for a window: complete, and its file.
 	st, _ := readExportState(filepath.Join(out, "public.items"))
 	at := st.CompleteThrough.Add(-500 * time.Millisecond)
-	outb, err := exec.Command(bin, "export", "status", "--to", out, "--table", "public.items", "--at", at.Format(time.RFC3339Nano), "--format", "json").CombinedOutput()
+	outb, err = exec.Command(bin, "export", "status", "--to", out, "--table", "public.items", "--at", at.Format(time.RFC3339Nano), "--format", "json").CombinedOutput()
 	if err != nil {
 		t.Fatalf("export status: %v\n%s", err, outb)
 	}

@@ -14,21 +14,29 @@ import (
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/config"
+	"github.com/tidemark/tidemark/internal/export"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
 )
 
 // TableStatus is one bronze table's state, as `tidemark status` prints it.
 type TableStatus struct {
-	Table            string  `json:"table"`
-	Snapshot         string  `json:"snapshot"`
-	SnapshotRows     int64   `json:"snapshot_rows"`
-	SnapshotEstimate int64   `json:"snapshot_estimate"`
-	Position         string  `json:"position"`
-	Watermark        string  `json:"watermark"`
-	LagBytes         int64   `json:"lag_bytes"`
-	LagSeconds       float64 `json:"lag_seconds"`
-	Snapshots        int     `json:"lake_snapshots"`
+	Table            string `json:"table"`
+	Snapshot         string `json:"snapshot"`
+	SnapshotRows     int64  `json:"snapshot_rows"`
+	SnapshotEstimate int64  `json:"snapshot_estimate"`
+	Position         string `json:"position"`
+	Watermark        string `json:"watermark"`
+	// CompleteThrough answers "is [t0, t1) complete in bronze?": yes when
+	// t1 <= CompleteThrough, reading the rows with cdc_ts in [t0, t1) and
+	// cdc_source_lsn <= the checkpoint's tidemark.commit-lsn. It is the
+	// checkpoint's watermark less CompletenessLateness, and empty while the
+	// table's snapshot is not done (its rows carry earlier times).
+	// docs/tail.md#is-t0-t1-complete-in-bronze.
+	CompleteThrough string  `json:"complete_through"`
+	LagBytes        int64   `json:"lag_bytes"`
+	LagSeconds      float64 `json:"lag_seconds"`
+	Snapshots       int     `json:"lake_snapshots"`
 	// Silver is "published", "building", "building (pass i of n)" (a build in
 	// passes, i committed), "gated: <reason>", "failing: [silver_merge_failing]
 	// ..." (the named error of a merge that kept failing), "none (bronze
@@ -69,6 +77,13 @@ type TableStatus struct {
 	// Warnings are the footprints' warnings, with the table they are of.
 	Warnings []string `json:"warnings,omitempty"`
 }
+
+// CompletenessLateness is how far behind the checkpoint's watermark a time
+// range must end to be complete in bronze: commit timestamps are not
+// strictly in commit order (PostgreSQL takes one just before the commit
+// record is written; MySQL's are whole seconds). `tidemark export` uses the
+// same rule (export.DefaultLateness).
+const CompletenessLateness = export.DefaultLateness
 
 // Status reports every bronze table in the warehouse. With a source URL the
 // WAL lag is measured live; otherwise it is the lag at the last checkpoint.
@@ -218,6 +233,9 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 			}
 			if pos > 0 {
 				st.Position = src.formatPos(pos)
+			}
+			if haveCP && !cp.Watermark.IsZero() && (sp.Status == pipeline.SnapshotDone || sp.Status == pipeline.SnapshotSkipped) {
+				st.CompleteThrough = cp.Watermark.Add(-CompletenessLateness).UTC().Format(time.RFC3339Nano)
 			}
 			if !wm.IsZero() {
 				st.Watermark = wm.UTC().Format(time.RFC3339)
