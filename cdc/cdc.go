@@ -47,8 +47,9 @@ type Config struct {
 	// Logger receives tidemark's logs, scrubbed of secrets; nil discards
 	// them.
 	Logger *slog.Logger
-	// PositionName makes the stream resumable (PostgreSQL only): a durable
-	// named position, its own slot and a checkpoint file in PositionDir,
+	// PositionName makes the stream resumable: a durable named position
+	// (PostgreSQL: its own slot and a checkpoint file in PositionDir;
+	// MySQL/MariaDB: the file, holding the binlog position and GTID set),
 	// so that the next Open with the name continues after the last
 	// acknowledged event (position.go has the contract). Empty: ephemeral.
 	PositionName string

@@ -9,10 +9,15 @@ import (
 	"sync"
 
 	"github.com/tidemark/tidemark/internal/app"
+	"github.com/tidemark/tidemark/internal/config"
 )
 
-// A named position (Config.PositionName) is a durable replication slot,
-// tidemark_pos_<name>, and a checkpoint file, <PositionDir>/<name>.json.
+// A named position (Config.PositionName) is, on PostgreSQL, a durable
+// replication slot, tidemark_pos_<name>, and a checkpoint file,
+// <PositionDir>/<name>.json; on MySQL/MariaDB only the file (the binlog
+// position and GTID set to resume from; the server keeps its binlog by
+// its own retention, and a purged resume point is the named error
+// binlog_purged).
 //
 // The contract (at-least-once): the slot's confirmed position, and the
 // file, advance only past transactions every event of which was delivered
@@ -81,8 +86,12 @@ func DropPosition(ctx context.Context, cfg Config) error {
 	if err := checkPosition(cfg); err != nil {
 		return err
 	}
-	if err := dropSlot(ctx, cfg.Source, app.PositionSlot(cfg.PositionName)); err != nil {
-		return err
+	// A MySQL position is only its file: the server keeps nothing for it.
+	c := &config.Config{Source: config.NewSecret(cfg.Source)}
+	if c.SourceType() != config.SourceMySQL {
+		if err := dropSlot(ctx, cfg.Source, app.PositionSlot(cfg.PositionName)); err != nil {
+			return err
+		}
 	}
 	if err := os.Remove(positionFile(cfg.PositionDir, cfg.PositionName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("cdc: drop position: %w", err)

@@ -155,9 +155,6 @@ func tailMySQL(ctx context.Context, cfg *config.Config, tw *tailWriter, log *slo
 	if err != nil {
 		return err
 	}
-	if tw.slot != "" {
-		return fault.With(fault.ErrBadConfig, "tail: a durable position is not supported for MySQL sources yet", nil)
-	}
 	if err := tw.open(opts.Database, mysqlBinlog(mysqlBinlogBase(ctx, opts.DSN()))); err != nil {
 		return err
 	}
@@ -166,13 +163,32 @@ func tailMySQL(ctx context.Context, cfg *config.Config, tw *tailWriter, log *slo
 	}
 	tag := fmt.Sprintf("tail.%d.%d", os.Getpid(), time.Now().UnixNano())
 	opts.ServerID = uint32(config.DefaultServerID(cfg.Name + "." + tag))
+	if tw.slot != "" {
+		// A named position: its binlog position and GTID set are in the
+		// store, and its server id is its own, the same every run (two
+		// runs of one position at once are refused as a server_id
+		// collision).
+		opts.ServerID = uint32(config.DefaultServerID(cfg.Name + "." + tw.slot))
+	}
 	opts.Snapshot.Enabled = false
 	opts.HeartbeatInterval = 0
 	opts.CommitInterval = 200 * time.Millisecond
 	opts.SpoolDir = filepath.Join(os.TempDir(), "tidemark_"+tag)
 	defer os.RemoveAll(opts.SpoolDir)
 	if tw.ready != nil {
-		tw.ready()
+		// Ready once the start is fixed: a resumed position is the
+		// store's; a new one is the server's position when the capture
+		// starts, which it records (Flush) before it reads the binlog.
+		// Every change committed after either is delivered.
+		_, resumed, err := tw.LoadCheckpoint(ctx)
+		if err != nil {
+			return err
+		}
+		if resumed {
+			tw.ready()
+		} else {
+			tw.readyOnFlush = true
+		}
 	}
 	return mysql.New(tw, opts, log).Run(ctx)
 }

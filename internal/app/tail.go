@@ -324,8 +324,10 @@ type tailWriter struct {
 	enc  *event.Encoder
 	// handle, if set, takes the records instead of out (TailTo).
 	handle func(context.Context, TailRecord) error
-	// ready is TailOptions.Ready.
-	ready func()
+	// ready is TailOptions.Ready; with readyOnFlush it is called at the
+	// first Flush (MySQL: the capture's recorded start point).
+	ready        func()
+	readyOnFlush bool
 	// slot and store are TailOptions'; stopping is closed when the tail
 	// is ending.
 	slot     string
@@ -468,7 +470,13 @@ func (t *tailWriter) Flush(ctx context.Context, cp pipeline.Checkpoint) error {
 		}
 	}
 	if t.store != nil {
-		return t.store.Save(ctx, t.stopping, cp)
+		if err := t.store.Save(ctx, t.stopping, cp); err != nil {
+			return err
+		}
+	}
+	if t.readyOnFlush && t.ready != nil {
+		t.ready()
+		t.ready = nil
 	}
 	return nil
 }
