@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/lake"
+	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
 // PropColumnIDs is a table property (bronze and silver): the source's own
@@ -15,8 +16,11 @@ import (
 // so a schema whose column is not in the table by name but whose id is
 // recorded for a column the schema no longer has is a rename: the lake
 // column is renamed (Iceberg renames by field id, the data stays). Columns
-// without a known id (lakes written before it, MySQL) are matched by name.
-const PropColumnIDs = "tidemark.column-ids"
+// without a known id (lakes written before it) are matched by name. MySQL
+// has no column ids: its source numbers the columns itself, from the ids
+// recorded here, and moves an id to the new name at a RENAME COLUMN or
+// CHANGE COLUMN it reads in the binlog.
+const PropColumnIDs = pipeline.PropColumnIDs
 
 // ColumnIDs parses PropColumnIDs of a table's properties (nil if absent).
 func ColumnIDs(props map[string]string) (map[string]int, error) {

@@ -321,6 +321,9 @@ func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Sch
 	for k, v := range tb.props {
 		props[k] = v
 	}
+	if ids := tb.tbl.Properties()[PropColumnIDs]; ids != "" {
+		props[PropColumnIDs] = ids
+	}
 	return pipeline.TableState{Cursor: tb.cursor, Props: props}, nil
 }
 

@@ -37,6 +37,7 @@ type TableState struct {
 	// Cursor is the highest (commit position, seq) committed; replayed
 	// changes at or below it are skipped.
 	Cursor change.Position
-	// Props are the tidemark.* properties of the table's latest commit.
+	// Props are the tidemark.* properties of the table's latest commit,
+	// and the table's recorded column ids (PropColumnIDs) when it has some.
 	Props map[string]string
 }

@@ -32,6 +32,12 @@ const (
 	// the sink carries it forward. It takes precedence over the key the
 	// table was created with (bronze's table property of the same name).
 	PropKey = "tidemark.key"
+	// PropColumnIDs, in TableState.Props, is the source column id of each
+	// column the lake's table records (change.Field.ID), as a JSON object
+	// from column name to id (bronze's table property of the same name). A
+	// source without ids of its own (MySQL) numbers its columns from it, so
+	// a column it saw renamed keeps its id across restarts.
+	PropColumnIDs = "tidemark.column-ids"
 )
 
 // Snapshot statuses.

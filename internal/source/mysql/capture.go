@@ -138,6 +138,9 @@ type tableCtl struct {
 	// when the request was made, the commit position of the last
 	// transaction before it. Set by open; stream goroutine.
 	replacedBefore uint64
+	// ids numbers the table's columns (columnids.go). Set by open; stream
+	// goroutine.
+	ids colIDs
 }
 
 func (t *table) names() []string {
@@ -341,6 +344,10 @@ func (c *Capture) wanted(name string) bool {
 	return false
 }
 
+// errNoColumns: information_schema shows no column of the table (it was
+// dropped or renamed since it was listed, or the user cannot see it).
+var errNoColumns = errors.New("no columns")
+
 // describe reads a table's columns and primary key.
 func (c *Capture) describe(ctx context.Context, id change.TableID) (*table, error) {
 	cols, key, err := LoadColumns(ctx, c.db, id.Schema, id.Name)
@@ -348,7 +355,7 @@ func (c *Capture) describe(ctx context.Context, id change.TableID) (*table, erro
 		return nil, Classify(err)
 	}
 	if len(cols) == 0 {
-		return nil, fmt.Errorf("table %s: no columns visible (dropped, or no SELECT privilege)", id)
+		return nil, fmt.Errorf("table %s: no columns visible (dropped, or no SELECT privilege): %w", id, errNoColumns)
 	}
 	return c.tableOf(ctx, id, cols, key)
 }
@@ -404,6 +411,17 @@ func (c *Capture) open(ctx context.Context, t *table) error {
 	if v := st.Props[pipeline.PropReplacedBefore]; v != "" {
 		if t.ctl.replacedBefore, err = strconv.ParseUint(v, 10, 64); err != nil {
 			return fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s: %s = %q in the lake is not a binlog position", t.id, pipeline.PropReplacedBefore, v), err)
+		}
+	}
+	// The columns' ids, from those the lake records; numbered ones are
+	// recorded before any change is written, so that a rename read later
+	// finds the old name's id in the lake.
+	if err := t.ctl.ids.learn(st.Props[pipeline.PropColumnIDs]); err != nil {
+		return fault.With(fault.ErrCorruptState, fmt.Sprintf("table %s", t.id), err)
+	}
+	if t.ctl.ids.stamp(t.schema) {
+		if st, err = c.sink.OpenTable(ctx, t.id, t.schema); err != nil {
+			return err
 		}
 	}
 	t.snap, err = parseSnapState(st.Props[PropSnapshot])

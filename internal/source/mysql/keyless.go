@@ -157,6 +157,10 @@ func (sn *snapshotter) keylessTable(ctx context.Context, t *table, gen int64) er
 		if w.kl.spool != nil {
 			w.kl.spool.remove()
 		}
+		if noSuchTable(err) {
+			c.log.Info("table dropped or renamed while its snapshot ran: snapshot ended", "table", t.id.String())
+			return nil
+		}
 		return err
 	}
 	// The whole table is read and nothing of it is in bronze: tests kill

@@ -113,6 +113,7 @@ func (s *stream) rekey(ctx context.Context, t, nt *table) error {
 	// Everything before the statement is committed, the marker not yet:
 	// the next start must find the change again (armed by the tests).
 	failpoint.Inject("mysql-rekey-before-marker")
+	t.ctl.ids.stamp(nt.schema)
 	s.c.withDefaults(t.schema, nt)
 	if missing := slices.ContainsFunc(key, func(k string) bool {
 		return !slices.ContainsFunc(t.schema.Fields, func(f change.Field) bool { return f.Name == k })

@@ -149,6 +149,13 @@ func (ws *windows) truncate(id change.TableID, lsn uint64) {
 // source while it was read.
 var errTableGone = errors.New("table no longer captured")
 
+// noSuchTable reports whether err is the server's "table doesn't exist"
+// (ER_NO_SUCH_TABLE): a snapshot read of a table dropped or renamed since.
+func noSuchTable(err error) bool {
+	n, _, ok := ServerError(err)
+	return ok && n == erNoSuchTable
+}
+
 // errTruncatedInWindow asks the worker to read a chunk again: the table was
 // truncated between its watermarks.
 var errTruncatedInWindow = errors.New("table truncated inside the snapshot window")
@@ -249,6 +256,12 @@ func (sn *snapshotter) keyedTable(ctx context.Context, t *table, gen int64, fres
 		err := sn.read(ctx, conn, w, lastKey, limit)
 		if err != nil {
 			sn.windows.remove(w)
+			if noSuchTable(err) {
+				// Dropped or renamed at the source since the snapshot
+				// began: the stream ends its capture at that statement.
+				sn.c.log.Info("table dropped or renamed while its snapshot ran: snapshot ended", "table", t.id.String())
+				return nil
+			}
 			return err
 		}
 		select {

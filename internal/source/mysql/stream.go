@@ -576,6 +576,9 @@ func (s *stream) tableFor(ctx context.Context, id change.TableID, tm *replicatio
 				"Nothing was skipped. Re-snapshot the table (tidemark resnapshot %s), or restore the column", id, names, nt.names(), id), nil)
 	}
 	nt.after = nil
+	// Its columns keep their ids; a column renamed by the statements read
+	// has the old name's (ddl), so the lake renames it.
+	t.ctl.ids.stamp(nt.schema)
 	// The table as now described (an enum's members, say, may have
 	// changed with the same lake schema); the lake evolves when the
 	// schema did.
@@ -805,7 +808,15 @@ func (s *stream) ddl(ctx context.Context, schema, q string, h *replication.Event
 			// The layout after the statement, for the next row events (the
 			// table may have changed again since, so information_schema is
 			// not asked now).
-			t.after = alteredColumns(t.afterCols(), d.Columns)
+			was := t.afterCols()
+			t.after = alteredColumns(was, d.Columns)
+			for _, ch := range d.Columns {
+				// A renamed column keeps its id (columnids.go).
+				if (ch.Op == RenameColumn || ch.Op == ChangeColumn) && ch.NewName != "" &&
+					slices.ContainsFunc(was, func(c Column) bool { return strings.EqualFold(c.Name, ch.Column) }) {
+					t.ctl.ids.rename(ch.Column, ch.NewName)
+				}
+			}
 			s.stale[t.id] = true
 			if d.KeyChanged {
 				if err := s.keyChanged(ctx, t, d); err != nil {
@@ -980,6 +991,12 @@ func (s *stream) pickUpNewTables(ctx context.Context) error {
 			continue
 		}
 		t, err := s.c.describe(ctx, id)
+		if errors.Is(err, errNoColumns) || noSuchTable(err) {
+			// Gone again since it was listed (renamed away, dropped): a
+			// later statement of the stream brings it back if it returns.
+			s.c.log.Info("new table gone before it could be described: not picked up", "table", id.String())
+			continue
+		}
 		if s.c.refusable(id, err) {
 			if prev, was := s.c.refused[id]; !was || prev.Error() != err.Error() {
 				s.c.refused[id], changed = err, true
@@ -996,6 +1013,14 @@ func (s *stream) pickUpNewTables(ctx context.Context) error {
 			delete(s.c.refused, id)
 			changed = true
 		}
+		if t.snap.Status != snapPending || t.snap.Rows > 0 {
+			// The lake holds an earlier table of this name (dropped and
+			// created again, or renamed away and back): its silver rows
+			// are not this table's.
+			if err := s.reread(ctx, t); err != nil {
+				return err
+			}
+		}
 		s.tables[id] = t
 		if t.keyless {
 			s.c.noteKeyless(t)
@@ -1009,6 +1034,40 @@ func (s *stream) pickUpNewTables(ctx context.Context) error {
 	if changed {
 		return s.c.recordRefused(ctx)
 	}
+	return nil
+}
+
+// reread requests a re-read of table t, picked up at the current binlog
+// position under a name whose lake tables hold an earlier table's changes
+// (a table dropped and created again, or renamed away and back): as for a
+// key change (rekey.go), everything read before is committed, then a
+// marker commit sets its snapshot back to pending under a new request id,
+// and silver, once the re-read is complete, is replaced by what bronze
+// holds from the marker on. Bronze keeps the earlier table's changes
+// before the marker. Stream goroutine.
+func (s *stream) reread(ctx context.Context, t *table) error {
+	at := FormatPosition(s.c.basename, s.readPos)
+	id := time.Now().UTC().Format("20060102T150405Z") + "-recreated-" + requestTag()
+	reason := fmt.Sprintf("the table was created (or renamed) again under this name at %s: its lake tables held an earlier table's rows, so it is read again", at)
+	s.c.log.Warn("table created again under a captured name: reading it again, silver is replaced when the read is complete",
+		"table", t.id.String(), "seen_at", at, "request", id)
+	s.publish()
+	if err := s.eng.Sync(ctx); err != nil {
+		return err
+	}
+	st := pipeline.SnapshotState{Status: snapPending, Request: id, Estimate: t.est}
+	if err := s.c.sink.WriteBatch(ctx, t.id, nil, map[string]string{
+		PropSnapshot:                  st.Encode(),
+		pipeline.PropResnapshot:       id,
+		pipeline.PropResnapshotReason: reason,
+	}); err != nil {
+		return err
+	}
+	s.publish()
+	if err := s.eng.Sync(ctx); err != nil {
+		return err
+	}
+	t.snap = st
 	return nil
 }
 
@@ -1168,11 +1227,14 @@ func (sp *txSpool) remove() {
 // those rows keep NULL.
 func (c *Capture) withDefaults(old *change.Schema, nt *table) {
 	had := map[string]bool{}
+	hadID := map[int]bool{}
 	for _, f := range old.Fields {
 		had[f.Name] = true
+		hadID[f.ID] = f.ID != 0
 	}
 	for i, col := range nt.cols {
-		if had[col.Name] || col.Default == nil {
+		// (A renamed column, which keeps its id, is no new column.)
+		if had[col.Name] || hadID[nt.schema.Fields[i].ID] || col.Default == nil {
 			continue
 		}
 		text, ok := constantDefault(c.flavor, col)
