@@ -14,10 +14,12 @@ import "github.com/tidemark/tidemark/internal/app"
 // position, is). So, for one key, a consumer that keeps the event with
 // the highest Position ends equal to the source. Snapshot progress is
 // kept in memory only: every Open snapshots from scratch, also with a
-// named position (at-least-once). MySQL sources refuse Snapshot with
-// ErrSnapshotMySQL.
+// named position (at-least-once). On MySQL/MariaDB the watermarks are
+// binlog positions (docs/bronze.md, MySQL snapshot rows): a chunk's rows
+// carry its high watermark's position.
 const Snapshot Op = "r"
 
-// ErrSnapshotMySQL is returned by Open for Config.Snapshot on a MySQL
-// source.
+// ErrSnapshotMySQL was returned by Open for Config.Snapshot on a MySQL
+// source before MySQL snapshots were supported. Deprecated: no longer
+// returned.
 var ErrSnapshotMySQL = app.ErrSnapshotMySQL

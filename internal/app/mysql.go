@@ -170,7 +170,11 @@ func tailMySQL(ctx context.Context, cfg *config.Config, tw *tailWriter, log *slo
 		// collision).
 		opts.ServerID = uint32(config.DefaultServerID(cfg.Name + "." + tw.slot))
 	}
-	opts.Snapshot.Enabled = false
+	// The same chunked, watermark-reconciled snapshot as the pipeline's:
+	// a chunk's rows whose keys changed in its window are dropped (the
+	// stream delivers the newer version), the others come at the high
+	// watermark's position. Progress is kept in memory (tailWriter).
+	opts.Snapshot.Enabled = tw.snapshot
 	opts.HeartbeatInterval = 0
 	opts.CommitInterval = 200 * time.Millisecond
 	opts.SpoolDir = filepath.Join(os.TempDir(), "tidemark_"+tag)

@@ -57,7 +57,8 @@ type TailOptions struct {
 	Snapshot bool
 }
 
-// ErrSnapshotMySQL: TailOptions.Snapshot is PostgreSQL's only, for now.
+// ErrSnapshotMySQL was TailOptions.Snapshot's error on a MySQL source,
+// before MySQL snapshots were supported; it is no longer returned.
 var ErrSnapshotMySQL = errors.New("snapshot not supported for mysql sources in cdc yet")
 
 // TailStore keeps a durable tail's checkpoint (TailOptions.Slot).
@@ -212,9 +213,6 @@ func tail(ctx context.Context, cfg *config.Config, opts TailOptions, tw *tailWri
 	}
 	if _, err := event.ParseShape(string(opts.Format)); err != nil {
 		return fault.With(fault.ErrBadConfig, err.Error(), err)
-	}
-	if opts.Snapshot && src.connector == "mysql" {
-		return fault.With(fault.ErrBadConfig, ErrSnapshotMySQL.Error(), ErrSnapshotMySQL)
 	}
 	if (opts.Slot == "") != (opts.Store == nil) {
 		return fault.With(fault.ErrBadConfig, "tail: a durable slot needs a checkpoint store, and a store a slot", nil)
