@@ -24,13 +24,17 @@
 //   - Truncate: TRUNCATE arrives in stream order and empties the table;
 //   - AddColumn: ALTER TABLE ADD COLUMN in stream order, later rows carry
 //     the new column, in the change and in bronze;
+//   - RenameAndDropColumn: ALTER TABLE RENAME COLUMN renames the lake
+//     column (rows written before it read under the new name: nothing
+//     NULL), and DROP COLUMN keeps the column in bronze, NULL in later
+//     rows;
 //   - NewTable: a table created while the capture runs is picked up, its
 //     snapshot runs (pipeline.SnapshotScheduler) and ends done, and its
 //     rows, read or streamed, replay to the source's.
 //
 // The SQL is the portable subset both dialects take (CREATE TABLE t (id
 // integer PRIMARY KEY, v varchar(100)), INSERT, UPDATE, DELETE, TRUNCATE
-// TABLE, ALTER TABLE ADD COLUMN); the Harness runs it.
+// TABLE, ALTER TABLE ADD / RENAME / DROP COLUMN); the Harness runs it.
 //
 // RunProcess is the suite's process-level part (process.go): a source's
 // test brings a ProcessHarness (its server, its SQL, its positions, its
@@ -105,6 +109,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("LostPosition", func(t *testing.T) { testLostPosition(t, h) })
 	t.Run("Truncate", func(t *testing.T) { testTruncate(t, h) })
 	t.Run("AddColumn", func(t *testing.T) { testAddColumn(t, h) })
+	t.Run("RenameAndDropColumn", func(t *testing.T) { testRenameAndDropColumn(t, h) })
 	t.Run("NewTable", func(t *testing.T) { testNewTable(t, h) })
 }
 
@@ -293,6 +298,30 @@ func testAddColumn(t *testing.T, h Harness) {
 	}
 	checkOrder(t, s.rec)
 	l.checkBronzeColumn(t, tid, "w", map[string]string{"1": "8", "2": "7"})
+}
+
+func testRenameAndDropColumn(t *testing.T, h Harness) {
+	db, l, s, tid := setUp(t, h, "INSERT INTO t VALUES (1, 'a')")
+	db.Exec(t, "ALTER TABLE t ADD COLUMN w integer")
+	db.Exec(t, "INSERT INTO t VALUES (2, 'b', 7)")
+	db.Exec(t, "ALTER TABLE t RENAME COLUMN v TO v2")
+	db.Exec(t, "INSERT INTO t VALUES (3, 'c', 8)")
+	db.Exec(t, "ALTER TABLE t DROP COLUMN w")
+	db.Exec(t, "INSERT INTO t VALUES (4, 'd')")
+	db.Exec(t, "UPDATE t SET v2 = 'a2' WHERE id = 1")
+	c := s.waitChange(t, tid, change.OpUpdate, "1")
+	s.waitDurable(t, c.Pos.LSN)
+	s.stop(t)
+	for _, c := range streamed(s.rec.changes(tid)) {
+		if w, ok := c.Values["w"]; ok && (c.Key == "4" || c.Op == change.OpUpdate) && w != "<nil>" {
+			t.Errorf("%s %s after DROP COLUMN carries w = %s", c.Op, c.Key, w)
+		}
+	}
+	checkOrder(t, s.rec)
+	// Renamed, not added: the rows written under v read under v2.
+	l.checkBronzeColumn(t, tid, "v2", map[string]string{"1": "a2", "2": "b", "3": "c", "4": "d"})
+	// Dropped at the source, kept in bronze: NULL from the drop on.
+	l.checkBronzeColumn(t, tid, "w", map[string]string{"2": "7", "3": "8", "4": "<nil>"})
 }
 
 // model is the source table as the test wrote it: id -> v.
