@@ -40,11 +40,6 @@ func mysqlOptions(cfg *config.Config) (mysql.Options, error) {
 		}
 		tables = append(tables, t.Table)
 	}
-	if cfg.MaxValueBytes > 0 {
-		// Refused rather than ignored: a maximum the source does not apply
-		// would let the values it was set against through.
-		return mysql.Options{}, fault.With(fault.ErrBadConfig, "max_value_bytes: not supported for MySQL/MariaDB sources yet (PostgreSQL only); remove it", nil)
-	}
 	timeAs := cfg.TimeAs
 	switch {
 	case timeAs == mysql.TimeAsMicros || timeAs == mysql.TimeAsText:
@@ -65,6 +60,7 @@ func mysqlOptions(cfg *config.Config) (mysql.Options, error) {
 		CommitBytes:       int64(cfg.CommitBytes),
 		HeartbeatInterval: time.Duration(cfg.HeartbeatInterval),
 		TimeAs:            timeAs,
+		MaxValueBytes:     int64(cfg.MaxValueBytes),
 		Snapshot: mysql.SnapshotOptions{
 			Enabled:     cfg.Snapshot.IsEnabled(),
 			Parallelism: cfg.Snapshot.Parallelism,

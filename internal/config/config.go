@@ -68,9 +68,9 @@ type Config struct {
 	// derived from it. Default 256MiB.
 	MemoryBudget ByteSize `yaml:"memory_budget"`
 	// MaxValueBytes is the largest column value captured: a row with a
-	// longer value (its text as the source sends it) goes to the
-	// dead-letter table, with its key, instead of bronze. 0 (the default):
-	// no maximum.
+	// longer value (PostgreSQL: its text as the source sends it;
+	// MySQL/MariaDB: its lake form) goes to the dead-letter table, with its
+	// key, instead of bronze. 0 (the default): no maximum.
 	MaxValueBytes ByteSize `yaml:"max_value_bytes"`
 	// TimeAs is how a PostgreSQL `time` column lands in the lake: "time"
 	// (Iceberg time, the default), "text" (Iceberg string, PostgreSQL's

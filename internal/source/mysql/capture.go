@@ -57,6 +57,12 @@ type Options struct {
 	CommitBytes       int64
 	HeartbeatInterval time.Duration
 	Snapshot          SnapshotOptions
+	// MaxValueBytes: a row (snapshot read, insert, update) with a value
+	// longer than this (its lake form: a BLOB's bytes, a TEXT's UTF-8
+	// bytes) goes to the dead-letter table instead (value_too_large),
+	// without the value; a delete's row and an update's old row leave such
+	// a value out (0: no maximum).
+	MaxValueBytes int64
 	// TimeAs is how a TIME column lands: "" or TimeAsMicros (long
 	// microseconds), or TimeAsText (its text, a string).
 	TimeAs string

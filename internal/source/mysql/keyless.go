@@ -252,10 +252,10 @@ func (s *stream) emitKeyless(ctx context.Context, w *window) error {
 	put := func(raw []sql.RawBytes) error {
 		n++
 		pos := change.Position{LSN: w.low, Seq: snapSeqBase + n}
-		r := decodeSnapRow(w.t, raw)
+		r := decodeSnapRow(w.t, raw, s.c.opts.MaxValueBytes)
 		if r.err != nil {
 			return s.c.sink.DeadLetter(ctx, change.DeadLetter{Table: w.table, Op: change.OpRead, Pos: pos, CommitTime: now,
-				Raw: rawTextJSON(w.t, r.raw), Error: r.err.Error()})
+				Raw: r.raw, Error: r.err.Error()})
 		}
 		batch = append(batch, &change.Change{Table: w.table, Op: change.OpRead, Values: r.values, Schema: w.t.schema, Pos: pos, CommitTime: now})
 		if len(batch) == cap(batch) {

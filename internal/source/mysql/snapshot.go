@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -57,7 +56,7 @@ func parseSnapState(s string) (snapState, error) { return pipeline.ParseSnapshot
 // snapRow is one row a chunk read.
 type snapRow struct {
 	values []any
-	raw    []string
+	raw    string // the dead letter's raw row (rawTextJSON), when err
 	err    error
 }
 
@@ -362,7 +361,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 		}
 		vals := block[:len(raw):len(raw)]
 		block = block[len(raw):]
-		w.rows = append(w.rows, decodeSnapRowInto(t, raw, vals))
+		w.rows = append(w.rows, decodeSnapRowInto(t, raw, vals, c.opts.MaxValueBytes))
 		for i, k := range t.keyIdx {
 			lastKey[i] = append(lastKey[i][:0], raw[k]...)
 		}
@@ -433,41 +432,48 @@ const (
 	maxRowsPrealloc = 100_000
 )
 
-func decodeSnapRow(t *table, raw []sql.RawBytes) snapRow {
-	return decodeSnapRowInto(t, raw, make([]any, len(raw)))
+func decodeSnapRow(t *table, raw []sql.RawBytes, maxValue int64) snapRow {
+	return decodeSnapRowInto(t, raw, make([]any, len(raw)), maxValue)
 }
 
-// decodeSnapRowInto is decodeSnapRow into vals (len(raw) values).
-func decodeSnapRowInto(t *table, raw []sql.RawBytes, vals []any) snapRow {
+// decodeSnapRowInto is decodeSnapRow into vals (len(raw) values). A value
+// longer than maxValue (0: no maximum) makes the row a dead letter
+// (value_too_large) whose raw text leaves it out.
+func decodeSnapRowInto(t *table, raw []sql.RawBytes, vals []any, maxValue int64) snapRow {
 	r := snapRow{values: vals}
 	for i, b := range raw {
 		if b == nil {
 			continue
 		}
-		v, err := t.maps[i].DecodeText(b)
+		m := t.maps[i]
+		if err := m.overRaw([]byte(b), true, maxValue); err != nil {
+			r.err = err
+			break
+		}
+		v, err := m.DecodeText(b)
 		if err != nil {
 			r.err = fmt.Errorf("column %q: %w", t.cols[i].Name, err)
+			break
+		}
+		if err := m.overDecoded(v, true, maxValue); err != nil {
+			r.err = err
 			break
 		}
 		r.values[i] = v
 	}
 	if r.err != nil {
-		r.raw = make([]string, len(raw))
-		for i, b := range raw {
-			r.raw[i] = string(b)
-		}
+		r.raw = rawTextJSON(t, rawBytes(raw), maxValue)
 	}
 	return r
 }
 
-// rawTextJSON renders a snapshot row's text for the dead-letter table.
-func rawTextJSON(t *table, raw []string) string {
-	m := map[string]string{}
-	for i, v := range raw {
-		m[t.cols[i].Name] = v
+// rawBytes is raw as plain byte slices.
+func rawBytes(raw []sql.RawBytes) [][]byte {
+	out := make([][]byte, len(raw))
+	for i, b := range raw {
+		out[i] = b
 	}
-	b, _ := json.Marshal(m)
-	return string(b)
+	return out
 }
 
 // snapshotPos reads MariaDB's binlog position of the consistent snapshot
@@ -558,7 +564,7 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 		// so the order against those changes does not matter.
 		pos := change.Position{LSN: w.high, Seq: snapSeqBase + t.snap.Rows + int64(i) + 1}
 		if r.err != nil {
-			dls = append(dls, change.DeadLetter{Table: w.table, Op: change.OpRead, Pos: pos, CommitTime: now, Raw: rawTextJSON(w.t, r.raw), Error: r.err.Error()})
+			dls = append(dls, change.DeadLetter{Table: w.table, Op: change.OpRead, Pos: pos, CommitTime: now, Raw: r.raw, Error: r.err.Error()})
 			continue
 		}
 		slab[i] = change.Change{Table: w.table, Op: change.OpRead, Values: r.values, Schema: w.t.schema, Pos: pos, CommitTime: now}

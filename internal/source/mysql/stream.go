@@ -452,23 +452,27 @@ func (s *stream) rowsEvent(ctx context.Context, e *replication.RowsEvent, lsn ui
 		return err
 	}
 	// emit writes one change: row and before are the event's values,
-	// vals and bvals their decoded form (decoded by emit when nil).
-	emit := func(op change.Op, row, before, vals, bvals []any) error {
+	// vals and bvals their decoded form (decoded by emit when nil), unch
+	// the columns left out of vals (a delete's row: values over
+	// max_value_bytes).
+	emit := func(op change.Op, row, before, vals, bvals []any, unch []string) error {
 		*seq++
 		pos := change.Position{LSN: lsn, Seq: *seq}
 		var derr error
 		if vals == nil {
-			vals, derr = s.decodeRow(t, row)
+			// A delete is never refused for size: its row only names the
+			// row removed, and leaves a value over the maximum out.
+			vals, unch, derr = s.decodeRow(t, row, op == change.OpDelete)
 		}
 		if derr == nil && before != nil && bvals == nil {
-			bvals, derr = s.decodeRow(t, before)
+			bvals, _, derr = s.decodeRow(t, before, true)
 		}
 		if derr != nil {
 			return s.c.sink.DeadLetter(ctx, change.DeadLetter{Table: id, Op: op, Pos: pos, TxID: txid, CommitTime: at,
-				Raw: rawJSON(t, row), Error: derr.Error()})
+				Raw: rawJSON(t, row, s.c.opts.MaxValueBytes), Error: derr.Error()})
 		}
 		s.windows.changedRow(t, vals, lsn)
-		if err := s.write(ctx, &change.Change{Table: id, Op: op, Values: vals, Before: bvals, Schema: t.schema,
+		if err := s.write(ctx, &change.Change{Table: id, Op: op, Values: vals, Before: bvals, Unchanged: unch, Schema: t.schema,
 			Pos: pos, TxID: txid, CommitTime: at}); err != nil {
 			return err
 		}
@@ -488,15 +492,18 @@ func (s *stream) rowsEvent(ctx context.Context, e *replication.RowsEvent, lsn ui
 	switch e.Type() {
 	case replication.EnumRowsEventTypeInsert:
 		for _, r := range e.Rows {
-			if err := emit(change.OpInsert, r, nil, nil, nil); err != nil {
+			if err := emit(change.OpInsert, r, nil, nil, nil, nil); err != nil {
 				return err
 			}
 		}
 	case replication.EnumRowsEventTypeUpdate:
 		for i := 0; i+1 < len(e.Rows); i += 2 {
 			before, after := e.Rows[i], e.Rows[i+1]
-			ov, oerr := s.decodeRow(t, before)
-			nv, nerr := s.decodeRow(t, after)
+			// The old row only identifies the row changed: max_value_bytes
+			// applies to the new one (a value over it in the old row is
+			// left out).
+			ov, ounch, oerr := s.decodeRow(t, before, true)
+			nv, _, nerr := s.decodeRow(t, after, false)
 			if oerr != nil || nerr != nil {
 				// emit decodes again and dead-letters the row.
 				ov, nv = nil, nil
@@ -504,21 +511,21 @@ func (s *stream) rowsEvent(ctx context.Context, e *replication.RowsEvent, lsn ui
 			if oerr == nil && nerr == nil && !sameKey(t, ov, nv) {
 				// A key change is a delete of the old key and an insert of the
 				// new one, for replay by key.
-				if err := emit(change.OpDelete, before, before, ov, nil); err != nil {
+				if err := emit(change.OpDelete, before, before, ov, nil, ounch); err != nil {
 					return err
 				}
-				if err := emit(change.OpInsert, after, nil, nv, nil); err != nil {
+				if err := emit(change.OpInsert, after, nil, nv, nil, nil); err != nil {
 					return err
 				}
 				continue
 			}
-			if err := emit(change.OpUpdate, after, before, nv, ov); err != nil {
+			if err := emit(change.OpUpdate, after, before, nv, ov, nil); err != nil {
 				return err
 			}
 		}
 	case replication.EnumRowsEventTypeDelete:
 		for _, r := range e.Rows {
-			if err := emit(change.OpDelete, r, r, nil, nil); err != nil {
+			if err := emit(change.OpDelete, r, r, nil, nil, nil); err != nil {
 				return err
 			}
 		}
@@ -683,25 +690,49 @@ func sameNames(a, b []string) bool {
 	return true
 }
 
-func (s *stream) decodeRow(t *table, row []any) ([]any, error) {
+// decodeRow decodes a binlog row image. A value longer than
+// max_value_bytes is a value_too_large error (the row is a dead letter);
+// with omit (a delete's row, an update's old row), it is left out instead
+// (nil), its column named in the list returned, unless it is a key column.
+func (s *stream) decodeRow(t *table, row []any, omit bool) ([]any, []string, error) {
 	if len(row) != len(t.cols) {
-		return nil, fmt.Errorf("row has %d columns, table %s has %d", len(row), t.id, len(t.cols))
+		return nil, nil, fmt.Errorf("row has %d columns, table %s has %d", len(row), t.id, len(t.cols))
 	}
+	maxValue := s.c.opts.MaxValueBytes
+	var omitted []string
 	out := make([]any, len(row))
 	for i, v := range row {
-		x, err := t.maps[i].DecodeBinlog(v)
-		if err != nil {
-			return nil, fmt.Errorf("column %q: %w", t.cols[i].Name, err)
+		m := t.maps[i]
+		over := m.overRaw(v, false, maxValue)
+		var x any
+		if over == nil {
+			var err error
+			if x, err = m.DecodeBinlog(v); err != nil {
+				return nil, nil, fmt.Errorf("column %q: %w", t.cols[i].Name, err)
+			}
+			over = m.overDecoded(x, false, maxValue)
+		}
+		if over != nil {
+			if !omit || slices.Contains(t.keyIdx, i) {
+				return nil, nil, over
+			}
+			omitted = append(omitted, t.cols[i].Name)
+			continue
 		}
 		out[i] = x
 	}
-	return out, nil
+	return out, omitted, nil
 }
 
-// rawJSON renders a binlog row for the dead-letter table.
-func rawJSON(t *table, row []any) string {
+// rawJSON renders a binlog row for the dead-letter table, without the
+// values whose bytes are longer than maxValue (0: no maximum): the error of
+// such a row names the column and its length, and the key stays.
+func rawJSON(t *table, row []any, maxValue int64) string {
 	m := make(map[string]any, len(row))
 	for i, v := range row {
+		if n, ok := byteLen(v); ok && maxValue > 0 && n > maxValue {
+			continue
+		}
 		name := strconv.Itoa(i)
 		if i < len(t.cols) {
 			name = t.cols[i].Name
