@@ -73,6 +73,9 @@ faults: setup
 ## make bench BENCH_FLAGS="--scenarios 2 --reps 1 --snapshot-scale 5 --snapshot-wide-rows 150000"
 ## MySQL/MariaDB (catch-up against a bare binlog reader, snapshot against SELECT *):
 ## make bench BENCH_FLAGS="--source mysql --cdc-changes 100000 --snapshot-scale 5"
+## Debezium 3.6.1.Final's embedded engine as a peer in scenario 1 (opt-in; needs java,
+## javac 17+ and mvn; jars cached in .bench-cache/, else its row says why it was skipped):
+## make bench BENCH_FLAGS="--scenarios 1 --debezium --cdc-changes 50000 --reps 1"
 .PHONY: bench
 bench: build
 	$(GO) build -o bin/tidemark-bench ./cmd/tidemark-bench

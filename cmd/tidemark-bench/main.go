@@ -104,6 +104,8 @@ func rootCmd(ctx context.Context) *cobra.Command {
 	f.IntVar(&opts.HugeValueBytes, "huge-value-bytes", opts.HugeValueBytes, "scenario 7: bytes of the one huge value (PostgreSQL allows up to 1 GiB)")
 	f.IntVar(&opts.BacklogChanges, "backlog-changes", opts.BacklogChanges, "scenarios 8 and 9: changes in the silver backlog (and rows of its table)")
 	f.IntVar(&opts.BacklogCommits, "backlog-commits", opts.BacklogCommits, "scenarios 8 and 9: bronze commits the backlog is written in (8: against 1)")
+	f.BoolVar(&opts.Debezium, "debezium", false, "scenario 1 (PostgreSQL): also run Debezium "+bench.DebeziumVersion+"'s embedded engine (counting consumer) on the same WAL and tables, one after the other with tidemark; needs java, javac (17+) and mvn, else its row says why it was not measured")
+	f.StringVar(&opts.CacheDir, "bench-cache", ".bench-cache", "directory kept between runs for what a peer needs (Debezium's jars, resolved by Maven, and its compiled main)")
 	return cmd
 }
 

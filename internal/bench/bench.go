@@ -67,6 +67,15 @@ type Options struct {
 	BacklogChanges int
 	BacklogCommits int
 
+	// Debezium adds a peer to scenario 1 (PostgreSQL only): Debezium's
+	// embedded engine with a counting consumer, on the same WAL and tables
+	// (debezium.go). It needs java, javac and mvn; without them, or when
+	// Maven cannot resolve Debezium, its row says why it was not measured.
+	Debezium bool
+	// CacheDir keeps what a peer needs between runs (Debezium's jars and
+	// compiled main); "" means .bench-cache in the working directory.
+	CacheDir string
+
 	// Log receives progress lines (nil: discarded).
 	Log io.Writer
 }
@@ -127,6 +136,9 @@ func (o *Options) fill() {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	if o.CacheDir == "" {
+		o.CacheDir = ".bench-cache"
+	}
 }
 
 func (o *Options) wants(s string) bool {
@@ -150,6 +162,10 @@ type bench struct {
 	// peakSnapshotRSS is the highest VmHWM seen during scenario 2, for 5.
 	peakSnapshotRSS int64
 	snapshotRan     bool
+	// dbz is the prepared Debezium peer (Options.Debezium), dbzErr why it
+	// cannot run here.
+	dbz    *debeziumPeer
+	dbzErr error
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -185,6 +201,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	switch opts.Source {
 	case "", "postgres", "postgresql":
 	case "mysql", "mariadb":
+		if opts.Debezium {
+			return nil, errors.New("bench: the Debezium peer (--debezium) measures its PostgreSQL connector only")
+		}
 		return b.runMySQL(ctx)
 	default:
 		return nil, fmt.Errorf("bench: unknown source %q (want postgres or mysql)", opts.Source)

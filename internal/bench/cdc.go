@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -134,6 +135,10 @@ func (b *bench) cdcRun(ctx context.Context, w cdcWorkload) error {
 	if err := w.setup(ctx); err != nil {
 		return err
 	}
+	dbz, err := b.newDebeziumRun(ctx, w)
+	if err != nil {
+		return err
+	}
 	reps := b.opts.Reps
 	name := func(r int) string { return fmt.Sprintf("cdc_%s_%d", w.db[len("cdc_"):], r) }
 	recvSlot := func(r int) string { return fmt.Sprintf("recv_%s_%d", w.db[len("cdc_"):], r) }
@@ -162,6 +167,11 @@ func (b *bench) cdcRun(ctx context.Context, w cdcWorkload) error {
 			}
 		}
 	}
+	if dbz != nil {
+		if err := dbz.createSlots(ctx, reps); err != nil {
+			return err
+		}
+	}
 	b.logf("%s: generating the workload", w.label)
 	genStart := time.Now()
 	changes, err := w.generate(ctx)
@@ -177,11 +187,17 @@ func (b *bench) cdcRun(ctx context.Context, w cdcWorkload) error {
 		return err
 	}
 	walBytes := int64(after) - startLSN
+	if dbz != nil {
+		if err := dbz.findLastCommit(ctx, uint64(startLSN), before); err != nil {
+			return err
+		}
+	}
 	b.logf("%s: %d changes, %.1f MiB of WAL, generated in %s", w.label, changes, float64(walBytes)/(1<<20), time.Since(genStart).Round(time.Second))
 
-	var tmRates, recvRates, rawRates, ratios, rawRatios, cpuPer []float64
+	var tmRates, recvRates, rawRates, ratios, rawRatios, cpuPer, tmRSS []float64
 	for r := 1; r <= reps; r++ {
 		var tmTime, recvTime, rawTime, tmCPU time.Duration
+		var tmPeak int64
 		runTM := func() error {
 			p, err := b.startPipeline(ctx, name(r), w.db, runFlags...)
 			if err != nil {
@@ -190,6 +206,9 @@ func (b *bench) cdcRun(ctx context.Context, w cdcWorkload) error {
 			tmTime, err = p.waitFor(ctx, 2*time.Hour, "the end of the backlog", func(m pipelineMetrics) bool { return m.confirmed > before })
 			if err == nil {
 				tmCPU, err = p.cpuTime()
+			}
+			if err == nil {
+				tmPeak, err = p.peakRSS()
 			}
 			if err != nil {
 				p.stop()
@@ -222,22 +241,37 @@ func (b *bench) cdcRun(ctx context.Context, w cdcWorkload) error {
 			<-rc.done
 			return err
 		}
-		orders := [][]func() error{{runRecv, runTM, runRaw}, {runTM, runRaw, runRecv}, {runRaw, runRecv, runTM}}
-		for _, run := range orders[(r-1)%3] {
+		runs := []func() error{runRecv, runTM, runRaw}
+		if dbz != nil {
+			runs = append(runs, func() error { return dbz.run(ctx, r, changes) })
+		}
+		// Rotate the order each repetition, so that no consumer always
+		// runs first (on a colder cache) or last.
+		k := (r - 1) % len(runs)
+		order := append(slices.Clone(runs[k:]), runs[:k]...)
+		for _, run := range order {
 			if err := run(); err != nil {
 				return err
 			}
 		}
-		for _, s := range []string{recvSlot(r), rawSlot(r), "tidemark_" + name(r)} {
+		slots := []string{recvSlot(r), rawSlot(r), "tidemark_" + name(r)}
+		if dbz != nil {
+			slots = append(slots, dbz.slot(r))
+		}
+		for _, s := range slots {
 			if err := b.srv.dropSlot(ctx, w.db, s); err != nil {
 				return err
 			}
 		}
 		tm, rc := float64(changes)/tmTime.Seconds(), float64(changes)/recvTime.Seconds()
 		raw := float64(changes) / rawTime.Seconds()
+		if dbz != nil {
+			dbz.pair(rc, tm)
+		}
 		tmRates, recvRates, ratios = append(tmRates, tm), append(recvRates, rc), append(ratios, tm/rc)
 		rawRates, rawRatios = append(rawRates, raw), append(rawRatios, tm/raw)
 		cpuPer = append(cpuPer, float64(tmCPU.Microseconds())/float64(changes))
+		tmRSS = append(tmRSS, float64(tmPeak))
 		b.logf("%s rep %d: tidemark %s (%s), pg_recvlogical %s (%s), bare consumer %s (%s)", w.label, r, ms(tmTime), rate(tm, "changes"),
 			ms(recvTime), rate(rc, "changes"), ms(rawTime), rate(raw, "changes"))
 	}
@@ -261,8 +295,11 @@ func (b *bench) cdcRun(ctx context.Context, w cdcWorkload) error {
 	})
 	chg := func(v float64) string { return rate(v, "changes") }
 	b.detail("%s %s: %.0f MiB of WAL; tidemark per rep: %s; pg_recvlogical per rep: %s; ratios: %s; tidemark CPU per change: %s µs; "+
-		"a bare Go pgoutput consumer (parses only commits) per rep: %s; ratios: %s",
+		"tidemark peak RSS per rep: %s; a bare Go pgoutput consumer (parses only commits) per rep: %s; ratios: %s",
 		w.id, w.label, float64(walBytes)/(1<<20), spread(tmRates, chg), spread(recvRates, chg), spread(ratios, ratio),
-		spread(cpuPer, micro), spread(rawRates, chg), spread(rawRatios, ratio))
+		spread(cpuPer, micro), spread(tmRSS, func(v float64) string { return mib(int64(v)) }), spread(rawRates, chg), spread(rawRatios, ratio))
+	if dbz != nil {
+		dbz.report(recvRates, rt)
+	}
 	return nil
 }

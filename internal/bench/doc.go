@@ -27,6 +27,12 @@
 //     recording when each committed row arrives: the floor any consumer of
 //     logical replication shares.
 //
+// Peers: with Options.Debezium (--debezium), scenario 1 also runs Debezium's
+// embedded engine (PostgreSQL connector, a counting consumer, its own slot
+// and publication) on the same WAL and tables, in the same rotation, and
+// reports its ratio to the same pg_recvlogical and its peak RSS
+// (debezium.go; the Java main and its pom are in debezium/).
+//
 // With Options.Source "mysql" the run is on a throwaway MariaDB instead
 // (mysql.go): catch-up against a bare go-mysql BinlogSyncer decoding the
 // same binlog range, snapshot against SELECT * read through
