@@ -40,16 +40,17 @@ type TailOptions struct {
 	Version string
 	// Ready, if set, is called once the stream is open: every change
 	// committed after it is delivered (PostgreSQL: the temporary slot is
-	// active). MySQL calls it at once, before the binlog dump reads the
-	// server's current position: a change committed in between is missed.
+	// active; MySQL: the capture has recorded its start position, or a
+	// named position's was loaded).
 	Ready func()
-	// Slot, if set, is a durable replication slot (PostgreSQL) to read
-	// from instead of a temporary one: the stream resumes from Store's
-	// checkpoint, and the slot's confirmed position advances only past
-	// checkpoints Store has saved. Needs Store.
+	// Slot, if set, names a durable position: PostgreSQL reads this
+	// replication slot instead of a temporary one, MySQL registers with a
+	// server id derived from it; the stream resumes from Store's
+	// checkpoint, and (PostgreSQL) the slot's confirmed position advances
+	// only past checkpoints Store has saved. Needs Store.
 	Slot  string
 	Store TailStore
-	// Snapshot (PostgreSQL) first reads the published tables' existing
+	// Snapshot first reads the published tables' existing
 	// rows through the capture's chunked, watermark-reconciled snapshot,
 	// while the stream runs: they come as op "r" records carrying the
 	// position of the watermark their chunk was reconciled at. The
