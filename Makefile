@@ -6,6 +6,10 @@ GO ?= go
 # scripts/setup-test-env.sh.
 TIDEMARK_PYTHON ?= $(CURDIR)/.venv/bin/python
 export TIDEMARK_PYTHON
+# The Kafka broker's jars the transport tests start a broker from, fetched
+# by scripts/setup-test-env.sh.
+TIDEMARK_KAFKA_LIBS ?= $(CURDIR)/.test-cache/kafka/lib
+export TIDEMARK_KAFKA_LIBS
 
 .PHONY: build test setup demo faults soak interop
 
@@ -27,7 +31,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/tidemark ./cmd/tidemark
 
-## setup: install what the tests need (PostgreSQL and MariaDB binaries, .venv with PyIceberg)
+## setup: install what the tests need (PostgreSQL and MariaDB binaries, .venv with PyIceberg, the Kafka broker's jars)
 setup:
 	bash scripts/setup-test-env.sh
 
@@ -36,7 +40,7 @@ setup:
 test: setup
 	$(GO) vet ./...
 	$(GO) vet -tags faults ./internal/faults/
-	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_MARIADB=1 TIDEMARK_REQUIRE_PYICEBERG=1 $(GO) test -count=1 -timeout 40m ./...
+	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_MARIADB=1 TIDEMARK_REQUIRE_PYICEBERG=1 TIDEMARK_REQUIRE_KAFKA=1 $(GO) test -count=1 -timeout 40m ./...
 	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_MARIADB=1 $(GO) test -tags faults -count=1 -timeout 20m -run Quick ./internal/faults/
 
 ## interop: third-party readers beyond `make test`'s PyIceberg and DuckDB:

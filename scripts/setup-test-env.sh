@@ -15,6 +15,9 @@
 #      apt-get (mariadb-server) when mariadbd is neither on PATH nor in
 #      /usr/sbin. The tests start their own throwaway servers; the system
 #      service the package sets up is stopped and disabled.
+#   5. The Apache Kafka broker's jars (org.apache.kafka:kafka_2.13 and its
+#      dependencies, from Maven Central with mvn) in .test-cache/kafka/lib:
+#      internal/testenv starts a real KRaft broker from them.
 #
 # Environment:
 #   TIDEMARK_PG_BIN      use the PostgreSQL binaries in this directory
@@ -22,6 +25,7 @@
 #   PYICEBERG_SPEC       the pip requirement for PyIceberg (default below)
 #   DUCKDB_SPECS         the pip requirements for DuckDB (default below)
 #   DELTALAKE_SPEC       the pip requirement for deltalake (default below)
+#   KAFKA_VERSION        the Kafka broker version (default 4.4.0)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -34,6 +38,8 @@ PYICEBERG_SPEC=${PYICEBERG_SPEC:-"pyiceberg[sql-sqlite,pyarrow]==0.12.0"}
 DUCKDB_SPECS=${DUCKDB_SPECS:-"duckdb==1.4.4 duckdb-ext-avro==1.4.4.20260205 duckdb-ext-iceberg==1.4.4.20260205 pytz"}
 # delta-rs's Python binding, which reads the Delta tables internal/lake/delta writes.
 DELTALAKE_SPEC=${DELTALAKE_SPEC:-"deltalake==1.6.6"}
+# The Kafka broker the transport tests run (its jars from Maven Central).
+KAFKA_VERSION=${KAFKA_VERSION:-4.4.0}
 
 say() { printf 'setup-test-env: %s\n' "$*"; }
 die() { printf 'setup-test-env: error: %s\n' "$*" >&2; exit 1; }
@@ -208,4 +214,30 @@ else
 fi
 id mysql >/dev/null 2>&1 || die "OS user mysql is missing (the mariadb-server package creates it)"
 
-say "done (tests use TIDEMARK_PYTHON=$VENV/bin/python)"
+# --- 5. Apache Kafka broker jars (Maven Central) ------------------------------
+# internal/testenv starts a real KRaft broker from these (java -cp 'lib/*'
+# kafka.Kafka); the transport tests produce to and consume from it.
+KAFKA_DIR="$ROOT/.test-cache/kafka"
+if ls "$KAFKA_DIR"/lib/kafka_2.13-"$KAFKA_VERSION".jar >/dev/null 2>&1; then
+	say "Kafka $KAFKA_VERSION jars: $KAFKA_DIR/lib — already present"
+else
+	command -v java >/dev/null 2>&1 || apt_install default-jre-headless >/dev/null
+	command -v mvn >/dev/null 2>&1 || apt_install maven >/dev/null
+	mkdir -p "$KAFKA_DIR"
+	cat >"$KAFKA_DIR/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>tidemark</groupId><artifactId>test-kafka-broker</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$KAFKA_VERSION</version></dependency>
+  </dependencies>
+</project>
+POM
+	say "fetching the Kafka $KAFKA_VERSION broker's jars from Maven Central"
+	rm -rf "$KAFKA_DIR/lib"
+	(cd "$KAFKA_DIR" && mvn -q -B dependency:copy-dependencies -DoutputDirectory="$KAFKA_DIR/lib") ||
+		die "could not fetch org.apache.kafka:kafka_2.13:$KAFKA_VERSION with mvn"
+	say "Kafka $KAFKA_VERSION jars: $KAFKA_DIR/lib ($(ls "$KAFKA_DIR/lib" | wc -l) jars)"
+fi
+
+say "done (tests use TIDEMARK_PYTHON=$VENV/bin/python, TIDEMARK_KAFKA_LIBS=$KAFKA_DIR/lib)"

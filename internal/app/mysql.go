@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
@@ -71,13 +70,13 @@ func mysqlOptions(cfg *config.Config) (mysql.Options, error) {
 }
 
 // openMySQL is the mysql source's open.
-func openMySQL(cfg *config.Config, log *slog.Logger) (func(*bronze.Writer, func(pipeline.Checkpoint)) capture, error) {
+func openMySQL(cfg *config.Config, log *slog.Logger) (func(pipeline.Sink, func(pipeline.Checkpoint)) capture, error) {
 	opts, err := mysqlOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
 	log.Info("mysql source", "host", opts.Host, "port", opts.Port, "database", opts.Database, "server_id", opts.ServerID)
-	return func(w *bronze.Writer, onProgress func(pipeline.Checkpoint)) capture {
+	return func(w pipeline.Sink, onProgress func(pipeline.Checkpoint)) capture {
 		o := opts
 		o.OnProgress = onProgress
 		return mysql.New(w, o, log)

@@ -102,6 +102,10 @@ func captureOptions(cfg *config.Config) (postgres.Options, error) {
 			Parallelism: cfg.Snapshot.Parallelism,
 			ChunkRows:   cfg.Snapshot.ChunkRows,
 			ChunkBytes:  int64(cfg.Snapshot.ChunkBytes),
+			// A consumer of a Kafka topic applies events in topic order,
+			// not by position as silver does: a chunk's rows must come at
+			// its high watermark, the keys changed in its window dropped.
+			DropChanged: cfg.SinkType() == config.SinkKafka,
 		},
 	}, nil
 }
@@ -148,6 +152,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	defer func() { err = config.RedactError(err, cfg.Secrets()...) }()
 	defer fault.Recover("pipeline", &err)
 	defer applyMemoryLimit(cfg, log)()
+	if cfg.SinkType() == config.SinkKafka {
+		return runToKafka(ctx, cfg, log)
+	}
 	cat, err := OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
 	if err != nil {
 		if stoppedBeforeStart(ctx, err) {
@@ -227,8 +234,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			return err
 		}
 	}
-	backoff := time.Duration(cfg.Retry.InitialBackoff)
-	var failingSince time.Time // start of the current run of transient failures
+	retry := newRetrier(cfg, met, log)
 	var lastLog time.Time
 	var committedAtLog int64
 	started := time.Now()
@@ -249,8 +255,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			}
 			lag := live.lag(src, cp)
 			met.progress(cp, lag)
-			failingSince = time.Time{}
-			backoff = time.Duration(cfg.Retry.InitialBackoff)
+			retry.progress()
 			if time.Since(lastLog) >= 10*time.Second {
 				n := w.Committed()
 				since := lastLog
@@ -274,39 +279,68 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 		if committedAtLog < 0 {
 			committedAtLog = 0
 		}
-		if err == nil || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
-			return nil
-		}
-		err = config.RedactError(err, cfg.Secrets()...)
-		if ctx.Err() != nil {
-			// Stopping, but the final flush failed: nothing was confirmed
-			// past the lake, and the exit code must say it was not clean.
+		if again, err := retry.after(ctx, err); !again {
 			return err
-		}
-		if fault.ClassOf(err) != fault.Transient && !diskFull(err) {
-			met.sessionError(err, false)
-			return err
-		}
-		if failingSince.IsZero() {
-			failingSince = time.Now()
-		}
-		if time.Since(failingSince) > time.Duration(cfg.Retry.MaxElapsed) {
-			met.sessionError(err, false)
-			return &fault.GaveUpError{After: time.Duration(cfg.Retry.MaxElapsed), Err: err}
-		}
-		met.sessionError(err, true)
-		met.restarts.Inc()
-		log.Warn("transient error, retrying", "error", err.Error(), "retry_in", backoff.String())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff *= 2
-		if backoff > time.Duration(cfg.Retry.MaxBackoff) {
-			backoff = time.Duration(cfg.Retry.MaxBackoff)
 		}
 	}
+}
+
+// retrier decides, after a capture session ends, whether Run starts another:
+// transient errors are retried with exponential backoff until no progress
+// has been made for cfg.Retry.MaxElapsed.
+type retrier struct {
+	cfg          *config.Config
+	met          *metrics
+	log          *slog.Logger
+	backoff      time.Duration
+	failingSince time.Time // start of the current run of transient failures
+}
+
+func newRetrier(cfg *config.Config, met *metrics, log *slog.Logger) *retrier {
+	return &retrier{cfg: cfg, met: met, log: log, backoff: time.Duration(cfg.Retry.InitialBackoff)}
+}
+
+// progress notes a durable flush: the failures so far are behind.
+func (r *retrier) progress() {
+	r.failingSince = time.Time{}
+	r.backoff = time.Duration(r.cfg.Retry.InitialBackoff)
+}
+
+// after takes the error a session ended with (nil: a clean stop) and says
+// whether to start another (after waiting out the backoff), or what Run
+// returns.
+func (r *retrier) after(ctx context.Context, err error) (again bool, ret error) {
+	cfg := r.cfg
+	if err == nil || (ctx.Err() != nil && errors.Is(err, context.Canceled)) {
+		return false, nil
+	}
+	err = config.RedactError(err, cfg.Secrets()...)
+	if ctx.Err() != nil {
+		// Stopping, but the final flush failed: nothing was confirmed
+		// past the lake, and the exit code must say it was not clean.
+		return false, err
+	}
+	if fault.ClassOf(err) != fault.Transient && !diskFull(err) {
+		r.met.sessionError(err, false)
+		return false, err
+	}
+	if r.failingSince.IsZero() {
+		r.failingSince = time.Now()
+	}
+	if time.Since(r.failingSince) > time.Duration(cfg.Retry.MaxElapsed) {
+		r.met.sessionError(err, false)
+		return false, &fault.GaveUpError{After: time.Duration(cfg.Retry.MaxElapsed), Err: err}
+	}
+	r.met.sessionError(err, true)
+	r.met.restarts.Inc()
+	r.log.Warn("transient error, retrying", "error", err.Error(), "retry_in", r.backoff.String())
+	select {
+	case <-ctx.Done():
+		return false, nil
+	case <-time.After(r.backoff):
+	}
+	r.backoff = min(r.backoff*2, time.Duration(cfg.Retry.MaxBackoff))
+	return true, nil
 }
 
 // stoppedBeforeStart reports whether err is only the cancellation of a

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/pipeline"
@@ -42,7 +41,7 @@ type source struct {
 	// open prepares the capture of cfg's source for Run's session loop; each
 	// session then gets a capture from newCapture, writing into w and calling
 	// onProgress after each durable flush.
-	open func(cfg *config.Config, log *slog.Logger) (newCapture func(w *bronze.Writer, onProgress func(pipeline.Checkpoint)) capture, err error)
+	open func(cfg *config.Config, log *slog.Logger) (newCapture func(w pipeline.Sink, onProgress func(pipeline.Checkpoint)) capture, err error)
 	// position returns the position cp confirms to the source, formatted,
 	// and how many bytes of the source's log lie past it (-1: unknown), up
 	// to end, the log's end measured now (logEnd), or when 0 the end
@@ -138,7 +137,7 @@ func sourceNamed(name string) *source {
 }
 
 // openPostgres is the postgres source's open.
-func openPostgres(cfg *config.Config, log *slog.Logger) (func(*bronze.Writer, func(pipeline.Checkpoint)) capture, error) {
+func openPostgres(cfg *config.Config, log *slog.Logger) (func(pipeline.Sink, func(pipeline.Checkpoint)) capture, error) {
 	dialer, err := postgres.NewDialer(cfg.Source.Reveal(), config.RedactURL)
 	if err != nil {
 		return nil, err
@@ -147,7 +146,7 @@ func openPostgres(cfg *config.Config, log *slog.Logger) (func(*bronze.Writer, fu
 	if err != nil {
 		return nil, err
 	}
-	return func(w *bronze.Writer, onProgress func(pipeline.Checkpoint)) capture {
+	return func(w pipeline.Sink, onProgress func(pipeline.Checkpoint)) capture {
 		o := opts
 		o.OnProgress = onProgress
 		return postgres.New(dialer, w, o, log)

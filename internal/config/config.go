@@ -91,6 +91,14 @@ type Config struct {
 	Silver Silver `yaml:"silver"`
 	Retry  Retry  `yaml:"retry"`
 	Log    Log    `yaml:"log"`
+	// Sink is where run writes the changes: empty for the lake (bronze and
+	// silver, the default), or kafka://host:port[,host:port...] to publish
+	// them as Debezium-compatible events (sink.go).
+	Sink Secret `yaml:"sink"`
+	// TopicPrefix prefixes the Kafka topics: <prefix>.<schema>.<table>.
+	// Default: the source name.
+	TopicPrefix string `yaml:"topic_prefix"`
+	Kafka       Kafka  `yaml:"kafka"`
 	// MetricsAddr is host:port for Prometheus /metrics; empty is off.
 	MetricsAddr string `yaml:"metrics_addr"`
 	// SpoolDir holds data spilled to disk. Default <warehouse>/_tidemark/spool.
@@ -199,7 +207,7 @@ func (l Log) SlogLevel() slog.Level {
 }
 
 // Secrets returns the connection strings of c, for RedactError.
-func (c *Config) Secrets() []Secret { return []Secret{c.Source, c.Catalog} }
+func (c *Config) Secrets() []Secret { return []Secret{c.Source, c.Catalog, c.Sink} }
 
 // Error is a configuration problem. Path is the YAML path of the key
 // ("snapshot.parallelism", "tables[2]"), empty when the problem is not one

@@ -337,6 +337,9 @@ func (c *Config) validate(requireSource bool) error {
 		k.bad("log.format", "must be text or json; got %s", showValue(c.Log.Format))
 	}
 
+	// sink, topic_prefix, kafka
+	k.checkSink()
+
 	// metrics_addr, spool_dir
 	if c.MetricsAddr != "" {
 		if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil {

@@ -221,3 +221,36 @@ func (e *Encoder) messageSchema() object {
 			{"optional", false}, {"name", "io.debezium.connector.postgresql.Message"}, {"field", "message"}},
 	}}, {"optional", false}, {"name", "io.debezium.connector.postgresql.MessageValue"}}
 }
+
+// Key encodes a change's record key as Debezium writes it: the key
+// columns' values (from the new row, or for a delete the old one) as an
+// object in the key's order, in the {"schema", "payload"} form with
+// Options.Schema (schema name <name>.<schema>.<table>.Key). nil for a
+// table without a key and for a truncate (Debezium's key is null then).
+// The values are encoded as the envelope's are.
+func (e *Encoder) Key(c *change.Change) ([]byte, error) {
+	if c.Schema == nil || len(c.Schema.Key) == 0 || c.Op == change.OpTruncate {
+		return nil, nil
+	}
+	vals := after(c)
+	if vals == nil {
+		vals = before(c)
+	}
+	payload := make(object, 0, len(c.Schema.Key))
+	var fields []any
+	for _, k := range c.Schema.Key {
+		for i, f := range c.Schema.Fields {
+			if f.Name != k || i >= len(vals) {
+				continue
+			}
+			payload = append(payload, member{f.Name, connect(f, vals[i])})
+			fields = append(fields, columnSchema(f.Type, f.SourceType, false, f.Name))
+		}
+	}
+	if !e.o.Schema {
+		return marshal(payload)
+	}
+	schema := object{{"type", "struct"}, {"fields", fields}, {"optional", false},
+		{"name", e.o.Name + "." + c.Table.Schema + "." + c.Table.Name + ".Key"}}
+	return marshal(object{{"schema", schema}, {"payload", payload}})
+}

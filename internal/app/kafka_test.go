@@ -1,0 +1,271 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark/tidemark/internal/testenv"
+)
+
+// kafkaEvent is the part of a Debezium change event the test reads.
+type kafkaEvent struct {
+	Op     string         `json:"op"`
+	Before map[string]any `json:"before"`
+	After  map[string]any `json:"after"`
+	Source struct {
+		LSN      int64  `json:"lsn"`
+		Sequence string `json:"sequence"`
+		Snapshot string `json:"snapshot"`
+		Table    string `json:"table"`
+	} `json:"source"`
+}
+
+// TestKafkaSink: `tidemark run --sink kafka://` against a real broker,
+// under a writer, SIGKILLed twice and restarted. The topics exist with
+// tidemark's retention before the first event; every change arrives as a
+// Debezium event keyed by the primary key; after deduplication on the
+// position, folding each table's events by key gives the source's rows;
+// the snapshot's rows arrive as op r; and a topic whose retention would
+// delete unread data is refused at start.
+func TestKafkaSink(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	k := testenv.StartKafka(t)
+	srcURL := pg.CreateDB(t, "e2e_kafka")
+	source := sourceName(t, srcURL)
+	pg.Exec(t, srcURL, `
+		CREATE TABLE orders (id bigint PRIMARY KEY, qty int NOT NULL, note text);
+		CREATE TABLE items (id bigint PRIMARY KEY, name text);
+		INSERT INTO orders SELECT g, 1, 'preloaded ' || g FROM generate_series(1, 300) g;
+		INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 50) g;`)
+	r, _ := newRunner(t, bin, srcURL, "--sink", "kafka://"+k.Addr)
+	s := r.Start()
+
+	conn := connect(t, srcURL)
+	defer conn.Close(context.Background())
+	rng := rand.New(rand.NewPCG(5, 8))
+	next := int64(1000)
+	for round := 0; round < 30; round++ {
+		sql := fmt.Sprintf(`INSERT INTO orders SELECT g, 1, 'new ' || g FROM generate_series(%d, %d) g;
+			UPDATE orders SET qty = qty + 1, note = 'round %d' WHERE id %% 11 = %d;
+			DELETE FROM orders WHERE id = %d;
+			INSERT INTO items VALUES (%d, 'item %d') ON CONFLICT (id) DO UPDATE SET name = excluded.name;`,
+			next, next+19, round, rng.IntN(11), rng.Int64N(next), rng.Int64N(200), round)
+		if _, err := conn.Exec(context.Background(), sql); err != nil {
+			t.Fatal(err)
+		}
+		next += 20
+		if round == 10 || round == 20 {
+			time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
+			s.Kill(t)
+			s = r.Start()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Caught up: the slot confirms the WAL's end only once the brokers
+	// hold every event before it.
+	end := walLSN(t, srcURL)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var confirmed uint64
+		if err := conn.QueryRow(context.Background(), `SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`,
+			"tidemark_"+source).Scan(&confirmed); err != nil {
+			t.Fatal(err)
+		}
+		if confirmed >= end {
+			break
+		}
+		if s.Exited() {
+			t.Fatalf("tidemark exited: %v", s.Err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slot did not confirm %d within 2 minutes (at %d)", end, confirmed)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code := s.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for _, tb := range []string{"orders", "items"} {
+		topic := source + ".public." + tb
+		rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := rcs.On(topic, nil)
+		if err != nil || rc.Err != nil {
+			t.Fatalf("topic %s: %v %v", topic, err, rc.Err)
+		}
+		for _, c := range rc.Configs {
+			if c.Key == "retention.ms" && (c.Value == nil || *c.Value != "604800000") {
+				t.Errorf("topic %s: retention.ms = %v, want 7 days", topic, c.Value)
+			}
+		}
+		events := consumeTopic(t, ctx, k.Addr, topic)
+		replica, snapshotRows := foldEvents(t, topic, events)
+		want := map[string]string{}
+		rows, err := conn.Query(context.Background(), fmt.Sprintf(`SELECT id::text, row_to_json(t)::text FROM %s t`, tb))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id, js string
+			if err := rows.Scan(&id, &js); err != nil {
+				t.Fatal(err)
+			}
+			want[id] = canonJSON(t, js)
+		}
+		rows.Close()
+		var bad []string
+		for id, w := range want {
+			if g, ok := replica[id]; !ok || g != w {
+				bad = append(bad, fmt.Sprintf("id %s: source %s, topic %s", id, w, g))
+			}
+		}
+		for id := range replica {
+			if _, ok := want[id]; !ok {
+				bad = append(bad, fmt.Sprintf("id %s: in the topic's fold, not in the source", id))
+			}
+		}
+		sort.Strings(bad)
+		if len(bad) > 0 {
+			t.Errorf("topic %s folded by key differs from the source in %d keys: %v", topic, len(bad), head(bad))
+		}
+		if snapshotRows == 0 {
+			t.Errorf("topic %s: no snapshot (op r) event", topic)
+		}
+		t.Logf("topic %s: %d events, %d snapshot rows, %d keys equal to the source", topic, len(events), snapshotRows, len(want))
+	}
+
+	// A topic whose retention would delete what was acknowledged: refused
+	// before anything is sent.
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.ms": ptrTo("0")}, "short.public.orders"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, append(r.As("run"), "--topic-prefix", "short")...).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "kafka_retention") {
+		t.Fatalf("run onto a topic with retention.ms=0: %v, want exit 2 naming kafka_retention\n%s", err, out)
+	}
+}
+
+func ptrTo(s string) *string { return &s }
+
+// consumeTopic reads every record of topic (all partitions) up to its
+// current end.
+func consumeTopic(t *testing.T, ctx context.Context, addr, topic string) []*kgo.Record {
+	t.Helper()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, topic)
+	adm.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { want[o.Partition] = o.Offset })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	got := map[int32]int64{}
+	done := func() bool {
+		for p, e := range want {
+			if got[p] < e {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("consume %s: %v", topic, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			out = append(out, r)
+			got[r.Partition] = r.Offset + 1
+		})
+	}
+	return out
+}
+
+// foldEvents dedupes a table topic's events on their position and folds
+// them by key, in the topic's order (one key's events are in one
+// partition, in order): key -> the row's canonical JSON.
+func foldEvents(t *testing.T, topic string, recs []*kgo.Record) (map[string]string, int) {
+	t.Helper()
+	replica := map[string]string{}
+	seen := map[string]bool{}
+	snapshot := 0
+	for _, r := range recs {
+		var ev kafkaEvent
+		if err := json.Unmarshal(r.Value, &ev); err != nil {
+			t.Fatalf("%s offset %d: not a Debezium event: %v\n%s", topic, r.Offset, err, r.Value)
+		}
+		var key map[string]any
+		if err := json.Unmarshal(r.Key, &key); err != nil || len(key) != 1 {
+			t.Fatalf("%s offset %d: key %s is not {\"id\": …}", topic, r.Offset, r.Key)
+		}
+		id := fmt.Sprint(key["id"])
+		pos := fmt.Sprintf("%d/%s/%s", ev.Source.LSN, ev.Source.Sequence, ev.Op)
+		if ev.Op != "r" {
+			if seen[pos] {
+				continue // a resend after a crash: at least once
+			}
+			seen[pos] = true
+		}
+		switch ev.Op {
+		case "r", "c", "u":
+			if fmt.Sprint(ev.After["id"]) != id {
+				t.Fatalf("%s offset %d: key %s, after.id %v", topic, r.Offset, r.Key, ev.After["id"])
+			}
+			b, _ := json.Marshal(ev.After)
+			replica[id] = canonJSON(t, string(b))
+			if ev.Op == "r" {
+				snapshot++
+			}
+		case "d":
+			delete(replica, id)
+		default:
+			t.Fatalf("%s offset %d: op %q", topic, r.Offset, ev.Op)
+		}
+	}
+	return replica, snapshot
+}
+
+// canonJSON re-marshals a JSON object with sorted keys and numbers as
+// written.
+func canonJSON(t *testing.T, s string) string {
+	t.Helper()
+	var m map[string]any
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("%s: %v", s, err)
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
