@@ -175,7 +175,9 @@ func (s *Sink) Close() { s.cl.Close() }
 func (s *Sink) checkpointTopic() string { return s.opts.Prefix + "." + CheckpointTopic }
 
 // TableTopic is the topic of a table's changes.
-func TableTopic(prefix string, id change.TableID) string { return prefix + "." + id.Schema + "." + id.Name }
+func TableTopic(prefix string, id change.TableID) string {
+	return prefix + "." + id.Schema + "." + id.Name
+}
 
 // ensureTopic creates topic with the Sink's settings, or verifies an
 // existing one: its retention must keep what a loader has not read yet.
