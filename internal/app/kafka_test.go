@@ -221,14 +221,27 @@ func foldEvents(t *testing.T, topic string, recs []*kgo.Record) (map[string]stri
 	seen := map[string]bool{}
 	snapshot := 0
 	for _, r := range recs {
-		var ev kafkaEvent
-		if err := json.Unmarshal(r.Value, &ev); err != nil {
-			t.Fatalf("%s offset %d: not a Debezium event: %v\n%s", topic, r.Offset, err, r.Value)
+		// Kafka Connect's JSON with schemas: {"schema": …, "payload": …}.
+		var value struct {
+			Schema  struct{ Name string } `json:"schema"`
+			Payload kafkaEvent            `json:"payload"`
 		}
-		var key map[string]any
-		if err := json.Unmarshal(r.Key, &key); err != nil || len(key) != 1 {
-			t.Fatalf("%s offset %d: key %s is not {\"id\": …}", topic, r.Offset, r.Key)
+		if err := json.Unmarshal(r.Value, &value); err != nil || !strings.HasSuffix(value.Schema.Name, ".Envelope") {
+			t.Fatalf("%s offset %d: not a Debezium event with its schema: %v\n%s", topic, r.Offset, err, r.Value)
 		}
+		ev := value.Payload
+		var keyEnv struct {
+			Schema struct {
+				Name   string
+				Fields []struct{ Field, Type string }
+			} `json:"schema"`
+			Payload map[string]any `json:"payload"`
+		}
+		if err := json.Unmarshal(r.Key, &keyEnv); err != nil || len(keyEnv.Payload) != 1 || len(keyEnv.Schema.Fields) != 1 ||
+			keyEnv.Schema.Fields[0].Field != "id" || keyEnv.Schema.Fields[0].Type != "int64" || !strings.HasSuffix(keyEnv.Schema.Name, ".Key") {
+			t.Fatalf("%s offset %d: key %s is not Debezium's {\"schema\": int64 id, \"payload\": {\"id\": …}}", topic, r.Offset, r.Key)
+		}
+		key := keyEnv.Payload
 		id := fmt.Sprint(key["id"])
 		pos := fmt.Sprintf("%d/%s/%s", ev.Source.LSN, ev.Source.Sequence, ev.Op)
 		if ev.Op != "r" {

@@ -133,7 +133,10 @@ type tableState struct {
 // New connects to the brokers, creates (or verifies) the pipeline's own
 // topics and reads its checkpoint. Close releases the client.
 func New(ctx context.Context, opts Options, log *slog.Logger) (*Sink, error) {
-	opts.Event.Shape = event.Debezium
+	// Kafka Connect's JsonConverter with schemas.enable=true, Debezium's
+	// default: a consumer (a loader, a Connect sink) gets each column's
+	// type with its value.
+	opts.Event.Shape, opts.Event.Schema = event.Debezium, true
 	enc, err := event.NewEncoder(opts.Event)
 	if err != nil {
 		return nil, err
