@@ -282,3 +282,96 @@ func canonJSON(t *testing.T, s string) string {
 	b, _ := json.Marshal(m)
 	return string(b)
 }
+
+// TestKafkaSinkBrokerKilled: the broker is SIGKILLed in the middle of a
+// stream and restarted. tidemark does not exit and does not lose a change:
+// the sends fail (kafka_send_failed), nothing after the last checkpoint is
+// acknowledged to the source, and once the broker is back the session that
+// follows resends from there, so the topic folded by key equals the source.
+func TestKafkaSinkBrokerKilled(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	k := testenv.StartKafka(t)
+	srcURL := pg.CreateDB(t, "e2e_kafka_kill")
+	source := sourceName(t, srcURL)
+	pg.Exec(t, srcURL, `CREATE TABLE orders (id bigint PRIMARY KEY, qty int NOT NULL, note text)`)
+	r, _ := newRunner(t, bin, srcURL, "--sink", "kafka://"+k.Addr, "--kafka-send-timeout", "3s",
+		"--retry-max-backoff", "2s", "--retry-max-elapsed", "5m")
+	s := r.Start()
+	conn := connect(t, srcURL)
+	defer conn.Close(context.Background())
+	write := func(from, n int) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			if _, err := conn.Exec(context.Background(), fmt.Sprintf(`INSERT INTO orders VALUES (%d, 1, 'x'); UPDATE orders SET qty = qty + 1 WHERE id = %d`, i, i-1)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	write(1, 100)
+	k.Kill()
+	write(101, 200) // while the broker is down
+	var confirmedDown uint64
+	if err := conn.QueryRow(context.Background(), `SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`,
+		"tidemark_"+source).Scan(&confirmedDown); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	write(301, 100)
+	end := walLSN(t, srcURL)
+	if confirmedDown >= end {
+		t.Fatalf("the slot confirmed %d, past the WAL end %d written while the broker was down", confirmedDown, end)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var confirmed uint64
+		if err := conn.QueryRow(context.Background(), `SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`,
+			"tidemark_"+source).Scan(&confirmed); err != nil {
+			t.Fatal(err)
+		}
+		if confirmed >= end {
+			break
+		}
+		if s.Exited() {
+			t.Fatalf("tidemark exited while the broker was down or after: %v", s.Err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slot did not confirm %d within 3 minutes of the broker's restart (at %d)", end, confirmed)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code := s.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic := source + ".public.orders"
+	replica, _ := foldEvents(t, topic, consumeTopic(t, ctx, k.Addr, topic))
+	rows, err := conn.Query(context.Background(), `SELECT id::text, row_to_json(t)::text FROM orders t`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n, bad := 0, 0
+	for rows.Next() {
+		var id, js string
+		if err := rows.Scan(&id, &js); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if replica[id] != canonJSON(t, js) {
+			if bad++; bad <= 5 {
+				t.Errorf("id %s: source %s, topic %s", id, js, replica[id])
+			}
+		}
+	}
+	if bad > 0 || len(replica) != n {
+		t.Fatalf("%d of %d keys differ; the topic folds to %d keys", bad, n, len(replica))
+	}
+	if b, _ := exec.Command("grep", "-c", "kafka_send_failed", r.LogPath).Output(); strings.TrimSpace(string(b)) == "0" {
+		t.Error("the log names no kafka_send_failed while the broker was down")
+	}
+}

@@ -333,7 +333,12 @@ func (r *retrier) after(ctx context.Context, err error) (again bool, ret error) 
 	}
 	r.met.sessionError(err, true)
 	r.met.restarts.Inc()
-	r.log.Warn("transient error, retrying", "error", err.Error(), "retry_in", r.backoff.String())
+	attrs := []any{"error", err.Error(), "retry_in", r.backoff.String()}
+	var fe *fault.Error
+	if errors.As(err, &fe) && fe.Code != "" && fe.Code != "transient" {
+		attrs = append(attrs, "code", fe.Code)
+	}
+	r.log.Warn("transient error, retrying", attrs...)
 	select {
 	case <-ctx.Done():
 		return false, nil

@@ -39,6 +39,8 @@ type Kafka struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  string
+	// start starts the broker process on the prepared directory.
+	start func() error
 }
 
 // kafkaLibs returns the jar directory, or ErrNoKafka.
@@ -102,7 +104,7 @@ func NewKafka() (*Kafka, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kafka{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, done: make(chan struct{}), log: filepath.Join(dir, "kafka.log")}
+	k := &Kafka{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, log: filepath.Join(dir, "kafka.log")}
 	props := strings.Join([]string{
 		"process.roles=broker,controller",
 		"node.id=1",
@@ -142,29 +144,36 @@ func NewKafka() (*Kafka, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("testenv: format the Kafka storage: %v\n%s", err, out)
 	}
-	logf, err := os.Create(k.log)
-	if err != nil {
-		return nil, err
+	k.start = func() error {
+		logf, err := os.OpenFile(k.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		k.cmd = java("kafka.Kafka", cfg)
+		k.cmd.Stdout, k.cmd.Stderr = logf, logf
+		k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		k.done = make(chan struct{})
+		if err := k.cmd.Start(); err != nil {
+			logf.Close()
+			return fmt.Errorf("testenv: start Kafka: %w", err)
+		}
+		go func(cmd *exec.Cmd, done chan struct{}) {
+			cmd.Wait()
+			logf.Close()
+			close(done)
+		}(k.cmd, k.done)
+		return k.waitReady(2 * time.Minute)
 	}
-	k.cmd = java("kafka.Kafka", cfg)
-	k.cmd.Stdout, k.cmd.Stderr = logf, logf
-	k.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := k.cmd.Start(); err != nil {
-		logf.Close()
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("testenv: start Kafka: %w", err)
-	}
-	go func() {
-		k.cmd.Wait()
-		logf.Close()
-		close(k.done)
-	}()
-	if err := k.waitReady(2 * time.Minute); err != nil {
+	if err := k.start(); err != nil {
 		k.Stop()
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	return k, nil
 }
+
+// Restart starts the broker again after Kill, on the same ports and data.
+func (k *Kafka) Restart() error { return k.start() }
 
 // waitReady waits until the broker accepts connections and has logged
 // that it started.

@@ -353,8 +353,17 @@ func (s *Sink) produce(ctx context.Context, topic string, key, value []byte, wha
 		return err
 	}
 	size := int64(len(key) + len(value))
+	// Produce blocks while the client holds MaxBufferedBytes (back-pressure);
+	// with the brokers gone that would be forever: it waits at most
+	// SendTimeout, then the record fails.
+	pctx := ctx
+	if s.buffered.Load()+size > s.opts.MaxBufferedBytes {
+		var cancel context.CancelFunc
+		pctx, cancel = context.WithTimeout(ctx, s.opts.SendTimeout)
+		defer cancel()
+	}
 	s.buffered.Add(size)
-	s.cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value}, func(r *kgo.Record, err error) {
+	s.cl.Produce(pctx, &kgo.Record{Topic: topic, Key: key, Value: value}, func(r *kgo.Record, err error) {
 		s.buffered.Add(-size)
 		if err == nil {
 			return
@@ -440,7 +449,12 @@ func (s *Sink) Buffered() int64 { return s.buffered.Load() }
 // before it, then records cp (with the tables' cursors and state) in the
 // checkpoint topic. nil: cp may be acknowledged to the source.
 func (s *Sink) Flush(ctx context.Context, cp pipeline.Checkpoint) error {
-	if err := s.cl.Flush(ctx); err != nil {
+	fctx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
+	defer cancel()
+	if err := s.cl.Flush(fctx); err != nil {
+		if ctx.Err() == nil {
+			err = fmt.Errorf("the brokers did not acknowledge the records within kafka.send_timeout (%s): %w", s.opts.SendTimeout, err)
+		}
 		return fault.With(ErrSendFailed, "wait for the brokers' acknowledgements", err)
 	}
 	s.errMu.Lock()
@@ -455,7 +469,7 @@ func (s *Sink) Flush(ctx context.Context, cp pipeline.Checkpoint) error {
 		return err
 	}
 	rec := &kgo.Record{Topic: s.checkpointTopic(), Partition: 0, Key: []byte(s.opts.Name), Value: val}
-	if err := s.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+	if err := s.cl.ProduceSync(fctx, rec).FirstErr(); err != nil {
 		return fault.With(ErrSendFailed, "record the checkpoint in "+s.checkpointTopic(), err)
 	}
 	s.loaded = true
