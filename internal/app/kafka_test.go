@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -27,6 +28,11 @@ type kafkaEvent struct {
 		Sequence string `json:"sequence"`
 		Snapshot string `json:"snapshot"`
 		Table    string `json:"table"`
+		// MySQL: the transaction's binlog coordinate and the change's
+		// number in it.
+		File string `json:"file"`
+		Pos  int64  `json:"pos"`
+		Row  int64  `json:"row"`
 	} `json:"source"`
 }
 
@@ -243,7 +249,7 @@ func foldEvents(t *testing.T, topic string, recs []*kgo.Record) (map[string]stri
 		}
 		key := keyEnv.Payload
 		id := fmt.Sprint(key["id"])
-		pos := fmt.Sprintf("%d/%s/%s", ev.Source.LSN, ev.Source.Sequence, ev.Op)
+		pos := fmt.Sprintf("%d/%s/%s:%d:%d/%s", ev.Source.LSN, ev.Source.Sequence, ev.Source.File, ev.Source.Pos, ev.Source.Row, ev.Op)
 		if ev.Op != "r" {
 			if seen[pos] {
 				continue // a resend after a crash: at least once
@@ -373,5 +379,75 @@ func TestKafkaSinkBrokerKilled(t *testing.T) {
 	}
 	if b, _ := exec.Command("grep", "-c", "kafka_send_failed", r.LogPath).Output(); strings.TrimSpace(string(b)) == "0" {
 		t.Error("the log names no kafka_send_failed while the broker was down")
+	}
+}
+
+// TestKafkaSinkMySQL: the same sink on a MariaDB source (binlog positions,
+// its snapshot reconciliation), killed once: the table's topic folded by
+// key comes to equal the source.
+func TestKafkaSinkMySQL(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	m := testenv.SharedMariaDB(t)
+	k := testenv.StartKafka(t)
+	dbname := m.CreateDB(t, "mykafka")
+	m.ExecIn(t, dbname, `CREATE TABLE orders (id bigint PRIMARY KEY, qty int NOT NULL, note varchar(50))`)
+	m.ExecIn(t, dbname, `INSERT INTO orders SELECT seq, 1, CONCAT('pre ', seq) FROM seq_1_to_200`)
+	r, _ := newRunner(t, bin, m.URL(dbname), "--sink", "kafka://"+k.Addr, "--topic-prefix", "my")
+	s := r.Start()
+	for round := 0; round < 20; round++ {
+		m.ExecIn(t, dbname, fmt.Sprintf(`INSERT INTO orders SELECT seq, 1, 'new' FROM seq_%d_to_%d`, 1000+round*10, 1009+round*10))
+		m.ExecIn(t, dbname, fmt.Sprintf(`UPDATE orders SET qty = qty + 1, note = 'round %d' WHERE id %% 7 = %d`, round, round%7))
+		m.ExecIn(t, dbname, fmt.Sprintf(`DELETE FROM orders WHERE id = %d`, 3+round*9))
+		if round == 8 {
+			s.Kill(t)
+			s = r.Start()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	db, err := sql.Open("mysql", m.RootDSN(dbname))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT id, JSON_OBJECT('id', id, 'qty', qty, 'note', note) FROM orders`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for rows.Next() {
+		var id, js string
+		if err := rows.Scan(&id, &js); err != nil {
+			t.Fatal(err)
+		}
+		want[id] = canonJSON(t, js)
+	}
+	rows.Close()
+	topic := "my." + dbname + ".orders"
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	deadline := time.Now().Add(time.Minute)
+	var diff []string
+	for {
+		replica, snap := foldEvents(t, topic, consumeTopic(t, ctx, k.Addr, topic))
+		diff = diff[:0]
+		for id, w := range want {
+			if replica[id] != w {
+				diff = append(diff, fmt.Sprintf("id %s: source %s, topic %s", id, w, replica[id]))
+			}
+		}
+		if len(diff) == 0 && len(replica) == len(want) && snap > 0 {
+			break
+		}
+		if s.Exited() {
+			t.Fatalf("tidemark exited: %v", s.Err)
+		}
+		if time.Now().After(deadline) {
+			sort.Strings(diff)
+			t.Fatalf("the topic folded by key did not come to equal the source in a minute: %d keys differ %v, %d keys, %d snapshot rows", len(diff), head(diff), len(replica), snap)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if code := s.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
 }
