@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	iceberggo "github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/tidemark/tidemark/internal/lake"
@@ -151,7 +153,10 @@ func (t *Table) Compact(ctx context.Context, opts CompactOptions) (CompactResult
 		if slices.ContainsFunc(g.Tasks, func(task table.FileScanTask) bool { return big[task.File.FilePath()] }) {
 			gr, err = compactOwn(ctx, base, sc, g, target)
 		} else {
-			gr, err = table.ExecuteCompactionGroup(ctx, base, g, compactionBounds(g, target)...)
+			var decoded int64
+			if decoded, err = decodedBytes(fs, g); err == nil {
+				gr, err = table.ExecuteCompactionGroup(ctx, base, g, compactionBounds(g, target, decoded)...)
+			}
 		}
 		results = append(results, gr)
 		if err != nil {
@@ -492,32 +497,80 @@ func (t *Table) RemoveOrphanFiles(ctx context.Context, olderThan time.Duration, 
 // files, 3 KB rows): 148 MiB of heap in one compaction, 58 MiB of it
 // decoded batches and 45 MiB the buffered row group, which took a
 // 256 MiB memory_budget session to 263 MiB resident. So a compaction reads
-// with one worker, in batches of about compactBatchBytes of file bytes,
-// two of them queued, and writes row groups of about compactRowGroupBytes.
+// with one worker, in batches of about compactBatchBytes of decoded rows,
+// two of them queued, and writes row groups of about compactRowGroupBytes
+// of file bytes (the writer holds encoded, compressed pages).
+//
+// A read batch is sized by what its rows take decoded (the files' footers
+// state it), not by file bytes: text that compresses well (the storm of
+// issue 22 wrote a bronze file of 120,000 rows, mostly 3 KB values, in
+// 4 MB) made a batch of "1 MiB of file bytes" ~30,000 rows and ~50 MiB,
+// built by doubling buffers and two of them queued: 210 MiB of heap
+// compacting 1 MiB of files (TestCompactHeapIsBoundedCompressible), and
+// sessions of 300-800 MiB resident under a 256 MiB budget.
 const (
-	compactBatchBytes    = 1 << 20
+	compactBatchBytes    = 2 << 20
 	compactRowGroupBytes = 16 << 20
 )
 
 // compactionBounds are the options of g's rewrite: target file size and
-// the memory bounds above, in rows from g's files' bytes per row.
-func compactionBounds(g table.CompactionTaskGroup, target int64) []table.CompactionGroupOption {
+// the memory bounds above, in rows: read batches from g's files' decoded
+// bytes per row (decoded: their sum, 0 if unknown: file bytes then),
+// row groups from their file bytes per row.
+func compactionBounds(g table.CompactionTaskGroup, target, decoded int64) []table.CompactionGroupOption {
 	var rows, bytes int64
 	for _, task := range g.Tasks {
 		rows += task.File.Count()
 		bytes += task.File.FileSizeBytes()
 	}
-	rowsIn := func(b int64) int {
-		if bytes <= 0 || rows <= 0 {
+	if decoded <= 0 {
+		decoded = bytes
+	}
+	rowsIn := func(b, of int64) int {
+		if of <= 0 || rows <= 0 {
 			return 0 // the table's defaults
 		}
-		return int(min(max(b*rows/bytes, 64), 1<<17))
+		return int(min(max(b*rows/of, 64), 1<<17))
 	}
 	return []table.CompactionGroupOption{
 		table.WithCompactionTargetFileSize(target),
 		table.WithCompactionScanConcurrency(1),
-		table.WithCompactionArrowBatchSize(rowsIn(compactBatchBytes)),
+		table.WithCompactionArrowBatchSize(rowsIn(compactBatchBytes, decoded)),
 		table.WithCompactionRecordBatchBufferSize(2),
-		table.WithCompactionParquetRowGroupLimit(rowsIn(compactRowGroupBytes)),
+		table.WithCompactionParquetRowGroupLimit(rowsIn(compactRowGroupBytes, bytes)),
 	}
+}
+
+// decodedBytes is what the rows of g's files take decoded, as their
+// footers state (read once per process: footers): the column chunks'
+// uncompressed bytes and an offset per value, as batchRows counts them.
+// Dictionary-encoded columns count their encoded size, which is less.
+func decodedBytes(fs icebergio.IO, g table.CompactionTaskGroup) (int64, error) {
+	var n int64
+	seen := map[string]bool{}
+	for _, task := range g.Tasks {
+		df := task.File
+		if seen[df.FilePath()] {
+			continue
+		}
+		seen[df.FilePath()] = true
+		md := footers.get(df.FilePath(), df.FileSizeBytes())
+		if md == nil {
+			pf, err := openParquet(fs, memory.DefaultAllocator, df.FilePath())
+			if err != nil {
+				return 0, fmt.Errorf("data file %s: %w", df.FilePath(), err)
+			}
+			md = pf.MetaData()
+			pf.Close()
+		}
+		for i := 0; i < md.NumRowGroups(); i++ {
+			rg := md.RowGroup(i)
+			for j := 0; j < rg.NumColumns(); j++ {
+				if cc, err := rg.ColumnChunk(j); err == nil {
+					n += cc.TotalUncompressedSize() + 4*cc.NumValues()
+				}
+			}
+		}
+	}
+	return n, nil
 }
