@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -382,72 +381,15 @@ func TestKafkaSinkBrokerKilled(t *testing.T) {
 	}
 }
 
-// TestKafkaSinkMySQL: the same sink on a MariaDB source (binlog positions,
-// its snapshot reconciliation), killed once: the table's topic folded by
-// key comes to equal the source.
-func TestKafkaSinkMySQL(t *testing.T) {
+// TestKafkaSinkMySQLRefused: a MySQL/MariaDB source with the Kafka sink is
+// refused at start (exit 2, naming the setting), not run with an unproven
+// snapshot hand-off (docs/operations.md#kafka-sink, "Not yet").
+func TestKafkaSinkMySQLRefused(t *testing.T) {
 	bin := testenv.Tidemark(t)
 	m := testenv.SharedMariaDB(t)
-	k := testenv.StartKafka(t)
 	dbname := m.CreateDB(t, "mykafka")
-	m.ExecIn(t, dbname, `CREATE TABLE orders (id bigint PRIMARY KEY, qty int NOT NULL, note varchar(50))`)
-	m.ExecIn(t, dbname, `INSERT INTO orders SELECT seq, 1, CONCAT('pre ', seq) FROM seq_1_to_200`)
-	r, _ := newRunner(t, bin, m.URL(dbname), "--sink", "kafka://"+k.Addr, "--topic-prefix", "my")
-	s := r.Start()
-	for round := 0; round < 20; round++ {
-		m.ExecIn(t, dbname, fmt.Sprintf(`INSERT INTO orders SELECT seq, 1, 'new' FROM seq_%d_to_%d`, 1000+round*10, 1009+round*10))
-		m.ExecIn(t, dbname, fmt.Sprintf(`UPDATE orders SET qty = qty + 1, note = 'round %d' WHERE id %% 7 = %d`, round, round%7))
-		m.ExecIn(t, dbname, fmt.Sprintf(`DELETE FROM orders WHERE id = %d`, 3+round*9))
-		if round == 8 {
-			s.Kill(t)
-			s = r.Start()
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	db, err := sql.Open("mysql", m.RootDSN(dbname))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query(`SELECT id, JSON_OBJECT('id', id, 'qty', qty, 'note', note) FROM orders`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{}
-	for rows.Next() {
-		var id, js string
-		if err := rows.Scan(&id, &js); err != nil {
-			t.Fatal(err)
-		}
-		want[id] = canonJSON(t, js)
-	}
-	rows.Close()
-	topic := "my." + dbname + ".orders"
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	deadline := time.Now().Add(time.Minute)
-	var diff []string
-	for {
-		replica, snap := foldEvents(t, topic, consumeTopic(t, ctx, k.Addr, topic))
-		diff = diff[:0]
-		for id, w := range want {
-			if replica[id] != w {
-				diff = append(diff, fmt.Sprintf("id %s: source %s, topic %s", id, w, replica[id]))
-			}
-		}
-		if len(diff) == 0 && len(replica) == len(want) && snap > 0 {
-			break
-		}
-		if s.Exited() {
-			t.Fatalf("tidemark exited: %v", s.Err)
-		}
-		if time.Now().After(deadline) {
-			sort.Strings(diff)
-			t.Fatalf("the topic folded by key did not come to equal the source in a minute: %d keys differ %v, %d keys, %d snapshot rows", len(diff), head(diff), len(replica), snap)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	if code := s.Stop(t, time.Minute); code != 0 {
-		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	out, err := exec.Command(bin, "run", "--source", m.URL(dbname), "--sink", "kafka://127.0.0.1:9", "--warehouse", t.TempDir()).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "sink") || !strings.Contains(string(out), "PostgreSQL sources only") {
+		t.Fatalf("run --sink kafka with a MariaDB source: %v, want exit 2 naming sink\n%s", err, out)
 	}
 }
