@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -316,7 +317,22 @@ func TestKafkaSinkBrokerKilled(t *testing.T) {
 	}
 	write(1, 100)
 	k.Kill()
-	write(101, 200) // while the broker is down
+	// Write while the broker is down until the capture has tried to send
+	// and failed (on a loaded machine the capture may lag the writes).
+	logHas := func(s string) bool {
+		b, _ := os.ReadFile(r.LogPath)
+		return strings.Contains(string(b), s)
+	}
+	next := 101
+	for downSince := time.Now(); !logHas("kafka_send_failed"); next += 20 {
+		if time.Since(downSince) > 90*time.Second {
+			t.Fatal("no kafka_send_failed in the log 90 s into the broker's outage, with writes going on")
+		}
+		if s.Exited() {
+			t.Fatalf("tidemark exited while the broker was down: %v", s.Err)
+		}
+		write(next, 20)
+	}
 	var confirmedDown uint64
 	if err := conn.QueryRow(context.Background(), `SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`,
 		"tidemark_"+source).Scan(&confirmedDown); err != nil {
@@ -325,7 +341,7 @@ func TestKafkaSinkBrokerKilled(t *testing.T) {
 	if err := k.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	write(301, 100)
+	write(next, 100)
 	end := walLSN(t, srcURL)
 	if confirmedDown >= end {
 		t.Fatalf("the slot confirmed %d, past the WAL end %d written while the broker was down", confirmedDown, end)
@@ -375,9 +391,6 @@ func TestKafkaSinkBrokerKilled(t *testing.T) {
 	}
 	if bad > 0 || len(replica) != n {
 		t.Fatalf("%d of %d keys differ; the topic folds to %d keys", bad, n, len(replica))
-	}
-	if b, _ := exec.Command("grep", "-c", "kafka_send_failed", r.LogPath).Output(); strings.TrimSpace(string(b)) == "0" {
-		t.Error("the log names no kafka_send_failed while the broker was down")
 	}
 }
 
