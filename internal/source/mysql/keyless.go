@@ -10,7 +10,8 @@ package mysql
 //   - a window is registered for the table first: from then on the stream
 //     holds the table's changes in it instead of writing them; before it,
 //     while the table's snapshot is pending, the stream drops them (they
-//     committed before the read to come, which sees them);
+//     committed before the read to come, which sees them: openWindow
+//     waits until it does);
 //   - the whole table is read in one transaction, START TRANSACTION WITH
 //     CONSISTENT SNAPSHOT on a REPEATABLE READ connection; MariaDB's
 //     Binlog_snapshot_file/position give the binlog position P the read
@@ -197,7 +198,7 @@ func (sn *snapshotter) readWhole(ctx context.Context, conn *sql.Conn, w *window)
 	if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
 		return Classify(fmt.Errorf("table %s: set the snapshot's isolation level: %w", t.id, err))
 	}
-	low, end, err := c.openSnapshot(ctx, conn, t.id)
+	low, end, err := sn.openWindow(ctx, conn, w)
 	if err != nil {
 		return err
 	}

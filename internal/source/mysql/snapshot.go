@@ -24,14 +24,26 @@ import (
 //   - low: the binlog position the chunk's SELECT is consistent with. On
 //     MariaDB that is exact: START TRANSACTION WITH CONSISTENT SNAPSHOT
 //     and the Binlog_snapshot_file/position status it sets. On MySQL it is
-//     SHOW MASTER STATUS just before the snapshot is opened;
+//     SHOW MASTER STATUS just before the snapshot is opened. A snapshot
+//     that does not see a transaction the stream read before the window
+//     was registered is opened again (openWindow);
 //   - the chunk is read: SELECT ... WHERE key > last ORDER BY key LIMIT n;
 //   - high: SHOW MASTER STATUS after the SELECT;
 //   - once the stream has read up to high (and is between transactions),
-//     the rows whose key changed at a position in (low, high] are dropped
-//     from the chunk (the stream holds a newer version), and the rest are
+//     the rows whose key changed at a position after low are dropped from
+//     the chunk (the stream holds a newer version), and the rest are
 //     written at the high watermark's position (LSN high, seq = row): every
 //     later change sorts after them, so a newer change always wins.
+//
+// "After low", not "in (low, high]": the stream is rarely exactly at high
+// when it writes the chunk. It reads the binlog in batches of events and
+// reconciles between batches, and a chunk reaches it only after its high
+// watermark was read, so it may already have read and written changes past
+// high. Those changes sort after the chunk by position (the lake), but a
+// sink that keeps arrival order (Kafka, tail) would get the chunk's older
+// row after them: a key changed anywhere after low is dropped (every
+// change the window noted was already written, with the full row), and a
+// truncate anywhere after low reads the chunk again.
 //
 // The chunk's progress (last key, rows) is committed with its rows, so a
 // crash resumes at the next chunk.
@@ -70,12 +82,16 @@ type window struct {
 	truncated []uint64 // positions of truncates seen
 
 	low, high uint64 // LSNs of the watermarks
-	rows      []snapRow
-	lastKey   []string
-	last      bool
-	bytes     int64
-	kl        *keylessRead // a keyless table's whole read (keyless.go), else nil
-	gen       int64        // the table's snapshot generation the chunk belongs to (tableCtl)
+	// regPos is the highest commit position of a change the stream had
+	// noted when the window was registered (windows.pos): its snapshot
+	// must see every transaction up to it (openWindow).
+	regPos  uint64
+	rows    []snapRow
+	lastKey []string
+	last    bool
+	bytes   int64
+	kl      *keylessRead // a keyless table's whole read (keyless.go), else nil
+	gen     int64        // the table's snapshot generation the chunk belongs to (tableCtl)
 
 	done chan error
 }
@@ -84,6 +100,10 @@ type window struct {
 type windows struct {
 	mu sync.Mutex
 	m  map[change.TableID][]*window
+	// pos is the highest commit position of a change (row or truncate)
+	// the stream has noted, of any table: a window registered now misses
+	// the changes up to pos, and only those.
+	pos uint64
 }
 
 func newWindows() *windows { return &windows{m: map[change.TableID][]*window{}} }
@@ -91,6 +111,7 @@ func newWindows() *windows { return &windows{m: map[change.TableID][]*window{}} 
 func (ws *windows) add(w *window) {
 	ws.mu.Lock()
 	ws.m[w.table] = append(ws.m[w.table], w)
+	w.regPos = ws.pos
 	ws.mu.Unlock()
 }
 
@@ -112,6 +133,7 @@ func (ws *windows) remove(w *window) {
 // changed notes a change to key of table at commit position lsn.
 func (ws *windows) changed(id change.TableID, key string, lsn uint64) {
 	ws.mu.Lock()
+	ws.pos = max(ws.pos, lsn)
 	for _, w := range ws.m[id] {
 		if lsn > w.changed[key] {
 			w.changed[key] = lsn
@@ -125,6 +147,7 @@ func (ws *windows) changed(id change.TableID, key string, lsn uint64) {
 // allocation per change).
 func (ws *windows) changedRow(t *table, vals []any, lsn uint64) {
 	ws.mu.Lock()
+	ws.pos = max(ws.pos, lsn)
 	if l := ws.m[t.id]; len(l) > 0 {
 		key := keyOf(t, vals)
 		for _, w := range l {
@@ -138,6 +161,7 @@ func (ws *windows) changedRow(t *table, vals []any, lsn uint64) {
 
 func (ws *windows) truncate(id change.TableID, lsn uint64) {
 	ws.mu.Lock()
+	ws.pos = max(ws.pos, lsn)
 	for _, w := range ws.m[id] {
 		w.truncated = append(w.truncated, lsn)
 	}
@@ -156,7 +180,8 @@ func noSuchTable(err error) bool {
 }
 
 // errTruncatedInWindow asks the worker to read a chunk again: the table was
-// truncated between its watermarks.
+// truncated after its low watermark (and the stream wrote the truncate
+// before the chunk).
 var errTruncatedInWindow = errors.New("table truncated inside the snapshot window")
 
 // errSnapshotRestarted asks the worker to read the table again from its
@@ -263,6 +288,10 @@ func (sn *snapshotter) keyedTable(ctx context.Context, t *table, gen int64, fres
 			}
 			return err
 		}
+		// The chunk is read, its high watermark taken, and the stream does
+		// not have it yet: tests write here so that the stream reads and
+		// writes changes past high before it reconciles the chunk.
+		failpoint.Inject("mysql-snapshot-before-handover")
 		select {
 		case sn.ready <- w:
 		case <-ctx.Done():
@@ -314,7 +343,7 @@ func (sn *snapshotter) keyedTable(ctx context.Context, t *table, gen int64, fres
 func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, after []string, limit int) (err error) {
 	t := w.t
 	c := sn.c
-	low, end, err := c.openSnapshot(ctx, conn, t.id)
+	low, end, err := sn.openWindow(ctx, conn, w)
 	if err != nil {
 		return err
 	}
@@ -388,6 +417,51 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 	}
 	w.high = hp.LSN()
 	return nil
+}
+
+// openWindow opens the consistent snapshot of window w's read (see
+// openSnapshot), once it sees every transaction the stream had noted a
+// change of when w was registered (w.regPos), and returns its position.
+//
+// The server writes a transaction to the binlog, and sends it to the
+// stream, before the transaction is visible to other sessions (its engine
+// commit comes after: group commit, a semi-synchronous replica's ack). So
+// the stream may have read, and written, a change that a snapshot opened
+// just after cannot see: MariaDB's Binlog_snapshot_position is then below
+// that change, which the window did not note (it was registered after),
+// and the chunk's older row of the key would be written at high, after
+// the change (in the lake, a stale row folded last; for a keyless table,
+// a change lost). Such a snapshot is given up and opened again, until it
+// sees the transaction (until its position reaches regPos).
+//
+// MariaDB's position is the snapshot's own, so this is exact there. On
+// MySQL low is SHOW MASTER STATUS read before the snapshot opens, which
+// can be past a transaction not yet visible: that case is not caught
+// (MySQL sources are not tested against a server here).
+func (sn *snapshotter) openWindow(ctx context.Context, conn *sql.Conn, w *window) (uint64, func() error, error) {
+	wait := time.Millisecond
+	start := time.Now()
+	logged := false
+	for {
+		low, end, err := sn.c.openSnapshot(ctx, conn, w.table)
+		if err != nil || low >= w.regPos {
+			return low, end, err
+		}
+		if err := end(); err != nil {
+			return 0, nil, err
+		}
+		if !logged && time.Since(start) > 5*time.Second {
+			sn.c.log.Info("a snapshot chunk waits for a transaction the binlog already holds to become visible",
+				"table", w.table.String(), "position", FormatPosition(sn.c.basename, w.regPos))
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
 }
 
 // openSnapshot opens a consistent snapshot on conn and returns the binlog
@@ -532,8 +606,11 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	if w.kl != nil {
 		return s.emitKeyless(ctx, w)
 	}
+	// Every truncate and change the window noted was read by the stream and
+	// written before this chunk: one after low, even past high, is newer
+	// than what the chunk read (see the top of this file).
 	for _, p := range w.truncated {
-		if p > w.low && p <= w.high {
+		if p > w.low {
 			return errTruncatedInWindow
 		}
 	}
@@ -551,7 +628,7 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	dropped := 0
 	for i, r := range w.rows {
 		if len(w.changed) > 0 {
-			if p, ok := w.changed[keyOf(w.t, r.values)]; ok && p > w.low && p <= w.high {
+			if p, ok := w.changed[keyOf(w.t, r.values)]; ok && p > w.low {
 				dropped++
 				continue
 			}
