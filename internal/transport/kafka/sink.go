@@ -146,6 +146,10 @@ func New(ctx context.Context, opts Options, log *slog.Logger) (*Sink, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchMaxBytes(int32(opts.MaxMessageBytes)),
 		kgo.MaxBufferedBytes(int(max(opts.MaxBufferedBytes, int64(opts.MaxMessageBytes)))),
+		// The bytes bound is the one that binds (Write's wait on it is
+		// bounded by SendTimeout); the default 10,000 records would block
+		// Write without that bound while the brokers are away.
+		kgo.MaxBufferedRecords(1<<24),
 		kgo.RecordDeliveryTimeout(opts.SendTimeout),
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.ProducerBatchCompression(kgo.ZstdCompression(), kgo.NoCompression()),
@@ -357,7 +361,7 @@ func (s *Sink) produce(ctx context.Context, topic string, key, value []byte, wha
 	// with the brokers gone that would be forever: it waits at most
 	// SendTimeout, then the record fails.
 	pctx := ctx
-	if s.buffered.Load()+size > s.opts.MaxBufferedBytes {
+	if s.buffered.Load()+size > s.opts.MaxBufferedBytes/2 {
 		var cancel context.CancelFunc
 		pctx, cancel = context.WithTimeout(ctx, s.opts.SendTimeout)
 		defer cancel()
