@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -81,24 +82,7 @@ func TestKafkaSink(t *testing.T) {
 	// Caught up: the slot confirms the WAL's end only once the brokers
 	// hold every event before it.
 	end := walLSN(t, srcURL)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		var confirmed uint64
-		if err := conn.QueryRow(context.Background(), `SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`,
-			"tidemark_"+source).Scan(&confirmed); err != nil {
-			t.Fatal(err)
-		}
-		if confirmed >= end {
-			break
-		}
-		if s.Exited() {
-			t.Fatalf("tidemark exited: %v", s.Err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the slot did not confirm %d within 2 minutes (at %d)", end, confirmed)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitConfirmed(t, conn, "tidemark_"+source, end, s, 2*time.Minute)
 	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
@@ -174,6 +158,37 @@ func TestKafkaSink(t *testing.T) {
 }
 
 func ptrTo(s string) *string { return &s }
+
+// slotConfirmedLSN is the slot's confirmed_flush_lsn, as an integer.
+func slotConfirmedLSN(t *testing.T, conn *pgx.Conn, slot string) uint64 {
+	t.Helper()
+	var confirmed uint64
+	if err := conn.QueryRow(context.Background(), `SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`,
+		slot).Scan(&confirmed); err != nil {
+		t.Fatal(err)
+	}
+	return confirmed
+}
+
+// waitConfirmed waits until the slot confirms end: tidemark acknowledged
+// everything up to it, failing if s exits or timeout passes.
+func waitConfirmed(t *testing.T, conn *pgx.Conn, slot string, end uint64, s *session, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		confirmed := slotConfirmedLSN(t, conn, slot)
+		if confirmed >= end {
+			return
+		}
+		if s.Exited() {
+			t.Fatalf("tidemark exited: %v", s.Err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slot did not confirm %d within %s (at %d)", end, timeout, confirmed)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
 
 // consumeTopic reads every record of topic (all partitions) up to its
 // current end.
@@ -342,11 +357,7 @@ func TestKafkaSinkBrokerKilled(t *testing.T) {
 		}
 		write(next, 20)
 	}
-	var confirmedDown uint64
-	if err := conn.QueryRow(context.Background(), `SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`,
-		"tidemark_"+source).Scan(&confirmedDown); err != nil {
-		t.Fatal(err)
-	}
+	confirmedDown := slotConfirmedLSN(t, conn, "tidemark_"+source)
 	if err := k.Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -355,24 +366,7 @@ func TestKafkaSinkBrokerKilled(t *testing.T) {
 	if confirmedDown >= end {
 		t.Fatalf("the slot confirmed %d, past the WAL end %d written while the broker was down", confirmedDown, end)
 	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		var confirmed uint64
-		if err := conn.QueryRow(context.Background(), `SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`,
-			"tidemark_"+source).Scan(&confirmed); err != nil {
-			t.Fatal(err)
-		}
-		if confirmed >= end {
-			break
-		}
-		if s.Exited() {
-			t.Fatalf("tidemark exited while the broker was down or after: %v", s.Err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the slot did not confirm %d within 3 minutes of the broker's restart (at %d)", end, confirmed)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitConfirmed(t, conn, "tidemark_"+source, end, s, 3*time.Minute)
 	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
