@@ -2,13 +2,17 @@ package app_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,12 +163,14 @@ func TestKafkaSink(t *testing.T) {
 
 func ptrTo(s string) *string { return &s }
 
-// slotConfirmedLSN is the slot's confirmed_flush_lsn, as an integer.
+// slotConfirmedLSN is the slot's confirmed_flush_lsn, as an integer (0
+// while tidemark has not created the slot yet).
 func slotConfirmedLSN(t *testing.T, conn *pgx.Conn, slot string) uint64 {
 	t.Helper()
 	var confirmed uint64
-	if err := conn.QueryRow(context.Background(), `SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`,
-		slot).Scan(&confirmed); err != nil {
+	err := conn.QueryRow(context.Background(), `SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1`,
+		slot).Scan(&confirmed)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatal(err)
 	}
 	return confirmed
@@ -350,7 +356,13 @@ func TestKafkaSinkBrokerKilled(t *testing.T) {
 	next := 101
 	for downSince := time.Now(); !logHas("kafka_send_failed"); next += 20 {
 		if time.Since(downSince) > 90*time.Second {
-			t.Fatal("no kafka_send_failed in the log 90 s into the broker's outage, with writes going on")
+			// Where it waits: a goroutine dump (SIGQUIT) into its log.
+			_ = s.Cmd.Process.Signal(syscall.SIGQUIT)
+			<-s.Done
+			b, _ := os.ReadFile(r.LogPath)
+			dump := filepath.Join(os.TempDir(), fmt.Sprintf("tidemark-kafka-hang-%d.log", s.Cmd.Process.Pid))
+			_ = os.WriteFile(dump, b, 0o644)
+			t.Fatalf("no kafka_send_failed in the log 90 s into the broker's outage, with writes going on; its log with a goroutine dump: %s", dump)
 		}
 		if s.Exited() {
 			t.Fatalf("tidemark exited while the broker was down: %v", s.Err)
@@ -397,15 +409,136 @@ func TestKafkaSinkBrokerKilled(t *testing.T) {
 	}
 }
 
-// TestKafkaSinkMySQLRefused: a MySQL/MariaDB source with the Kafka sink is
-// refused at start (exit 2, naming the setting), not run with an unproven
-// snapshot hand-off (docs/operations.md#kafka-sink, "Not yet").
-func TestKafkaSinkMySQLRefused(t *testing.T) {
+// TestKafkaSinkMySQL: the same sink on a MariaDB source (binlog positions,
+// its snapshot reconciliation), killed once: the table's topic folded by
+// key comes to equal the source.
+func TestKafkaSinkMySQL(t *testing.T) {
 	bin := testenv.Tidemark(t)
 	m := testenv.SharedMariaDB(t)
+	k := testenv.StartKafka(t)
 	dbname := m.CreateDB(t, "mykafka")
-	out, err := exec.Command(bin, "run", "--source", m.URL(dbname), "--sink", "kafka://127.0.0.1:9", "--warehouse", t.TempDir()).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "sink") || !strings.Contains(string(out), "PostgreSQL sources only") {
-		t.Fatalf("run --sink kafka with a MariaDB source: %v, want exit 2 naming sink\n%s", err, out)
+	m.ExecIn(t, dbname, `CREATE TABLE orders (id bigint PRIMARY KEY, qty int NOT NULL, note varchar(50))`)
+	m.ExecIn(t, dbname, `INSERT INTO orders SELECT seq, 1, CONCAT('pre ', seq) FROM seq_1_to_200`)
+	r, _ := newRunner(t, bin, m.URL(dbname), "--sink", "kafka://"+k.Addr, "--topic-prefix", "my")
+	s := r.Start()
+	for round := 0; round < 20; round++ {
+		m.ExecIn(t, dbname, fmt.Sprintf(`INSERT INTO orders SELECT seq, 1, 'new' FROM seq_%d_to_%d`, 1000+round*10, 1009+round*10))
+		m.ExecIn(t, dbname, fmt.Sprintf(`UPDATE orders SET qty = qty + 1, note = 'round %d' WHERE id %% 7 = %d`, round, round%7))
+		m.ExecIn(t, dbname, fmt.Sprintf(`DELETE FROM orders WHERE id = %d`, 3+round*9))
+		if round == 8 {
+			s.Kill(t)
+			s = r.Start()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	db, err := sql.Open("mysql", m.RootDSN(dbname))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT id, JSON_OBJECT('id', id, 'qty', qty, 'note', note) FROM orders`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for rows.Next() {
+		var id, js string
+		if err := rows.Scan(&id, &js); err != nil {
+			t.Fatal(err)
+		}
+		want[id] = canonJSON(t, js)
+	}
+	rows.Close()
+	topic := "my." + dbname + ".orders"
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	deadline := time.Now().Add(time.Minute)
+	var diff []string
+	for {
+		replica, snap := foldEvents(t, topic, consumeTopic(t, ctx, k.Addr, topic))
+		diff = diff[:0]
+		for id, w := range want {
+			if replica[id] != w {
+				diff = append(diff, fmt.Sprintf("id %s: source %s, topic %s", id, w, replica[id]))
+			}
+		}
+		if len(diff) == 0 && len(replica) == len(want) && snap > 0 {
+			break
+		}
+		if s.Exited() {
+			t.Fatalf("tidemark exited: %v", s.Err)
+		}
+		if time.Now().After(deadline) {
+			sort.Strings(diff)
+			t.Fatalf("the topic folded by key did not come to equal the source in a minute: %d keys differ %v, %d keys, %d snapshot rows", len(diff), head(diff), len(replica), snap)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if code := s.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+}
+
+// TestKafkaSinkMessageSize: a 16 MiB value passes with the default
+// settings (kafka.max_message_bytes 20 MiB, the topic's max.message.bytes
+// set to it); a larger event stops the pipeline with
+// kafka_message_too_large (exit 3) naming the setting to raise, and the
+// slot is not confirmed past it: nothing after it is acknowledged.
+func TestKafkaSinkMessageSize(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	k := testenv.StartKafka(t)
+	srcURL := pg.CreateDB(t, "e2e_kafka_size")
+	source := sourceName(t, srcURL)
+	pg.Exec(t, srcURL, `CREATE TABLE docs (id bigint PRIMARY KEY, body text);
+		ALTER TABLE docs ALTER COLUMN body SET STORAGE EXTERNAL;
+		INSERT INTO docs VALUES (0, 'small')`)
+	r, _ := newRunner(t, bin, srcURL, "--sink", "kafka://"+k.Addr, "--log-level", "info")
+	s := r.Start()
+	conn := connect(t, srcURL)
+	defer conn.Close(context.Background())
+	pg.Exec(t, srcURL, `INSERT INTO docs VALUES (1, `+randomText(16)+`)`)
+	waitConfirmed(t, conn, "tidemark_"+source, walLSN(t, srcURL), s, 2*time.Minute)
+
+	pg.Exec(t, srcURL, `INSERT INTO docs VALUES (2, `+randomText(24)+`)`)
+	end := walLSN(t, srcURL)
+	select {
+	case <-s.Done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("tidemark did not stop at an event over kafka.max_message_bytes")
+	}
+	if code := s.Cmd.ProcessState.ExitCode(); code != 3 {
+		t.Fatalf("tidemark exited with code %d at an event over kafka.max_message_bytes, want 3", code)
+	}
+	logs, _ := os.ReadFile(r.LogPath)
+	if !strings.Contains(string(logs), "kafka_message_too_large") || !strings.Contains(string(logs), "kafka.max_message_bytes") {
+		t.Fatalf("the log names no kafka_message_too_large and kafka.max_message_bytes:\n%s", logs)
+	}
+	if confirmed := slotConfirmedLSN(t, conn, "tidemark_"+source); confirmed >= end {
+		t.Fatalf("the slot confirmed %d, past the oversized event's transaction (end %d)", confirmed, end)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	topic := source + ".public.docs"
+	var want int
+	if err := conn.QueryRow(context.Background(), `SELECT length(body) FROM docs WHERE id = 1`).Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, rec := range consumeTopic(t, ctx, k.Addr, topic) {
+		var ev struct {
+			Payload struct {
+				After map[string]any `json:"after"`
+			} `json:"payload"`
+		}
+		if err := json.Unmarshal(rec.Value, &ev); err != nil {
+			t.Fatalf("record at offset %d: %v", rec.Offset, err)
+		}
+		if body, ok := ev.Payload.After["body"].(string); ok {
+			got[fmt.Sprint(ev.Payload.After["id"])] = len(body)
+		}
+	}
+	if got["1"] != want || len(got) != 2 {
+		t.Fatalf("the topic holds bodies of lengths %v, want the 16 MiB one (id 1: %d bytes) and the small one, not the oversized one", got, want)
 	}
 }

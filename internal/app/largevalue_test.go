@@ -36,11 +36,12 @@ func largeValueMB(t *testing.T) int {
 	return n
 }
 
-// randomText is SQL for about mb MiB of incompressible text (base64 of
-// random bytes; pgcrypto is not needed).
+// randomText is SQL for mb MiB of incompressible text (base64 of random
+// bytes; pgcrypto is not needed): 64-character pieces (48 random bytes
+// each) joined, so no intermediate is larger than the value and a value up
+// to PostgreSQL's limit (1 GB: TIDEMARK_LARGE_VALUE_MB=1000) can be made.
 func randomText(mb int) string {
-	md5s := mb << 20 * 3 / 4 / 16 // 16 random bytes per md5
-	return fmt.Sprintf(`(SELECT encode(decode(string_agg(md5(random()::text), ''), 'hex'), 'base64') FROM generate_series(1, %d))`, md5s)
+	return fmt.Sprintf(`(SELECT string_agg(encode(decode(md5(random()::text) || md5(random()::text) || md5(random()::text), 'hex'), 'base64'), '') FROM generate_series(1, %d))`, mb<<20/64)
 }
 
 // TestLargeValue: one row with a large incompressible text value goes
@@ -60,7 +61,9 @@ func TestLargeValue(t *testing.T) {
 	source := sourceName(t, srcURL)
 	r, wh := newRunner(t, bin, srcURL, "--silver-every", "1s", "--log-level", "info")
 	s := r.Start()
-	deadline := time.Now().Add(3 * time.Minute)
+	// The waits grow with the value: 3 minutes per 96 MiB.
+	wait := 3 * time.Minute * time.Duration(max(1, mb/96))
+	deadline := time.Now().Add(wait)
 	lv := openLake(t, wh, source)
 	for lv.snapshotStatus("big") != "done" {
 		if s.Exited() || time.Now().After(deadline) {
@@ -73,9 +76,9 @@ func TestLargeValue(t *testing.T) {
 	// value is unchanged TOAST: silver keeps it).
 	pg.Exec(t, srcURL, `UPDATE big SET v = `+randomText(mb)+`, n = 2 WHERE id = 1`)
 	pg.Exec(t, srcURL, `UPDATE big SET n = 3 WHERE id = 1`)
-	out, err := exec.Command(bin, "verify", "--source", srcURL, "--warehouse", wh, "--name", source, "--wait", "3m").CombinedOutput()
+	out, err := exec.Command(bin, "verify", "--source", srcURL, "--warehouse", wh, "--name", source, "--wait", wait.String()).CombinedOutput()
 	hwm := peakRSS(s.Cmd.Process.Pid)
-	code := s.Stop(t, 2*time.Minute)
+	code := s.Stop(t, wait)
 	if err != nil {
 		t.Fatalf("tidemark verify: %v\n%s", err, out)
 	}
@@ -92,8 +95,8 @@ func TestLargeValue(t *testing.T) {
 	// Verify again, with a session running (verify compares at the
 	// source's current position, which the pipeline must reach).
 	s = r.Start()
-	out, err = exec.Command(bin, "verify", "--source", srcURL, "--warehouse", wh, "--name", source, "--wait", "3m").CombinedOutput()
-	code = s.Stop(t, 2*time.Minute)
+	out, err = exec.Command(bin, "verify", "--source", srcURL, "--warehouse", wh, "--name", source, "--wait", wait.String()).CombinedOutput()
+	code = s.Stop(t, wait)
 	if err != nil {
 		t.Fatalf("tidemark verify after tidemark maintain: %v\n%s", err, out)
 	}

@@ -101,12 +101,17 @@ type Sink struct {
 	enc  *event.Encoder
 
 	topics map[string]bool // created or verified this session
+	// tables indexes state.Tables by table.
+	tables map[change.TableID]int
 
 	// sendErr is the first failed send's error; buffered the bytes
 	// produced and not yet acknowledged.
 	errMu    sync.Mutex
 	sendErr  error
 	buffered atomic.Int64
+	// freed is signalled when an acknowledgement (or failure) frees
+	// buffered bytes (room).
+	freed chan struct{}
 
 	// state is what the checkpoint record holds, as last recorded, with
 	// this session's updates (cursors, props) applied: recorded at the
@@ -145,10 +150,11 @@ func New(ctx context.Context, opts Options, log *slog.Logger) (*Sink, error) {
 		kgo.SeedBrokers(opts.Brokers...),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchMaxBytes(int32(opts.MaxMessageBytes)),
-		kgo.MaxBufferedBytes(int(max(opts.MaxBufferedBytes, int64(opts.MaxMessageBytes)))),
-		// The bytes bound is the one that binds (Write's wait on it is
-		// bounded by SendTimeout); the default 10,000 records would block
-		// Write without that bound while the brokers are away.
+		// The Sink bounds what is buffered itself (room: a wait bounded by
+		// SendTimeout); the client's bounds are above it, so that Produce
+		// never blocks (the default 10,000 records would block Write
+		// without a bound while the brokers are away).
+		kgo.MaxBufferedBytes(int(max(opts.MaxBufferedBytes, int64(opts.MaxMessageBytes))+int64(opts.MaxMessageBytes))),
 		kgo.MaxBufferedRecords(1<<24),
 		kgo.RecordDeliveryTimeout(opts.SendTimeout),
 		kgo.ProducerLinger(5*time.Millisecond),
@@ -157,7 +163,8 @@ func New(ctx context.Context, opts Options, log *slog.Logger) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	s := &Sink{opts: opts, log: log, cl: cl, adm: kadm.NewClient(cl), enc: enc, topics: map[string]bool{}}
+	s := &Sink{opts: opts, log: log, cl: cl, adm: kadm.NewClient(cl), enc: enc, topics: map[string]bool{},
+		tables: map[change.TableID]int{}, freed: make(chan struct{}, 1)}
 	for _, t := range []string{MessagesTopic, DeadLetterTopic} {
 		if err := s.ensureTopic(ctx, opts.Prefix+"."+t, false); err != nil {
 			cl.Close()
@@ -295,8 +302,15 @@ func (s *Sink) readCheckpoint(ctx context.Context) error {
 	}
 	defer cons.Close()
 	for {
-		fs := cons.PollFetches(ctx)
+		// Each poll is bounded: brokers that went away mid-read are a
+		// kafka_send_failed (the session is retried), not a silent wait.
+		pctx, cancel := context.WithTimeout(ctx, s.opts.SendTimeout)
+		fs := cons.PollFetches(pctx)
+		cancel()
 		if err := fs.Err0(); err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("no record within kafka.send_timeout (%s): %w", s.opts.SendTimeout, err)
+			}
 			return fault.With(ErrSendFailed, "read the checkpoint topic "+topic, err)
 		}
 		var last int64
@@ -308,6 +322,10 @@ func (s *Sink) readCheckpoint(ctx context.Context) error {
 			var rec record
 			if err = json.Unmarshal(r.Value, &rec); err == nil {
 				s.state, s.loaded = rec, true
+				clear(s.tables)
+				for i, t := range rec.Tables {
+					s.tables[change.TableID{Schema: t.Schema, Name: t.Name}] = i
+				}
 			}
 		})
 		if err != nil {
@@ -321,13 +339,30 @@ func (s *Sink) readCheckpoint(ctx context.Context) error {
 
 // table returns the state entry of id, adding it.
 func (s *Sink) table(id change.TableID) *tableState {
-	for i := range s.state.Tables {
-		if t := &s.state.Tables[i]; t.Schema == id.Schema && t.Name == id.Name {
-			return t
-		}
+	if i, ok := s.tables[id]; ok {
+		return &s.state.Tables[i]
 	}
+	s.tables[id] = len(s.state.Tables)
 	s.state.Tables = append(s.state.Tables, tableState{Schema: id.Schema, Name: id.Name, Props: map[string]string{}})
 	return &s.state.Tables[len(s.state.Tables)-1]
+}
+
+// recordDesc describes a record for an error: its kind, table and position.
+// Formatted only when a send fails, not for every record.
+type recordDesc struct {
+	kind  string // "table", "dead letter" or "message"
+	table change.TableID
+	pos   change.Position
+}
+
+func (w recordDesc) String() string {
+	switch w.kind {
+	case "table":
+		return fmt.Sprintf("table %s at %s", w.table, w.pos)
+	case "dead letter":
+		return fmt.Sprintf("dead letter of %s at %s", w.table, w.pos)
+	}
+	return fmt.Sprintf("%s at %s", w.kind, w.pos)
 }
 
 // OpenTable creates (or verifies) the table's topic and returns its state
@@ -346,7 +381,7 @@ func (s *Sink) OpenTable(ctx context.Context, id change.TableID, _ *change.Schem
 
 // produce sends one record asynchronously; its failure is reported by the
 // next Flush.
-func (s *Sink) produce(ctx context.Context, topic string, key, value []byte, what string) error {
+func (s *Sink) produce(ctx context.Context, topic string, key, value []byte, what recordDesc) error {
 	if n := len(key) + len(value); n > s.opts.MaxMessageBytes {
 		return fault.With(ErrMessageTooLarge, fmt.Sprintf("%s: an event of %d bytes, over kafka.max_message_bytes (%d)", what, n, s.opts.MaxMessageBytes), nil)
 	}
@@ -357,18 +392,16 @@ func (s *Sink) produce(ctx context.Context, topic string, key, value []byte, wha
 		return err
 	}
 	size := int64(len(key) + len(value))
-	// Produce blocks while the client holds MaxBufferedBytes (back-pressure);
-	// with the brokers gone that would be forever: it waits at most
-	// SendTimeout, then the record fails.
-	pctx := ctx
-	if s.buffered.Load()+size > s.opts.MaxBufferedBytes/2 {
-		var cancel context.CancelFunc
-		pctx, cancel = context.WithTimeout(ctx, s.opts.SendTimeout)
-		defer cancel()
+	if err := s.room(ctx, size, what); err != nil {
+		return err
 	}
 	s.buffered.Add(size)
-	s.cl.Produce(pctx, &kgo.Record{Topic: topic, Key: key, Value: value}, func(r *kgo.Record, err error) {
+	s.cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key, Value: value}, func(r *kgo.Record, err error) {
 		s.buffered.Add(-size)
+		select {
+		case s.freed <- struct{}{}:
+		default:
+		}
 		if err == nil {
 			return
 		}
@@ -383,6 +416,36 @@ func (s *Sink) produce(ctx context.Context, topic string, key, value []byte, wha
 		}
 		s.errMu.Unlock()
 	})
+	return nil
+}
+
+// room waits until size more bytes fit in MaxBufferedBytes, the bytes
+// produced and not yet acknowledged (back-pressure; a record larger than
+// it waits for an empty buffer), for at most SendTimeout: with the brokers
+// gone, a wait without end would be a session stuck with no error. The
+// wait is bounded here, not by the record's context: kgo fails a record
+// whose context ends before it is sent, and the context of a produce
+// outlives the call.
+func (s *Sink) room(ctx context.Context, size int64, what recordDesc) error {
+	fits := func() bool {
+		b := s.buffered.Load()
+		return b == 0 || b+size <= s.opts.MaxBufferedBytes
+	}
+	if fits() {
+		return nil
+	}
+	timer := time.NewTimer(s.opts.SendTimeout)
+	defer timer.Stop()
+	for !fits() {
+		select {
+		case <-s.freed:
+		case <-timer.C:
+			return fault.With(ErrSendFailed, fmt.Sprintf("%s: the brokers acknowledged too little within kafka.send_timeout (%s) to make room for it (%d bytes unacknowledged)",
+				what, s.opts.SendTimeout, s.buffered.Load()), nil)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return nil
 }
 
@@ -401,7 +464,7 @@ func (s *Sink) Write(ctx context.Context, c *change.Change) error {
 	if err != nil {
 		return fmt.Errorf("kafka: encode the key of a change of %s at %s: %w", c.Table, c.Pos, err)
 	}
-	if err := s.produce(ctx, TableTopic(s.opts.Prefix, c.Table), key, val, fmt.Sprintf("table %s at %s", c.Table, c.Pos)); err != nil {
+	if err := s.produce(ctx, TableTopic(s.opts.Prefix, c.Table), key, val, recordDesc{"table", c.Table, c.Pos}); err != nil {
 		return err
 	}
 	if c.Op != change.OpRead && t.Cursor.Less(c.Pos) {
@@ -434,7 +497,7 @@ func (s *Sink) DeadLetter(ctx context.Context, d change.DeadLetter) error {
 	if err != nil {
 		return err
 	}
-	return s.produce(ctx, s.opts.Prefix+"."+DeadLetterTopic, []byte(d.Table.String()), val, fmt.Sprintf("dead letter of %s at %s", d.Table, d.Pos))
+	return s.produce(ctx, s.opts.Prefix+"."+DeadLetterTopic, []byte(d.Table.String()), val, recordDesc{"dead letter", d.Table, d.Pos})
 }
 
 // Message sends a logical decoding message to <prefix>._messages.
@@ -443,7 +506,7 @@ func (s *Sink) Message(ctx context.Context, m change.Message) error {
 	if err != nil {
 		return err
 	}
-	return s.produce(ctx, s.opts.Prefix+"."+MessagesTopic, []byte(m.Prefix), val, fmt.Sprintf("message at %s", m.Pos))
+	return s.produce(ctx, s.opts.Prefix+"."+MessagesTopic, []byte(m.Prefix), val, recordDesc{kind: "message", pos: m.Pos})
 }
 
 // Buffered is the bytes produced and not yet acknowledged.
@@ -473,11 +536,33 @@ func (s *Sink) Flush(ctx context.Context, cp pipeline.Checkpoint) error {
 		return err
 	}
 	rec := &kgo.Record{Topic: s.checkpointTopic(), Partition: 0, Key: []byte(s.opts.Name), Value: val}
-	if err := s.cl.ProduceSync(fctx, rec).FirstErr(); err != nil {
+	if err := s.produceWait(fctx, rec); err != nil {
 		return fault.With(ErrSendFailed, "record the checkpoint in "+s.checkpointTopic(), err)
 	}
 	s.loaded = true
 	return nil
+}
+
+// produceWait sends rec and waits for the brokers' acknowledgement, at
+// most until ctx is done. Not kgo's ProduceSync: with the idempotent
+// producer, a record whose request reached a broker that then died is not
+// failed on its context's end (failing it could break the partition's
+// sequence numbers), so ProduceSync waited for the broker's return, for
+// the whole outage, with no error (a session stuck without
+// kafka_send_failed). The record is abandoned with the client: the Sink is
+// discarded after a failed Flush.
+func (s *Sink) produceWait(ctx context.Context, rec *kgo.Record) error {
+	done := make(chan error, 1)
+	s.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("no acknowledgement within kafka.send_timeout (%s): %w", s.opts.SendTimeout, ctx.Err())
+		}
+		return ctx.Err()
+	}
 }
 
 // LoadCheckpoint returns the checkpoint the last Flush (or the last
