@@ -67,11 +67,9 @@ soak: setup
 demo:
 	bash scripts/demo.sh $(SOURCE)
 
-## faults: the fault-injection suite (docs/reliability.md), 50 crash-loop iterations; prints the fault table;
-## then the Kafka broker-kill test (TestKafkaSinkBrokerKilled)
+## faults: the fault-injection suite (docs/reliability.md), 50 crash-loop iterations; prints the fault table
 faults: setup
 	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_MARIADB=1 $(GO) test -tags faults -count=1 -timeout 60m -v ./internal/faults/ -args -iterations=$(or $(ITERATIONS),50)
-	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_KAFKA=1 TIDEMARK_KAFKA_FAULTS=1 $(GO) test -count=1 -timeout 10m -v -run TestKafkaSinkBrokerKilled ./internal/app/
 
 ## bench: tidemark against pg_recvlogical and COPY on a throwaway PostgreSQL,
 ## printed as a markdown table (docs/benchmarks.md). Sizes and scenarios:
