@@ -284,13 +284,26 @@ func ptr(s string) *string { return &s }
 // readCheckpoint reads the pipeline's last checkpoint record.
 func (s *Sink) readCheckpoint(ctx context.Context) error {
 	topic := s.checkpointTopic()
-	ends, err := s.adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return fault.With(ErrSendFailed, "read the checkpoint topic "+topic, err)
-	}
-	end, ok := ends.Lookup(topic, 0)
-	if !ok || end.Err != nil {
-		return fault.With(ErrSendFailed, "read the checkpoint topic "+topic, errors.Join(errors.New("no partition 0"), end.Err))
+	// A topic just created may not have a leader yet: its end offset is
+	// asked again for up to SendTimeout.
+	var end kadm.ListedOffset
+	for deadline := time.Now().Add(s.opts.SendTimeout); ; {
+		ends, err := s.adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return fault.With(ErrSendFailed, "read the checkpoint topic "+topic, err)
+		}
+		var ok bool
+		if end, ok = ends.Lookup(topic, 0); ok && end.Err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fault.With(ErrSendFailed, "read the checkpoint topic "+topic, errors.Join(errors.New("no partition 0"), end.Err))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	if end.Offset == 0 {
 		return nil
