@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/iceberg-go"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tidemark/tidemark/internal/app"
 	"github.com/tidemark/tidemark/internal/change"
@@ -340,8 +341,29 @@ func dropSlot(ctx context.Context, source, slot string) error {
 		return fmt.Errorf("cdc: drop position: %s", config.RedactURL(config.RedactError(err, config.NewSecret(source)).Error()))
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot); err != nil {
-		return fmt.Errorf("cdc: drop position %s: %w", slot, err)
+	// A consumer that has just stopped may still hold the slot until
+	// PostgreSQL notices its connection is gone: wait for that a while.
+	deadline := time.Now().Add(dropSlotWait)
+	for {
+		_, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" {
+			if err != nil {
+				return fmt.Errorf("cdc: drop position %s: %w", slot, err)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cdc: drop position %s: a consumer still holds it after %s (%w): stop the process reading this position first", slot, dropSlotWait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	return nil
 }
+
+// dropSlotWait is how long DropPosition waits for a slot in use to be
+// released.
+const dropSlotWait = 15 * time.Second
