@@ -107,6 +107,37 @@ func field(typ string, optional bool, name string, extra ...member) object {
 	return o
 }
 
+// connectTypes is the one table between lake types and Kafka Connect
+// schemas (type, and Debezium's semantic type name where the plain type
+// cannot say it): columnSchema writes it, the Decoder reads it back
+// (connectLakeType). The cases it cannot hold (smallint's int16, decimals,
+// lists, JSON and UUID strings) are in columnSchema and connectLakeType.
+var connectTypes = []struct {
+	ice  iceberg.Type
+	typ  string
+	name string
+}{
+	{iceberg.PrimitiveTypes.Int32, "int32", ""},
+	{iceberg.PrimitiveTypes.Int64, "int64", ""},
+	{iceberg.PrimitiveTypes.Float32, "float", ""},
+	{iceberg.PrimitiveTypes.Float64, "double", ""},
+	{iceberg.PrimitiveTypes.Bool, "boolean", ""},
+	{iceberg.PrimitiveTypes.Binary, "bytes", ""},
+	{iceberg.PrimitiveTypes.Date, "int32", "io.debezium.time.Date"},
+	{iceberg.PrimitiveTypes.Time, "int64", "io.debezium.time.MicroTime"},
+	{iceberg.PrimitiveTypes.Timestamp, "int64", "io.debezium.time.MicroTimestamp"},
+	{iceberg.PrimitiveTypes.TimestampTz, "string", "io.debezium.time.ZonedTimestamp"},
+	{iceberg.PrimitiveTypes.String, "string", ""},
+}
+
+// Debezium's semantic type names that columnSchema writes beside
+// connectTypes.
+const (
+	connectDecimal = "org.apache.kafka.connect.data.Decimal"
+	connectJSON    = "io.debezium.data.Json"
+	connectUUID    = "io.debezium.data.Uuid"
+)
+
 // columnSchema is a column's Connect schema: its type and Debezium's
 // semantic type name for what a plain type cannot say.
 func columnSchema(t iceberg.Type, sourceType string, optional bool, name string) object {
@@ -119,39 +150,30 @@ func columnSchema(t iceberg.Type, sourceType string, optional bool, name string)
 		if st == "smallint" || strings.HasPrefix(st, "smallint ") {
 			return field("int16", optional, name)
 		}
-		return field("int32", optional, name)
-	case iceberg.Int64Type:
-		return field("int64", optional, name)
-	case iceberg.Float32Type:
-		return field("float", optional, name)
-	case iceberg.Float64Type:
-		return field("double", optional, name)
-	case iceberg.BooleanType:
-		return field("boolean", optional, name)
-	case iceberg.BinaryType, iceberg.FixedType:
+	case iceberg.FixedType:
 		return field("bytes", optional, name)
 	case iceberg.DecimalType:
-		return logical("bytes", "org.apache.kafka.connect.data.Decimal", member{"parameters", object{
+		return logical("bytes", connectDecimal, member{"parameters", object{
 			{"scale", strconv.Itoa(t.Scale())}, {"connect.decimal.precision", strconv.Itoa(t.Precision())}}})
-	case iceberg.DateType:
-		return logical("int32", "io.debezium.time.Date")
-	case iceberg.TimeType:
-		return logical("int64", "io.debezium.time.MicroTime")
-	case iceberg.TimestampType:
-		return logical("int64", "io.debezium.time.MicroTimestamp")
-	case iceberg.TimestampTzType:
-		return logical("string", "io.debezium.time.ZonedTimestamp")
 	case iceberg.UUIDType:
-		return logical("string", "io.debezium.data.Uuid")
+		return logical("string", connectUUID)
 	case *iceberg.ListType:
 		elem := strings.TrimSuffix(sourceType, "[]")
 		return field("array", optional, name, member{"items", columnSchema(t.Element, elem, true, "")})
 	case iceberg.StringType:
 		switch {
 		case st == "json" || st == "jsonb":
-			return logical("string", "io.debezium.data.Json")
+			return logical("string", connectJSON)
 		case st == "uuid":
-			return logical("string", "io.debezium.data.Uuid")
+			return logical("string", connectUUID)
+		}
+	}
+	for _, ct := range connectTypes {
+		if ct.ice.Equals(t) {
+			if ct.name == "" {
+				return field(ct.typ, optional, name)
+			}
+			return logical(ct.typ, ct.name)
 		}
 	}
 	return field("string", optional, name)

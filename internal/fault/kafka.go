@@ -14,4 +14,9 @@ var (
 	// ErrKafkaRetention: a topic's retention (or cleanup policy) would
 	// delete what was acknowledged before a loader reads it.
 	ErrKafkaRetention = &Error{Class: Config, Code: "kafka_retention"}
+	// ErrKafkaGap: tidemark load cannot read on from where the lake stands
+	// in a topic partition: the broker deleted records it had not loaded
+	// (retention), or the partition holds fewer records than the lake has
+	// loaded (a recreated topic). Loading on would silently lose changes.
+	ErrKafkaGap = &Error{Class: Fatal, Code: "kafka_gap"}
 )
