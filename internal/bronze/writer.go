@@ -83,6 +83,9 @@ type Writer struct {
 	buffered  int64
 	committed int64
 	inBatch   bool // writing snapshot rows: they do not move the cursor
+	// keepReplays: Write keeps changes at or below a table's cursor
+	// (KeepReplays).
+	keepReplays bool
 	now       func() time.Time
 	// obs is told what commits held (observe.go; nil: nothing is counted);
 	// deadObs holds the observers of tables only dead letters named.
@@ -605,7 +608,7 @@ func (w *Writer) Write(ctx context.Context, c *change.Change) error {
 	// a restart. Snapshot rows are never replayed (a chunk is read afresh
 	// and committed with its progress), and sit at their low watermark's
 	// position, which may be below the cursor.
-	if c.Op != change.OpRead && !tb.cursor.Less(c.Pos) {
+	if c.Op != change.OpRead && !w.keepReplays && !tb.cursor.Less(c.Pos) {
 		return nil
 	}
 	l, err := w.layout(ctx, c.Table, tb, c.Schema, c.Pos)

@@ -99,6 +99,13 @@ type Config struct {
 	// Default: the source name.
 	TopicPrefix string `yaml:"topic_prefix"`
 	Kafka       Kafka  `yaml:"kafka"`
+	// From is the Kafka tidemark load reads the capture's topics from:
+	// kafka://host:port[,host:port...] (load.go).
+	From Secret `yaml:"from"`
+	// Group is the consumer group tidemark load commits the offsets it
+	// loaded to, for monitoring (the lake holds the offsets it resumes
+	// from). Default tidemark-load-<topic_prefix>.
+	Group string `yaml:"group"`
 	// MetricsAddr is host:port for Prometheus /metrics; empty is off.
 	MetricsAddr string `yaml:"metrics_addr"`
 	// SpoolDir holds data spilled to disk. Default <warehouse>/_tidemark/spool.
@@ -207,7 +214,7 @@ func (l Log) SlogLevel() slog.Level {
 }
 
 // Secrets returns the connection strings of c, for RedactError.
-func (c *Config) Secrets() []Secret { return []Secret{c.Source, c.Catalog, c.Sink} }
+func (c *Config) Secrets() []Secret { return []Secret{c.Source, c.Catalog, c.Sink, c.From} }
 
 // Error is a configuration problem. Path is the YAML path of the key
 // ("snapshot.parallelism", "tables[2]"), empty when the problem is not one

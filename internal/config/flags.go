@@ -63,6 +63,8 @@ var fields = []field{
 	{"kafka.min_retention", "kafka-min-retention", "an existing topic with a shorter retention (or 0) is refused at start", func(c *Config) any { return &c.Kafka.MinRetention }},
 	{"kafka.max_message_bytes", "kafka-max-message-bytes", "max.message.bytes of the topics tidemark creates, and the producer's limit", func(c *Config) any { return &c.Kafka.MaxMessageBytes }},
 	{"kafka.send_timeout", "kafka-send-timeout", "a record the broker has not acknowledged within this fails the send, and the pipeline stops without acknowledging the source", func(c *Config) any { return &c.Kafka.SendTimeout }},
+	{"from", "from", "tidemark load: the Kafka to read the capture's topics from, kafka://host:port[,host:port]", func(c *Config) any { return &c.From }},
+	{"group", "group", "tidemark load: the consumer group its loaded offsets are committed to, for monitoring (default: tidemark-load-<topic-prefix>)", func(c *Config) any { return &c.Group }},
 	{"metrics_addr", "metrics-addr", "host:port to serve Prometheus /metrics on (default: off)", func(c *Config) any { return &c.MetricsAddr }},
 	{"spool_dir", "spool-dir", "directory for spilled data (default: <warehouse>/_tidemark/spool)", func(c *Config) any { return &c.SpoolDir }},
 }

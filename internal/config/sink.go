@@ -56,8 +56,17 @@ func (c *Config) SinkType() string {
 }
 
 // KafkaBrokers returns the brokers of a kafka:// sink URL.
-func (c *Config) KafkaBrokers() []string {
-	s := strings.TrimSpace(c.Sink.Reveal())
+func (c *Config) KafkaBrokers() []string { return kafkaBrokers(c.Sink.Reveal()) }
+
+// LoadBrokers returns the brokers of tidemark load's kafka:// from URL.
+func (c *Config) LoadBrokers() []string { return kafkaBrokers(c.From.Reveal()) }
+
+// kafkaBrokers returns the host:port list of a kafka:// URL.
+func kafkaBrokers(u string) []string {
+	s := strings.TrimSpace(u)
+	if i := strings.Index(s, "://"); i < 0 {
+		return nil
+	}
 	s = s[strings.Index(s, "://")+3:]
 	if at := strings.LastIndex(s, "@"); at >= 0 {
 		s = s[at+1:]
@@ -105,23 +114,8 @@ func (k *checker) checkSink() {
 		k.bad("sink", "want kafka://host:port[,host:port...] (or nothing: the lake); got a URL of another scheme")
 		return
 	}
-	brokers := c.KafkaBrokers()
-	if len(brokers) == 0 {
-		k.bad("sink", "kafka:// needs at least one broker, e.g. kafka://broker:9092")
-	}
-	for _, b := range brokers {
-		host, port, err := net.SplitHostPort(b)
-		n, perr := strconv.Atoi(port)
-		if err != nil || host == "" || perr != nil || n <= 0 || n > 65535 {
-			k.bad("sink", "broker %s: want host:port, e.g. kafka://broker:9092", showValue(b))
-		}
-	}
-	if c.TopicPrefix == "" {
-		c.TopicPrefix = c.Name
-	}
-	if !topicName.MatchString(c.TopicPrefix) || len(c.TopicPrefix) > 200 {
-		k.bad("topic_prefix", "may hold only letters, digits, '.', '_' and '-', at most 200 of them (topic names are <prefix>.<schema>.<table>); got %s", showValue(c.TopicPrefix))
-	}
+	k.checkBrokers("sink", c.KafkaBrokers())
+	k.checkTopicPrefix()
 	if kc.Partitions < 1 {
 		k.bad("kafka.partitions", "must be at least 1; got %d", kc.Partitions)
 	}
@@ -136,5 +130,62 @@ func (k *checker) checkSink() {
 	}
 	if kc.SendTimeout < Duration(time.Second) {
 		k.bad("kafka.send_timeout", "must be at least 1s; got %s", time.Duration(kc.SendTimeout))
+	}
+}
+
+// checkBrokers validates the brokers of the kafka:// URL at path.
+func (k *checker) checkBrokers(path string, brokers []string) {
+	if len(brokers) == 0 {
+		k.bad(path, "kafka:// needs at least one broker, e.g. kafka://broker:9092")
+	}
+	for _, b := range brokers {
+		host, port, err := net.SplitHostPort(b)
+		n, perr := strconv.Atoi(port)
+		if err != nil || host == "" || perr != nil || n <= 0 || n > 65535 {
+			k.bad(path, "broker %s: want host:port, e.g. kafka://broker:9092", showValue(b))
+		}
+	}
+}
+
+// checkTopicPrefix defaults topic_prefix to the name and validates it.
+func (k *checker) checkTopicPrefix() {
+	c := k.c
+	if c.TopicPrefix == "" {
+		c.TopicPrefix = c.Name
+	}
+	if c.TopicPrefix == "" {
+		k.bad("topic_prefix", "required: the prefix of the capture's topics (tidemark run's topic_prefix)")
+		return
+	}
+	if !topicName.MatchString(c.TopicPrefix) || len(c.TopicPrefix) > 200 {
+		k.bad("topic_prefix", "may hold only letters, digits, '.', '_' and '-', at most 200 of them (topic names are <prefix>.<schema>.<table>); got %s", showValue(c.TopicPrefix))
+	}
+}
+
+// checkLoad validates from and group: required by tidemark load (load),
+// refused elsewhere.
+func (k *checker) checkLoad(load bool) {
+	c := k.c
+	if !load {
+		if !c.From.IsZero() {
+			k.bad("from", "is read by tidemark load only; tidemark run takes --source (and --sink kafka:// to publish)")
+		}
+		return
+	}
+	if c.From.IsZero() {
+		k.bad("from", "required: the Kafka to load from, kafka://host:port[,host:port...]")
+		return
+	}
+	if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(c.From.Reveal())), "kafka://") {
+		k.bad("from", "want kafka://host:port[,host:port...]; got a URL of another scheme")
+		return
+	}
+	k.checkBrokers("from", c.LoadBrokers())
+	k.checkTopicPrefix()
+	if c.Group == "" {
+		c.Group = "tidemark-load-" + c.TopicPrefix
+	}
+	if !topicName.MatchString(c.Group) {
+		k.bad("group", "may hold only letters, digits, '.', '_' and '-'; got %s", showValue(c.Group))
 	}
 }

@@ -83,11 +83,25 @@ var (
 // errors.Join. Zero values that were not set in the file or by a flag get
 // their default; zeros set explicitly are checked like any other value
 // ("snapshot.parallelism: 0" is an error).
-func (c *Config) Validate() error { return c.validate(true) }
+func (c *Config) Validate() error { return c.validate(modeRun) }
 
 // ValidateOffline is Validate for commands that only read the lake: Source
 // may be empty, in which case Name is required.
-func (c *Config) ValidateOffline() error { return c.validate(false) }
+func (c *Config) ValidateOffline() error { return c.validate(modeOffline) }
+
+// ValidateLoad is Validate for tidemark load: no source (it reads Kafka),
+// from is required, and name may be empty (the loader takes the capture's
+// name from its checkpoint record).
+func (c *Config) ValidateLoad() error { return c.validate(modeLoad) }
+
+// validateMode says which command a configuration is validated for.
+type validateMode int
+
+const (
+	modeRun     validateMode = iota // tidemark run: a source is required
+	modeOffline                     // commands that only read the lake: a name instead of a source
+	modeLoad                        // tidemark load: from instead of a source, name optional
+)
 
 type checker struct {
 	c    *Config
@@ -120,8 +134,9 @@ func (k *checker) badFrom(path, from, format string, args ...any) {
 	k.errs = append(k.errs, e)
 }
 
-func (c *Config) validate(requireSource bool) error {
+func (c *Config) validate(mode validateMode) error {
 	k := &checker{c: c}
+	requireSource := mode == modeRun
 
 	// source and name; stray white space around a pasted URL is harmless
 	c.readSourceFile(k)
@@ -159,7 +174,7 @@ func (c *Config) validate(requireSource bool) error {
 		} else {
 			k.badFrom("name", "source", "not set, and the source database name %s cannot be used as one (lowercased, it must match ^[a-z_][a-z0-9_]*$); set name: in the config file or pass --name", showValue(database))
 		}
-	case c.Source.IsZero() && !requireSource:
+	case c.Source.IsZero() && mode == modeOffline:
 		k.bad("name", "required when source is not set; set name: in the config file or pass --name")
 	}
 
@@ -339,6 +354,7 @@ func (c *Config) validate(requireSource bool) error {
 
 	// sink, topic_prefix, kafka
 	k.checkSink()
+	k.checkLoad(mode == modeLoad)
 
 	// metrics_addr, spool_dir
 	if c.MetricsAddr != "" {
