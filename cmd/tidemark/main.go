@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string) int {
 		return nil
 	}
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
-	root.AddCommand(runCmd(ctx), tailCmd(ctx), showCmd(ctx), statusCmd(ctx))
+	root.AddCommand(runCmd(ctx), loadCmd(ctx), tailCmd(ctx), showCmd(ctx), statusCmd(ctx))
 	root.AddCommand(verifyCmd(ctx))
 	root.AddCommand(mergeCmd(ctx))
 	root.AddCommand(maintainCmd(ctx))
@@ -106,6 +106,31 @@ func runCmd(ctx context.Context) *cobra.Command {
 				return err
 			}
 			return app.Run(ctx, cfg, app.NewLogger(cfg))
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "YAML configuration file (flags override it)")
+	holder.BindFlags(cmd.Flags())
+	return cmd
+}
+
+func loadCmd(ctx context.Context) *cobra.Command {
+	var cfgPath string
+	holder := &config.Config{}
+	cmd := &cobra.Command{
+		Use:   "load --from kafka://broker:9092 --topic-prefix PREFIX [--group GROUP] --warehouse ./lake",
+		Short: "Load the topics of a `run --sink kafka://` into bronze and silver until stopped (SIGTERM/SIGINT flush and commit)",
+		Long: "Load reads the per-table topics a `tidemark run --sink kafka://` publishes and keeps bronze and silver\n" +
+			"exactly as `run` would from the source. The offsets it loaded are committed in the lake with the\n" +
+			"data, so a killed load resumes without a duplicate; a gap in a topic stops it (kafka_gap).",
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.ResolveLoad(cmd.Flags(), cfgPath)
+			if err != nil {
+				return err
+			}
+			log := app.NewLogger(cfg)
+			app.WarnDeprecations(cfg, log)
+			return app.Load(ctx, cfg, log)
 		},
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "", "YAML configuration file (flags override it)")

@@ -155,6 +155,22 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	if cfg.SinkType() == config.SinkKafka {
 		return runToKafka(ctx, cfg, log)
 	}
+	return runLake(ctx, cfg, log, func(ctx context.Context, lr *lakeRun) error { return captureToLake(ctx, cfg, lr, log) })
+}
+
+// lakeRun is what a command that writes the lake (run, load) runs beside
+// its writer: the catalog, silver merged beside it, maintenance, metrics.
+type lakeRun struct {
+	cat    *lake.Catalog
+	merger *silver.Merger // nil: silver disabled
+	met    *metrics
+	reg    *prometheus.Registry
+}
+
+// runLake opens cfg's lake, starts silver and maintenance for pipeline
+// cfg.Name beside write, runs write, then stops them: a silver error that
+// needs an operator stops write too, and is what runLake returns.
+func runLake(ctx context.Context, cfg *config.Config, log *slog.Logger, write func(ctx context.Context, lr *lakeRun) error) (err error) {
 	cat, err := OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
 	if err != nil {
 		if stoppedBeforeStart(ctx, err) {
@@ -221,6 +237,18 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 			err = maintPanic
 		}
 	}()
+	if cfg.MetricsAddr != "" {
+		if err := serveMetrics(ctx, cfg.MetricsAddr, reg, log); err != nil {
+			return err
+		}
+	}
+	return write(ctx, &lakeRun{cat: cat, merger: merger, met: met, reg: reg})
+}
+
+// captureToLake is Run's writer: the source's capture sessions into bronze,
+// retried as transient errors allow.
+func captureToLake(ctx context.Context, cfg *config.Config, lr *lakeRun, log *slog.Logger) error {
+	cat, merger, met := lr.cat, lr.merger, lr.met
 	src, err := sourceFor(cfg.Source.Reveal())
 	if err != nil {
 		return err
@@ -228,11 +256,6 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 	newCapture, err := src.open(cfg, log)
 	if err != nil {
 		return err
-	}
-	if cfg.MetricsAddr != "" {
-		if err := serveMetrics(ctx, cfg.MetricsAddr, reg, log); err != nil {
-			return err
-		}
 	}
 	retry := newRetrier(cfg, met, log)
 	var lastLog time.Time

@@ -86,7 +86,7 @@ type Writer struct {
 	// keepReplays: Write keeps changes at or below a table's cursor
 	// (KeepReplays).
 	keepReplays bool
-	now       func() time.Time
+	now         func() time.Time
 	// obs is told what commits held (observe.go; nil: nothing is counted);
 	// deadObs holds the observers of tables only dead letters named.
 	obs     Observer

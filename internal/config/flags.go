@@ -189,6 +189,23 @@ func Resolve(fs *pflag.FlagSet, configPath string) (*Config, error) {
 	return cfg, nil
 }
 
+// ResolveLoad is Resolve for tidemark load, which reads Kafka, not a
+// source: the file, then the flags, then ValidateLoad.
+func ResolveLoad(fs *pflag.FlagSet, configPath string) (*Config, error) {
+	cfg := &Config{}
+	if configPath != "" {
+		var err error
+		if cfg, err = Load(configPath); err != nil {
+			return nil, err
+		}
+	}
+	cfg.ApplyFlags(fs)
+	if err := cfg.ValidateLoad(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
 type stringValue string
 
 func (s *stringValue) Set(v string) error { *s = stringValue(v); return nil }

@@ -94,6 +94,9 @@ func (c *Config) ValidateOffline() error { return c.validate(modeOffline) }
 // name from its checkpoint record).
 func (c *Config) ValidateLoad() error { return c.validate(modeLoad) }
 
+// ValidName reports whether s may be a pipeline's name (name:).
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
 // validateMode says which command a configuration is validated for.
 type validateMode int
 

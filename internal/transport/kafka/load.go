@@ -92,6 +92,11 @@ type LoadOptions struct {
 	// CommitInterval and CommitBytes are the engine's flush settings.
 	CommitInterval time.Duration
 	CommitBytes    int64
+}
+
+// Session is what one Run writes to and reports to.
+type Session struct {
+	Sink LoadSink
 	// TableProps returns the tidemark.* properties of a table's latest
 	// bronze commit (ok=false: no such table yet); an id with an empty
 	// Schema names one of bronze's own tables (_messages, _dead_letter).
@@ -235,6 +240,7 @@ func (l *Loader) readUpstream(ctx context.Context) (Upstream, bool, error) {
 // session is one Run's state. Stream goroutine only, but for latest.
 type session struct {
 	l      *Loader
+	ses    Session
 	sink   LoadSink
 	engine *pipeline.Engine
 	dec    *event.Decoder
@@ -265,8 +271,9 @@ type pendingMark struct {
 // Run loads until ctx is done (then it flushes and returns nil) or an
 // error: a gap (ErrGap) or a broker or lake error (transient ones marked).
 // up is the capture's checkpoint record WaitUpstream returned.
-func (l *Loader) Run(ctx context.Context, sink LoadSink, up Upstream) error {
-	s := &session{l: l, sink: sink, dec: event.NewDecoder(), topics: map[string]*topicOffsets{},
+func (l *Loader) Run(ctx context.Context, up Upstream, ses Session) error {
+	sink := ses.Sink
+	s := &session{l: l, ses: ses, sink: sink, dec: event.NewDecoder(), topics: map[string]*topicOffsets{},
 		schemas: map[change.TableID]*change.Schema{}, applied: map[change.TableID]map[string]string{},
 		name: up.Name, marked: -1}
 	start, ok, err := sink.LoadCheckpoint(ctx)
@@ -280,7 +287,7 @@ func (l *Loader) Run(ctx context.Context, sink LoadSink, up Upstream) error {
 	}
 	s.engine = pipeline.NewEngine(sink, start, pipeline.EngineOptions{
 		CommitInterval: l.opts.CommitInterval, CommitBytes: l.opts.CommitBytes,
-		Ack: s.ack, OnDurable: l.opts.OnDurable, Stamp: s.stamp,
+		Ack: s.ack, OnDurable: ses.OnDurable, Stamp: s.stamp,
 	})
 	assign, err := s.discover(ctx)
 	if err != nil {
@@ -412,7 +419,7 @@ func (s *session) discover(ctx context.Context) (map[string]map[int32]kgo.Offset
 		}
 		// The table's own record of its topic is at least as new as the
 		// checkpoint's (committed with its rows, before the checkpoint).
-		props, ok, err := s.l.opts.TableProps(ctx, s.propsTable(t))
+		props, ok, err := s.ses.TableProps(ctx, s.propsTable(t))
 		if err != nil {
 			return nil, err
 		}
