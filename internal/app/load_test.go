@@ -1,0 +1,194 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tidemark/tidemark/internal/testenv"
+)
+
+// newLoader prepares `tidemark load` sessions reading the topics under
+// prefix on the broker at addr into a fresh warehouse, which it returns.
+func newLoader(t *testing.T, bin, srcURL, addr, prefix string, extra ...string) (*runner, string) {
+	t.Helper()
+	r, wh := newRunner(t, bin, srcURL)
+	r.Args = append([]string{"load", "--from", "kafka://" + addr, "--topic-prefix", prefix, "--warehouse", wh,
+		"--commit-interval", "200ms", "--log-level", "debug"}, extra...)
+	return r, wh
+}
+
+// TestKafkaLoad: PostgreSQL → `tidemark run --sink kafka://` (3
+// partitions per topic) → `tidemark load` into a lake, under a writer,
+// the loader SIGKILLed twice mid-stream and restarted. At the end
+// `tidemark verify` finds silver equal to the source, every bronze table
+// replays to the source with no change twice (by position) and no key
+// read twice by the snapshot, and the consumer group holds the loaded
+// offsets (monitoring).
+func TestKafkaLoad(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	k := testenv.StartKafka(t)
+	srcURL := pg.CreateDB(t, "e2e_kload")
+	source := sourceName(t, srcURL)
+	pg.Exec(t, srcURL, `
+		CREATE TABLE orders (id bigint PRIMARY KEY, qty int NOT NULL, amount numeric(12,2), note text,
+			tags text[], at timestamptz, day date, small smallint, ok boolean, raw bytea);
+		CREATE TABLE items (id bigint PRIMARY KEY, name text);
+		INSERT INTO orders SELECT g, 1, g * 1.25, 'preloaded ' || g, ARRAY['a', 'b' || g], now(), current_date, (g % 100)::smallint, g % 2 = 0, '\x00ff'::bytea
+			FROM generate_series(1, 300) g;
+		INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 50) g;`)
+	cr, _ := newRunner(t, bin, srcURL, "--sink", "kafka://"+k.Addr, "--kafka-partitions", "3")
+	capt := cr.Start()
+	lr, wh := newLoader(t, bin, srcURL, k.Addr, source)
+	load := lr.Start()
+
+	conn := connect(t, srcURL)
+	defer conn.Close(context.Background())
+	rng := rand.New(rand.NewPCG(7, 9))
+	next := int64(1000)
+	for round := 0; round < 30; round++ {
+		sql := fmt.Sprintf(`INSERT INTO orders SELECT g, 1, g / 3.0, 'new ' || g, ARRAY['n'], now(), current_date, 1, true, NULL FROM generate_series(%d, %d) g;
+			UPDATE orders SET qty = qty + 1, note = 'round %d', amount = amount + 0.01, tags = tags || 'r%d'::text WHERE id %% 11 = %d;
+			DELETE FROM orders WHERE id = %d;
+			INSERT INTO items VALUES (%d, 'item %d') ON CONFLICT (id) DO UPDATE SET name = excluded.name;`,
+			next, next+19, round, round, rng.IntN(11), rng.Int64N(next), rng.Int64N(200), round)
+		if _, err := conn.Exec(context.Background(), sql); err != nil {
+			t.Fatal(err)
+		}
+		next += 20
+		if round == 10 || round == 20 {
+			time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
+			load.Kill(t)
+			load = lr.Start()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Caught up: the lake's checkpoint (the capture's, once loaded up to
+	// it) confirms the WAL's end.
+	end := walLSN(t, srcURL)
+	openLake(t, wh, source).waitCaughtUp(load, end, 2*time.Minute, "orders", "items")
+	// verify, with capture and loader running: silver equal to the source.
+	out, err := exec.Command(bin, "verify", "--source", srcURL, "--warehouse", wh, "--name", source, "--wait", "2m").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tidemark verify: %v\n%s", err, out)
+	}
+	t.Logf("tidemark verify:\n%s", strings.TrimSpace(string(out)))
+	if code := load.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark load exited with code %d after SIGTERM, want 0", code)
+	}
+	if code := capt.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark run exited with code %d after SIGTERM, want 0", code)
+	}
+	for _, table := range []string{"orders", "items"} {
+		verifyTable(t, srcURL, wh, source, table, []string{"id"}, nil)
+	}
+
+	// The group holds what the lake loaded, for kafka-consumer-groups.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(cl)
+	committed, err := adm.FetchOffsets(ctx, "tidemark-load-"+source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, source+".public.orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		c, ok := committed.Lookup(o.Topic, o.Partition)
+		if !ok || c.At != o.Offset {
+			t.Errorf("group tidemark-load-%s: %s partition %d committed %v, want the end offset %d", source, o.Topic, o.Partition, c.At, o.Offset)
+		}
+	})
+}
+
+// TestKafkaLoadGap: records deleted before `tidemark load` read them
+// (DeleteRecords, as retention would) stop it with kafka_gap (exit 3),
+// naming the topic, the partition and the offsets; so does a loader
+// into a fresh lake whose topics no longer start at offset 0.
+func TestKafkaLoadGap(t *testing.T) {
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	k := testenv.StartKafka(t)
+	srcURL := pg.CreateDB(t, "e2e_kgap")
+	source := sourceName(t, srcURL)
+	pg.Exec(t, srcURL, `
+		CREATE TABLE orders (id bigint PRIMARY KEY, note text);
+		INSERT INTO orders SELECT g, 'preloaded ' || g FROM generate_series(1, 100) g;`)
+	cr, _ := newRunner(t, bin, srcURL, "--sink", "kafka://"+k.Addr)
+	capt := cr.Start()
+	lr, wh := newLoader(t, bin, srcURL, k.Addr, source)
+	load := lr.Start()
+	openLake(t, wh, source).waitCaughtUp(load, walLSN(t, srcURL), 2*time.Minute, "orders")
+	if code := load.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark load exited with code %d after SIGTERM, want 0", code)
+	}
+	// Changes the loader has not read, then deleted from the topic.
+	pg.Exec(t, srcURL, `UPDATE orders SET note = 'lost' WHERE id <= 10`)
+	conn := connect(t, srcURL)
+	defer conn.Close(context.Background())
+	waitConfirmed(t, conn, "tidemark_"+source, walLSN(t, srcURL), capt, time.Minute)
+	if code := capt.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark run exited with code %d after SIGTERM, want 0", code)
+	}
+	topic := source + ".public.orders"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, 0)
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: end.Offset, LeaderEpoch: -1})
+	if resp, err := adm.DeleteRecords(ctx, del); err != nil || resp.Error() != nil {
+		t.Fatalf("DeleteRecords %s up to %d: %v %v", topic, end.Offset, err, resp.Error())
+	}
+
+	for _, c := range []struct {
+		what string
+		r    *runner
+	}{{"the loader resumed", lr}, {"a loader into a fresh lake", func() *runner { r, _ := newLoader(t, bin, srcURL, k.Addr, source); return r }()}} {
+		cmd := exec.Command(bin, c.r.Args...)
+		done := make(chan struct{})
+		var out []byte
+		var err error
+		go func() { out, err = cmd.CombinedOutput(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("%s: tidemark load did not stop on the gap within a minute\n%s", c.what, out)
+		}
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 3 || !strings.Contains(string(out), "[kafka_gap]") || !strings.Contains(string(out), "topic "+topic+" partition 0") {
+			t.Fatalf("%s: %v, want exit 3 with [kafka_gap] naming topic %s partition 0\n%s", c.what, err, topic, out)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, "[kafka_gap]") {
+				t.Logf("%s: %s", c.what, line)
+			}
+		}
+	}
+}
