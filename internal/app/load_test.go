@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -21,7 +22,7 @@ func newLoader(t *testing.T, bin, srcURL, addr, prefix string, extra ...string) 
 	t.Helper()
 	r, wh := newRunner(t, bin, srcURL)
 	r.Args = append([]string{"load", "--from", "kafka://" + addr, "--topic-prefix", prefix, "--warehouse", wh,
-		"--commit-interval", "200ms", "--log-level", "debug"}, extra...)
+		"--commit-interval", "200ms", "--silver-every", "300ms", "--log-level", "debug"}, extra...)
 	return r, wh
 }
 
@@ -54,7 +55,9 @@ func TestKafkaLoad(t *testing.T) {
 	defer conn.Close(context.Background())
 	rng := rand.New(rand.NewPCG(7, 9))
 	next := int64(1000)
-	for round := 0; round < 30; round++ {
+	lk := openLake(t, wh, source)
+	lastOffsets := ""
+	for round := 0; round < 40; round++ {
 		sql := fmt.Sprintf(`INSERT INTO orders SELECT g, 1, g / 3.0, 'new ' || g, ARRAY['n'], now(), current_date, 1, true, NULL FROM generate_series(%d, %d) g;
 			UPDATE orders SET qty = qty + 1, note = 'round %d', amount = amount + 0.01, tags = tags || 'r%d'::text WHERE id %% 11 = %d;
 			DELETE FROM orders WHERE id = %d;
@@ -64,18 +67,42 @@ func TestKafkaLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		next += 20
-		if round == 10 || round == 20 {
-			time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond)
+		if round == 15 || round == 30 {
+			// Mid-stream: after the loader has committed something since
+			// its start, at a random moment of its next commit cycle.
+			var cp pipeline.Checkpoint
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				cp, _ = lk.checkpoint()
+				if o := cp.Info["kafka-offsets"]; o != "" && o != lastOffsets {
+					lastOffsets = o
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the loader committed nothing within 30s of round %d", round)
+				}
+			}
+			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 			load.Kill(t)
+			t.Logf("loader SIGKILLed at round %d; the lake's checkpoint held offsets %s", round, cp.Info["kafka-offsets"])
 			load = lr.Start()
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	// Caught up: the lake's checkpoint (the capture's, once loaded up to
 	// it) confirms the WAL's end.
 	end := walLSN(t, srcURL)
-	openLake(t, wh, source).waitCaughtUp(load, end, 2*time.Minute, "orders", "items")
-	// verify, with capture and loader running: silver equal to the source.
+	lk.waitCaughtUp(load, end, 2*time.Minute, "orders", "items")
+	lk.close()
+	// As checkSilver: a one-shot merge drains bronze into silver while the
+	// loader is stopped, then verify compares with capture and loader
+	// running (verify waits for silver to reach the source's position).
+	if code := load.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark load exited with code %d after SIGTERM, want 0", code)
+	}
+	if out, err := exec.Command(bin, "merge", "--warehouse", wh, "--name", source).CombinedOutput(); err != nil {
+		t.Fatalf("tidemark merge: %v\n%s", err, out)
+	}
+	load = lr.Start()
 	out, err := exec.Command(bin, "verify", "--source", srcURL, "--warehouse", wh, "--name", source, "--wait", "2m").CombinedOutput()
 	if err != nil {
 		t.Fatalf("tidemark verify: %v\n%s", err, out)
