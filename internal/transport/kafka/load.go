@@ -120,6 +120,11 @@ type topicOffsets struct {
 	Topic string          `json:"topic"`
 	ID    string          `json:"id,omitempty"`
 	Next  map[int32]int64 `json:"next"`
+	// High is the highest source position loaded from each partition
+	// (streamed changes, messages and dead letters; not snapshot rows): a
+	// capture that crashed resends what it sent after its last checkpoint,
+	// and those resends, at or below High, are dropped.
+	High map[int32]change.Position `json:"high,omitempty"`
 	table change.TableID  // the lake table the offsets go with
 	kind  topicKind
 	dirty bool // moved since the last flush stamped them
@@ -361,7 +366,7 @@ func (s *session) readInfo(info string) error {
 		return fault.With(fault.ErrCorruptState, "the lake's checkpoint property tidemark."+InfoOffsets+" is unreadable; refusing to guess the offsets to load from", err)
 	}
 	for _, t := range list {
-		s.topics[t.Topic] = &topicOffsets{Topic: t.Topic, ID: t.ID, Next: t.Next}
+		s.topics[t.Topic] = &topicOffsets{Topic: t.Topic, ID: t.ID, Next: t.Next, High: t.High}
 	}
 	return nil
 }
@@ -413,6 +418,12 @@ func (s *session) discover(ctx context.Context) (map[string]map[int32]kgo.Offset
 			t = &topicOffsets{Topic: name, Next: map[int32]int64{}}
 			s.topics[name] = t
 		}
+		if t.Next == nil {
+			t.Next = map[int32]int64{}
+		}
+		if t.High == nil {
+			t.High = map[int32]change.Position{}
+		}
 		t.table, t.kind = id, kind
 		if t.consumed() == len(d.Partitions) {
 			continue
@@ -435,6 +446,11 @@ func (s *session) discover(ctx context.Context) (map[string]map[int32]kgo.Offset
 				for p, n := range rec.Next {
 					if n > t.Next[p] {
 						t.Next[p] = n
+					}
+				}
+				for p, h := range rec.High {
+					if t.High[p].Less(h) {
+						t.High[p] = h
 					}
 				}
 			}
@@ -561,6 +577,24 @@ func (s *session) handle(ctx context.Context, r *kgo.Record) error {
 		return s.sink.DeadLetter(ctx, change.DeadLetter{Table: t.table, CommitTime: r.Timestamp,
 			Raw:   strings.ToValidUTF8(string(raw), string(utf8.RuneError)),
 			Error: fmt.Sprintf("kafka event %s: topic %s partition %d offset %d: %v", reason, r.Topic, r.Partition, r.Offset, err)})
+	}
+	var pos change.Position
+	switch d.Kind {
+	case event.KindChange:
+		pos = d.Change.Pos
+	case event.KindMessage:
+		pos = d.Message.Pos
+	case event.KindDeadLetter:
+		pos = d.DeadLetter.Pos
+	}
+	if d.Kind != event.KindTombstone && (d.Kind != event.KindChange || d.Change.Op != change.OpRead) {
+		// In a partition, the capture's events are in position order; one
+		// at or below the highest loaded is a resend after its crash.
+		if !t.High[r.Partition].Less(pos) {
+			s.l.log.Debug("capture's resend dropped", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "position", pos.String())
+			return nil
+		}
+		t.High[r.Partition] = pos
 	}
 	switch d.Kind {
 	case event.KindTombstone:
@@ -693,13 +727,13 @@ func (s *session) stamp(cp *pipeline.Checkpoint) {
 	list := make([]topicOffsets, 0, len(names))
 	for _, name := range names {
 		t := s.topics[name]
-		list = append(list, topicOffsets{Topic: t.Topic, ID: t.ID, Next: maps.Clone(t.Next)})
+		list = append(list, topicOffsets{Topic: t.Topic, ID: t.ID, Next: maps.Clone(t.Next), High: maps.Clone(t.High)})
 		if !t.dirty {
 			continue
 		}
 		id := s.propsTable(t)
 		if _, open := s.schemas[id]; open || t.kind != topicTable {
-			b, _ := json.Marshal(topicOffsets{Topic: t.Topic, ID: t.ID, Next: t.Next})
+			b, _ := json.Marshal(topicOffsets{Topic: t.Topic, ID: t.ID, Next: t.Next, High: t.High})
 			// NoteProps fails only for a table not open, checked above.
 			_ = s.sink.NoteProps(id, map[string]string{PropOffsets: string(b)})
 			t.dirty = false
