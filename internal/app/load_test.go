@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tidemark/tidemark/internal/bronze"
+	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
@@ -87,6 +89,14 @@ func TestKafkaLoad(t *testing.T) {
 			t.Logf("loader SIGKILLed at round %d; the lake's checkpoint held offsets %s", round, cp.Info["kafka-offsets"])
 			load = lr.Start()
 		}
+		if round == 16 {
+			// Two events the loader cannot read, between the capture's
+			// (the topic exists: the loader has loaded from it):
+			// dead-lettered with their reason, never skipped, never fatal.
+			produceRaw(t, k.Addr, source+".public.orders", []byte("not json"),
+				[]byte(`{"schema":{"type":"struct","fields":[{"type":"struct","field":"after","fields":[{"type":"int64","optional":false,"field":"id"}]}]},`+
+					`"payload":{"after":{"id":"x"},"op":"c","source":{"connector":"postgresql","ts_ms":1,"schema":"public","table":"orders","lsn":1,"sequence":"[\"1\",\"1\"]"}}}`))
+		}
 		if round == 22 {
 			// The capture crashes too: it resends what it published after
 			// its last checkpoint, which the loader must not load twice.
@@ -124,6 +134,19 @@ func TestKafkaLoad(t *testing.T) {
 	for _, table := range []string{"orders", "items"} {
 		verifyTable(t, srcURL, wh, source, table, []string{"id"}, nil)
 	}
+	dead := bronzetest.Read(t, wh, "bronze", source, bronze.DeadLetterTable)
+	for _, reason := range []string{"not_json", "bad_value"} {
+		n := 0
+		for _, row := range dead {
+			e, _ := row[bronze.ColError].(string)
+			if strings.Contains(e, "kafka event "+reason+": topic "+source+".public.orders partition 0 offset ") && row[bronze.ColTable] == "public.orders" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("bronze %s._dead_letter holds %d rows of reason %s for public.orders, want 1: %v", source, n, reason, dead)
+		}
+	}
 
 	// The group holds what the lake loaded, for kafka-consumer-groups.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Addr))
@@ -141,6 +164,9 @@ func TestKafkaLoad(t *testing.T) {
 	ends, err := adm.ListEndOffsets(ctx, source+".public.orders")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(ends[source+".public.orders"]) != 3 {
+		t.Errorf("topic %s.public.orders has %d partitions, want 3", source, len(ends[source+".public.orders"]))
 	}
 	ends.Each(func(o kadm.ListedOffset) {
 		c, ok := committed.Lookup(o.Topic, o.Partition)
@@ -223,6 +249,23 @@ func TestKafkaLoadGap(t *testing.T) {
 			if strings.Contains(line, "[kafka_gap]") {
 				t.Logf("%s: %s", c.what, line)
 			}
+		}
+	}
+}
+
+// produceRaw writes values to partition 0 of topic, without a key.
+func produceRaw(t *testing.T, addr, topic string, values ...[]byte) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, v := range values {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: v}).FirstErr(); err != nil {
+			t.Fatalf("produce to %s: %v", topic, err)
 		}
 	}
 }

@@ -10,7 +10,8 @@ import (
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 )
 
-// KeepReplays makes Write keep the changes at or below a table's cursor,
+// KeepReplays makes Write (and DeadLetter, Message) keep the changes at or
+// below a table's cursor,
 // for a source that deduplicates its replays itself and whose changes of
 // one table may arrive out of position order: tidemark load reads a
 // table's topic partitions side by side (each in position order, not

@@ -742,7 +742,7 @@ func (tb *tableBuf) noteProgress(props map[string]string) {
 // DeadLetter implements pipeline.Sink.
 func (w *Writer) DeadLetter(ctx context.Context, d change.DeadLetter) error {
 	tb := w.dead
-	if d.Op != change.OpRead && !tb.cursor.Less(d.Pos) {
+	if d.Op != change.OpRead && !w.keepReplays && !tb.cursor.Less(d.Pos) {
 		return nil
 	}
 	b := tb.b
@@ -772,7 +772,7 @@ func (w *Writer) DeadLetter(ctx context.Context, d change.DeadLetter) error {
 // Message implements pipeline.Sink.
 func (w *Writer) Message(ctx context.Context, m change.Message) error {
 	tb := w.msgs
-	if !tb.cursor.Less(m.Pos) {
+	if !w.keepReplays && !tb.cursor.Less(m.Pos) {
 		return nil
 	}
 	b := tb.b

@@ -493,7 +493,8 @@ func (s *session) discover(ctx context.Context) (map[string]map[int32]kgo.Offset
 				return nil, fault.With(ErrGap, fmt.Sprintf("topic %s partition %d ends at offset %d, but the lake has loaded it up to offset %d: the topic was recreated or truncated, and its records are not the ones the lake holds. Reload the lake from a fresh capture, or re-snapshot the tables (tidemark resnapshot)",
 					name, p, en.Offset, next), nil)
 			case !recorded && st.Offset > 0:
-				return nil, s.gap(name, p, 0, st.Offset, en.Offset)
+				return nil, fault.With(ErrGap, fmt.Sprintf("topic %s partition %d: the lake has loaded nothing of it, but the broker keeps only offsets %d to %d: the first %d records were deleted (retention.ms or retention.bytes, or DeleteRecords) before tidemark load read them, and the lake would miss their changes (the table's snapshot rows among them). Load into this lake from a capture whose topics are complete: re-snapshot the tables (tidemark resnapshot on the capture), or start a fresh capture with a new topic prefix",
+					name, p, st.Offset, en.Offset, st.Offset), nil)
 			}
 			if !recorded {
 				next = st.Offset
