@@ -457,8 +457,8 @@ func (s *session) discover(ctx context.Context) (map[string]map[int32]kgo.Offset
 		}
 		current := d.ID.String()
 		if t.ID != "" && t.ID != current && current != (kadm.TopicID{}).String() {
-			return nil, fault.With(ErrGap, fmt.Sprintf("topic %s was deleted and created again since tidemark load last read it (its id was %s, it is %s): the lake holds changes the new topic does not, and the offsets recorded for it mean nothing in the new one. Reload the lake from a fresh capture (drop bronze.%s and silver.%s, then tidemark load again), or re-snapshot the tables (tidemark resnapshot)",
-				name, t.ID, current, s.name, s.name), nil)
+			return nil, fault.With(ErrGap, fmt.Sprintf("topic %s was deleted and created again since tidemark load last read it (its id was %s, it is %s): the lake holds changes the new topic does not, and the offsets recorded for it mean nothing in the new one. To recover, start a fresh capture (another --name and --topic-prefix) and load it into a fresh lake",
+				name, t.ID, current), nil)
 		}
 		t.ID = current
 		names = append(names, name)
@@ -490,10 +490,10 @@ func (s *session) discover(ctx context.Context) (map[string]map[int32]kgo.Offset
 			case recorded && next < st.Offset:
 				return nil, s.gap(name, p, next, st.Offset, en.Offset)
 			case recorded && next > en.Offset:
-				return nil, fault.With(ErrGap, fmt.Sprintf("topic %s partition %d ends at offset %d, but the lake has loaded it up to offset %d: the topic was recreated or truncated, and its records are not the ones the lake holds. Reload the lake from a fresh capture, or re-snapshot the tables (tidemark resnapshot)",
+				return nil, fault.With(ErrGap, fmt.Sprintf("topic %s partition %d ends at offset %d, but the lake has loaded it up to offset %d: the topic was recreated or truncated, and its records are not the ones the lake holds. To recover, start a fresh capture (another --name and --topic-prefix) and load it into a fresh lake",
 					name, p, en.Offset, next), nil)
 			case !recorded && st.Offset > 0:
-				return nil, fault.With(ErrGap, fmt.Sprintf("topic %s partition %d: the lake has loaded nothing of it, but the broker keeps only offsets %d to %d: the first %d records were deleted (retention.ms or retention.bytes, or DeleteRecords) before tidemark load read them, and the lake would miss their changes (the table's snapshot rows among them). Load into this lake from a capture whose topics are complete: re-snapshot the tables (tidemark resnapshot on the capture), or start a fresh capture with a new topic prefix",
+				return nil, fault.With(ErrGap, fmt.Sprintf("topic %s partition %d: the lake has loaded nothing of it, but the broker keeps only offsets %d to %d: the first %d records were deleted (retention.ms or retention.bytes, or DeleteRecords) before tidemark load read them, and the lake would miss their changes (the table's snapshot rows among them). Load from a capture whose topics are complete: start a fresh capture (another --name and --topic-prefix: its topics begin with a full snapshot) and load it",
 					name, p, st.Offset, en.Offset, st.Offset), nil)
 			}
 			if !recorded {
@@ -513,7 +513,7 @@ func (s *session) discover(ctx context.Context) (map[string]map[int32]kgo.Offset
 
 // gap is the named error for records deleted before they were loaded.
 func (s *session) gap(topic string, p int32, next, start, end int64) error {
-	return fault.With(ErrGap, fmt.Sprintf("topic %s partition %d: the lake has loaded it up to offset %d, but the broker keeps only offsets %d to %d: the %d records in [%d, %d) were deleted (retention.ms or retention.bytes, or DeleteRecords) before tidemark load read them, and their changes are missing from the lake. Raise the topic's retention so it outlasts loader outages, then re-snapshot the table (tidemark resnapshot on the capture) or reload the lake from a fresh capture",
+	return fault.With(ErrGap, fmt.Sprintf("topic %s partition %d: the lake has loaded it up to offset %d, but the broker keeps only offsets %d to %d: the %d records in [%d, %d) were deleted (retention.ms or retention.bytes, or DeleteRecords) before tidemark load read them, and their changes are missing from the lake. Raise the topics' retention so it outlasts loader outages; to recover, start a fresh capture (another --name and --topic-prefix: its topics begin with a full snapshot) and load it into a fresh lake",
 		topic, p, next, start, end, start-next, next, start), nil)
 }
 
