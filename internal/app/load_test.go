@@ -31,7 +31,8 @@ func newLoader(t *testing.T, bin, srcURL, addr, prefix string, extra ...string) 
 // TestKafkaLoad: PostgreSQL → `tidemark run --sink kafka://` (3
 // partitions per topic) → `tidemark load` into a lake, under a writer,
 // the loader SIGKILLed twice mid-stream and restarted, the capture once
-// (it resends what it published after its last checkpoint). At the end
+// (it resends what it published after its last checkpoint), a table
+// created midway (its topic discovered while loading). At the end
 // `tidemark verify` finds silver equal to the source, every bronze table
 // replays to the source with no change twice (by position) and no key
 // read twice by the snapshot, and the consumer group holds the loaded
@@ -97,6 +98,17 @@ func TestKafkaLoad(t *testing.T) {
 				[]byte(`{"schema":{"type":"struct","fields":[{"type":"struct","field":"after","fields":[{"type":"int64","optional":false,"field":"id"}]}]},`+
 					`"payload":{"after":{"id":"x"},"op":"c","source":{"connector":"postgresql","ts_ms":1,"schema":"public","table":"orders","lsn":1,"sequence":"[\"1\",\"1\"]"}}}`))
 		}
+		if round == 25 {
+			// A table created while loading: its topic is discovered, its
+			// tables created.
+			pg.Exec(t, srcURL, `CREATE TABLE late (id bigint PRIMARY KEY, v text);
+				INSERT INTO late SELECT g, 'late ' || g FROM generate_series(1, 40) g;`)
+		}
+		if round > 25 {
+			if _, err := conn.Exec(context.Background(), fmt.Sprintf(`UPDATE late SET v = 'round %d' WHERE id = %d`, round, round)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if round == 22 {
 			// The capture crashes too: it resends what it published after
 			// its last checkpoint, which the loader must not load twice.
@@ -108,7 +120,7 @@ func TestKafkaLoad(t *testing.T) {
 	// Caught up: the lake's checkpoint (the capture's, once loaded up to
 	// it) confirms the WAL's end.
 	end := walLSN(t, srcURL)
-	lk.waitCaughtUp(load, end, 2*time.Minute, "orders", "items")
+	lk.waitCaughtUp(load, end, 2*time.Minute, "orders", "items", "late")
 	lk.close()
 	// As checkSilver: a one-shot merge drains bronze into silver while the
 	// loader is stopped, then verify compares with capture and loader
@@ -131,7 +143,7 @@ func TestKafkaLoad(t *testing.T) {
 	if code := capt.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark run exited with code %d after SIGTERM, want 0", code)
 	}
-	for _, table := range []string{"orders", "items"} {
+	for _, table := range []string{"orders", "items", "late"} {
 		verifyTable(t, srcURL, wh, source, table, []string{"id"}, nil)
 	}
 	dead := bronzetest.Read(t, wh, "bronze", source, bronze.DeadLetterTable)
