@@ -124,8 +124,8 @@ type topicOffsets struct {
 	// (streamed changes, messages and dead letters; not snapshot rows): a
 	// capture that crashed resends what it sent after its last checkpoint,
 	// and those resends, at or below High, are dropped.
-	High map[int32]change.Position `json:"high,omitempty"`
-	table change.TableID  // the lake table the offsets go with
+	High  map[int32]change.Position `json:"high,omitempty"`
+	table change.TableID            // the lake table the offsets go with
 	kind  topicKind
 	dirty bool // moved since the last flush stamped them
 	parts int  // partitions consumed (0 to parts-1)
@@ -195,6 +195,12 @@ func (l *Loader) WaitUpstream(ctx context.Context) (Upstream, error) {
 // readUpstream reads the last record of the checkpoint topic (the topic
 // is compacted: its last record is the latest checkpoint).
 func (l *Loader) readUpstream(ctx context.Context) (Upstream, bool, error) {
+	return l.readUpstreamAfter(ctx, -1)
+}
+
+// readUpstreamAfter is readUpstream, ok=false without reading when the
+// last record is at or below offset after (nothing new).
+func (l *Loader) readUpstreamAfter(ctx context.Context, after int64) (Upstream, bool, error) {
 	topic := l.checkpointTopic()
 	ends, err := l.adm.ListEndOffsets(ctx, topic)
 	if err != nil {
@@ -207,7 +213,7 @@ func (l *Loader) readUpstream(ctx context.Context) (Upstream, bool, error) {
 	if end.Err != nil {
 		return Upstream{}, false, fault.MarkTransient(fmt.Errorf("kafka: read the end of %s: %w", topic, end.Err))
 	}
-	if end.Offset == 0 {
+	if end.Offset == 0 || end.Offset-1 <= after {
 		return Upstream{}, false, nil
 	}
 	cons, err := kgo.NewClient(kgo.SeedBrokers(l.opts.Brokers...),
@@ -624,9 +630,11 @@ func (s *session) handle(ctx context.Context, r *kgo.Record) error {
 // watch follows the capture's checkpoint topic and keeps its latest
 // record in s.latest, until ctx is done.
 func (s *session) watch(ctx context.Context) {
+	after := int64(-1)
 	for ctx.Err() == nil {
-		up, ok, err := s.l.readUpstream(ctx)
+		up, ok, err := s.l.readUpstreamAfter(ctx, after)
 		if err == nil && ok {
+			after = up.Offset
 			s.mu.Lock()
 			s.latest = &up
 			s.mu.Unlock()
@@ -666,11 +674,14 @@ func (s *session) mark(ctx context.Context) error {
 				names = append(names, name)
 			}
 		}
-		ends, err := s.l.adm.ListEndOffsets(ctx, names...)
-		if err != nil {
-			return fault.MarkTransient(fmt.Errorf("kafka: list the end offsets: %w", err))
-		}
 		pm := &pendingMark{up: *up, ends: map[string]map[int32]int64{}}
+		ends := kadm.ListedOffsets{}
+		if len(names) > 0 { // none: ListEndOffsets would list every topic's
+			var err error
+			if ends, err = s.l.adm.ListEndOffsets(ctx, names...); err != nil {
+				return fault.MarkTransient(fmt.Errorf("kafka: list the end offsets: %w", err))
+			}
+		}
 		ends.Each(func(o kadm.ListedOffset) {
 			if o.Err == nil {
 				if pm.ends[o.Topic] == nil {
