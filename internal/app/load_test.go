@@ -137,6 +137,11 @@ func TestKafkaLoad(t *testing.T) {
 		t.Fatalf("tidemark verify: %v\n%s", err, out)
 	}
 	t.Logf("tidemark verify:\n%s", strings.TrimSpace(string(out)))
+	// status reads a loaded lake as a captured one.
+	out, err = exec.Command(bin, "status", "--warehouse", wh).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "public.orders") || !strings.Contains(string(out), "public.late") {
+		t.Errorf("tidemark status: %v, want the tables listed\n%s", err, out)
+	}
 	if code := load.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark load exited with code %d after SIGTERM, want 0", code)
 	}

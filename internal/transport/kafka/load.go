@@ -575,15 +575,15 @@ func (s *session) handle(ctx context.Context, r *kgo.Record) error {
 		if len(raw) > maxRawBytes {
 			raw = raw[:maxRawBytes]
 		}
-		reason := "bad_event"
+		reason, cause := "bad_event", err
 		var de *event.DecodeError
 		if errors.As(err, &de) {
-			reason = de.Reason
+			reason, cause = de.Reason, de.Err
 		}
 		s.l.log.Warn("undecodable event dead-lettered", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", reason)
 		return s.sink.DeadLetter(ctx, change.DeadLetter{Table: t.table, CommitTime: r.Timestamp,
 			Raw:   strings.ToValidUTF8(string(raw), string(utf8.RuneError)),
-			Error: fmt.Sprintf("kafka event %s: topic %s partition %d offset %d: %v", reason, r.Topic, r.Partition, r.Offset, err)})
+			Error: fmt.Sprintf("kafka event %s: topic %s partition %d offset %d: %v", reason, r.Topic, r.Partition, r.Offset, cause)})
 	}
 	var pos change.Position
 	switch d.Kind {
