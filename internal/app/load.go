@@ -83,7 +83,7 @@ func loadToLake(ctx context.Context, cfg *config.Config, lr *lakeRun, loader *ka
 			}
 		}
 		lr.met.sessions.Inc()
-		err = loader.Run(ctx, up, kafka.Session{Sink: w, OnDurable: onDurable,
+		err = loader.Run(ctx, up, kafka.Session{Sink: w, OnDurable: onDurable, OnLag: lr.met.loadLagged,
 			TableProps: func(ctx context.Context, id change.TableID) (map[string]string, bool, error) {
 				return bronze.Props(ctx, lr.cat, cfg.Name, id)
 			}})

@@ -87,6 +87,7 @@ type metrics struct {
 	silverLat   *prometheus.HistogramVec
 	behindCount *prometheus.GaugeVec // commits
 	behindRows  *prometheus.GaugeVec // changes
+	loadLag     *prometheus.GaugeVec // tidemark load: records of the table's topic not loaded yet
 	behind      *behindCollector     // seconds, at scrape time
 
 	// Maintenance, per source.
@@ -190,6 +191,8 @@ func newMetrics(reg prometheus.Registerer, source string, memoryBudget int64) *m
 			"End-to-end latency: source commit of a transaction to its changes of the table visible in silver; one observation per transaction and table.", latencyBuckets),
 		behindCount: gauge("tidemark_silver_behind_commits", "Bronze commits of the table silver has not merged, as of its last merge.", tl...),
 		behindRows:  gauge("tidemark_silver_behind_changes", "Changes (bronze rows) in those commits.", tl...),
+		loadLag: gauge("tidemark_load_lag_records",
+			"tidemark load: records of the table's topic (all partitions) not loaded yet, measured at each capture checkpoint the loader reads up to.", tl...),
 
 		maintRuns: counter("tidemark_maintain_runs_total", "Runs of the maintenance beside the capture (compaction, snapshot expiry, orphan files), by result: ok or failed.", "result"),
 		maintLast: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_maintain_last_success_timestamp_seconds",
@@ -221,10 +224,15 @@ func newMetrics(reg prometheus.Registerer, source string, memoryBudget int64) *m
 		[]string{"reason"}, cl)}
 	m.collectors = []prometheus.Collector{lakeRetries, m.rows, m.flushes, m.confirmed, m.lagBytes, lagSec, m.classes, m.sessions, m.restarts,
 		m.changes, m.fileBytes, m.commits, m.lastCommit, m.deadLetters, m.bronzeLat, m.snapRows, m.snapEst, m.snapDone, m.snapChunks,
-		m.merges, m.mergeTook, m.merged, m.upserted, m.deleted, m.silverDead, m.published, m.silverLat, m.behindCount, m.behindRows, m.behind,
+		m.merges, m.mergeTook, m.merged, m.upserted, m.deleted, m.silverDead, m.published, m.silverLat, m.behindCount, m.behindRows, m.behind, m.loadLag,
 		m.maintRuns, m.maintLast, m.errs, m.retries, heap, budget}
 	reg.MustRegister(m.collectors...)
 	return m
+}
+
+// loadLagged records a table's load lag (tidemark load).
+func (m *metrics) loadLagged(id change.TableID, records int64) {
+	m.loadLag.WithLabelValues(id.String()).Set(float64(records))
 }
 
 // liveHeapBytes reads the live heap from the runtime.

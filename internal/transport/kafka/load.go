@@ -104,6 +104,10 @@ type Session struct {
 	// OnDurable, if set, is called with each checkpoint the sink made
 	// durable (progress, metrics).
 	OnDurable func(pipeline.Checkpoint)
+	// OnLag, if set, is told how many records of each table's topic (all
+	// partitions) are not loaded yet, at each capture checkpoint the
+	// loader starts reading up to.
+	OnLag func(id change.TableID, records int64)
 }
 
 // LoadSink is what a Loader writes to (bronze.Writer).
@@ -303,6 +307,10 @@ func (l *Loader) Run(ctx context.Context, up Upstream, ses Session) error {
 	assign, err := s.discover(ctx)
 	if err != nil {
 		return err
+	}
+	if len(assign) == 0 {
+		// The capture creates its topics before its first checkpoint.
+		return fault.MarkTransient(fmt.Errorf("kafka: no topic under %s. yet", l.opts.Prefix))
 	}
 	s.cons, err = kgo.NewClient(kgo.SeedBrokers(l.opts.Brokers...),
 		kgo.ConsumePartitions(assign),
@@ -691,6 +699,21 @@ func (s *session) mark(ctx context.Context) error {
 			}
 		})
 		s.pending = pm
+		if s.ses.OnLag != nil {
+			for topic, ps := range pm.ends {
+				t := s.topics[topic]
+				if t == nil || t.kind != topicTable {
+					continue
+				}
+				var lag int64
+				for p, end := range ps {
+					if n, on := t.consuming(p); on && end > n {
+						lag += end - n
+					}
+				}
+				s.ses.OnLag(t.table, lag)
+			}
+		}
 	}
 	for topic, ps := range s.pending.ends {
 		t := s.topics[topic]
