@@ -29,6 +29,7 @@ func Load(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error)
 	lo := kafka.LoadOptions{
 		Brokers: cfg.LoadBrokers(), Prefix: cfg.TopicPrefix, Group: cfg.Group,
 		CommitInterval: time.Duration(cfg.CommitInterval), CommitBytes: int64(cfg.CommitBytes),
+		MaxElapsed: time.Duration(cfg.Retry.MaxElapsed),
 	}
 	loader, err := kafka.NewLoader(lo, log)
 	if err != nil {

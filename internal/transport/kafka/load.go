@@ -92,6 +92,9 @@ type LoadOptions struct {
 	// CommitInterval and CommitBytes are the engine's flush settings.
 	CommitInterval time.Duration
 	CommitBytes    int64
+	// MaxElapsed bounds how long WaitUpstream retries the brokers while
+	// they fail (retry.max_elapsed).
+	MaxElapsed time.Duration
 }
 
 // Session is what one Run writes to and reports to.
@@ -179,12 +182,27 @@ func (l *Loader) checkpointTopic() string { return l.opts.Prefix + "." + Checkpo
 // is the pipeline the lake's tables are named after.
 func (l *Loader) WaitUpstream(ctx context.Context) (Upstream, error) {
 	logged := false
+	var failingSince time.Time
 	for {
 		up, ok, err := l.readUpstream(ctx)
-		if err != nil || ok {
+		switch {
+		case ok:
+			return up, nil
+		case err != nil && (ctx.Err() != nil || fault.ClassOf(err) != fault.Transient):
 			return up, err
+		case err != nil:
+			// The brokers are not there yet: retried, as a session is.
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+				l.log.Warn("cannot read the capture's checkpoint yet, retrying", "topic", l.checkpointTopic(), "error", err.Error())
+			}
+			if time.Since(failingSince) > l.opts.MaxElapsed {
+				return up, &fault.GaveUpError{After: l.opts.MaxElapsed, Err: err}
+			}
+		default:
+			failingSince = time.Time{}
 		}
-		if !logged {
+		if err == nil && !logged {
 			l.log.Info("waiting for the capture's first checkpoint", "topic", l.checkpointTopic())
 			logged = true
 		}
