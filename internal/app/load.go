@@ -84,11 +84,22 @@ func loadToLake(ctx context.Context, cfg *config.Config, lr *lakeRun, loader *ka
 			}
 		}
 		lr.met.sessions.Inc()
-		err = loader.Run(ctx, up, kafka.Session{Sink: w, OnDurable: onDurable, OnLag: lr.met.loadLagged,
+		// One loader writes the lake at a time: the others of the group
+		// wait for its hold.
+		held, release, err := loader.Hold(ctx)
+		if err != nil {
+			w.Close()
+			if again, err := retry.after(ctx, err); !again {
+				return err
+			}
+			continue
+		}
+		err = loader.Run(held, up, kafka.Session{Sink: w, OnDurable: onDurable, OnLag: lr.met.loadLagged,
 			TableProps: func(ctx context.Context, id change.TableID) (map[string]string, bool, error) {
 				return bronze.Props(ctx, lr.cat, cfg.Name, id)
 			}})
 		w.Close()
+		release()
 		if again, err := retry.after(ctx, err); !again {
 			return err
 		}

@@ -31,7 +31,9 @@ func newLoader(t *testing.T, bin, srcURL, addr, prefix string, extra ...string) 
 
 // TestKafkaLoad: PostgreSQL → `tidemark run --sink kafka://` (3
 // partitions per topic) → `tidemark load` into a lake, under a writer,
-// the loader SIGKILLed twice mid-stream and restarted, the capture once
+// with a standby loader of the same group beside it (it waits, then
+// takes over), the loader SIGKILLed twice mid-stream and restarted, the
+// capture once
 // (it resends what it published after its last checkpoint), a table
 // created midway (its topic discovered while loading). At the end
 // `tidemark verify` finds silver equal to the source, every bronze table
@@ -55,6 +57,11 @@ func TestKafkaLoad(t *testing.T) {
 	capt := cr.Start()
 	lr, wh := newLoader(t, bin, srcURL, k.Addr, source)
 	load := lr.Start()
+	// A second loader of the same lake and group: it must wait while the
+	// other holds the lake, and take over when that one is killed (with
+	// both writing, every change would be in bronze twice).
+	time.Sleep(time.Second)
+	standby := lr.Start()
 
 	conn := connect(t, srcURL)
 	defer conn.Close(context.Background())
@@ -121,13 +128,15 @@ func TestKafkaLoad(t *testing.T) {
 	// Caught up: the lake's checkpoint (the capture's, once loaded up to
 	// it) confirms the WAL's end.
 	end := walLSN(t, srcURL)
-	lk.waitCaughtUp(load, end, 2*time.Minute, "orders", "items", "late")
+	lk.waitCaughtUp(standby, end, 2*time.Minute, "orders", "items", "late")
 	lk.close()
 	// As checkSilver: a one-shot merge drains bronze into silver while the
 	// loader is stopped, then verify compares with capture and loader
 	// running (verify waits for silver to reach the source's position).
-	if code := load.Stop(t, time.Minute); code != 0 {
-		t.Fatalf("tidemark load exited with code %d after SIGTERM, want 0", code)
+	for _, l := range []*session{load, standby} {
+		if code := l.Stop(t, time.Minute); code != 0 {
+			t.Fatalf("tidemark load session %d exited with code %d after SIGTERM, want 0", l.N, code)
+		}
 	}
 	if out, err := exec.Command(bin, "merge", "--warehouse", wh, "--name", source).CombinedOutput(); err != nil {
 		t.Fatalf("tidemark merge: %v\n%s", err, out)

@@ -346,13 +346,13 @@ func (l *Loader) Run(ctx context.Context, up Upstream, ses Session) error {
 	go s.watch(wctx)
 	for {
 		if ctx.Err() != nil {
-			return s.stop()
+			return s.stop(ctx)
 		}
 		pctx, cancel := context.WithDeadline(ctx, s.engine.Wake())
 		fs := s.cons.PollRecords(pctx, 5000)
 		cancel()
 		if ctx.Err() != nil {
-			return s.stop()
+			return s.stop(ctx)
 		}
 		for _, fe := range fs.Errors() {
 			if errors.Is(fe.Err, context.DeadlineExceeded) || errors.Is(fe.Err, context.Canceled) {
@@ -381,8 +381,14 @@ func (l *Loader) Run(ctx context.Context, up Upstream, ses Session) error {
 	}
 }
 
-// stop flushes what was read and waits until it is durable (a clean stop).
-func (s *session) stop() error {
+// stop flushes what was read and waits until it is durable (a clean stop),
+// unless the session's context ended because the loader lost its hold on
+// the lake (Hold): then it writes nothing more, and the next holder
+// loads what was not committed.
+func (s *session) stop(ctx context.Context) error {
+	if errors.Is(context.Cause(ctx), ErrHoldLost) {
+		return fault.MarkTransient(ErrHoldLost)
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), time.Minute)
 	defer cancel()
 	return s.engine.Sync(ctx)
