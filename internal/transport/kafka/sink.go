@@ -1,7 +1,9 @@
 // Package kafka is tidemark's Kafka transport. Sink publishes a source's
 // changes to Kafka as Debezium-compatible events (`tidemark run --sink
 // kafka://…`), so that capture and loading scale apart and existing
-// Debezium consumers read them unchanged.
+// Debezium consumers read them unchanged; Loader reads them back into the
+// lake (`tidemark load`, load.go, with its own guarantees there; Hold in
+// hold.go keeps one loader writing a lake at a time).
 //
 // The Sink's guarantees (the same rules as the lake's):
 //
