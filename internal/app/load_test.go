@@ -33,9 +33,9 @@ func newLoader(t *testing.T, bin, srcURL, addr, prefix string, extra ...string) 
 // partitions per topic) → `tidemark load` into a lake, under a writer,
 // with a standby loader of the same group beside it (it waits, then
 // takes over), the loader SIGKILLed twice mid-stream and restarted, the
-// capture once
-// (it resends what it published after its last checkpoint), a table
-// created midway (its topic discovered while loading). At the end
+// capture once (it resends what it published after its last checkpoint),
+// a truncate and a table created midway (its topic discovered while
+// loading). At the end
 // `tidemark verify` finds silver equal to the source, every bronze table
 // replays to the source with no change twice (by position) and no key
 // read twice by the snapshot, and the consumer group holds the loaded
@@ -116,6 +116,11 @@ func TestKafkaLoad(t *testing.T) {
 			if _, err := conn.Exec(context.Background(), fmt.Sprintf(`UPDATE late SET v = 'round %d' WHERE id = %d`, round, round)); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if round == 28 {
+			// A truncate (keyless: in any partition) among the keyed
+			// changes of the other partitions.
+			pg.Exec(t, srcURL, `TRUNCATE items; INSERT INTO items SELECT g, 'after truncate ' || g FROM generate_series(1, 30) g`)
 		}
 		if round == 22 {
 			// The capture crashes too: it resends what it published after
