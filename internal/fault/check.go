@@ -52,6 +52,8 @@ func Check(err error) string {
 		return "another writer keeps committing to the same lake table: make sure one tidemark, and no other tool, writes this pipeline's tables"
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return "the disk (or quota) of the warehouse or spool directory is full: free space and start again; nothing unsaved was acknowledged"
+	case errors.Is(err, ErrKafkaSendFailed):
+		return "the Kafka brokers did not acknowledge in time: check that they run at the addresses sink names (host:port), their logs, and that enough in-sync replicas are up for acks=all; tidemark resends from its last checkpoint"
 	case checkSource(err) != "":
 		return checkSource(err)
 	case errors.As(err, &dns):
