@@ -137,7 +137,7 @@ func (t *Table) readTasks(ctx context.Context, tbl *table.Table, reader *table.S
 	for i, df := range big {
 		err := readLiveFile(ctx, fs, mem, tbl, tbl.Schema(), nil, df, deleted[i], func(rec arrow.RecordBatch, _ Positions) error {
 			if f != nil {
-				sel, err := filterSelectRows(f, ctx, mem, rec)
+				sel, err := f.SelectRows(ctx, mem, rec)
 				if err != nil || sel == nil {
 					return err
 				}

@@ -290,7 +290,7 @@ func (t *Table) deleteOwn(ctx context.Context, tx *table.Transaction, del *Filte
 		var match []int64
 		err := readLiveFile(ctx, fs, mem, tbl, want, nil, df, nil, func(rec arrow.RecordBatch, pos Positions) error {
 			for i := range int(rec.NumRows()) {
-				ok, err := filterMatchRow(del, rec, i)
+				ok, err := del.MatchRow(rec, i)
 				if err != nil {
 					return err
 				}

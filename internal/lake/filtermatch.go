@@ -1,4 +1,4 @@
-package iceberg
+package lake
 
 import (
 	"bytes"
@@ -10,22 +10,20 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // This file evaluates a Filter on the rows of a record batch, for the
-// data files tidemark reads with its own reader (bigpages.go), where
-// iceberg-go's row filtering does not run. A null never matches.
+// formats' own readers (Iceberg's bigpages.go, Delta's scans), where no
+// library filters rows. A null never matches.
 
-// selectRows returns the rows of rec that f matches, as a new batch the
+// SelectRows returns the rows of rec that f matches, as a new batch the
 // caller releases (rec itself, retained, when all match; nil when none do).
-func filterSelectRows(f *Filter, ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+func (f *Filter) SelectRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	ib := array.NewInt64Builder(mem)
 	defer ib.Release()
 	n := int(rec.NumRows())
 	for i := 0; i < n; i++ {
-		ok, err := filterMatchRow(f, rec, i)
+		ok, err := f.MatchRow(rec, i)
 		if err != nil {
 			return nil, err
 		}
@@ -45,18 +43,20 @@ func filterSelectRows(f *Filter, ctx context.Context, mem memory.Allocator, rec 
 	return Take(ctx, mem, rec, idx)
 }
 
-func filterMatchRow(f *Filter, rec arrow.RecordBatch, i int) (bool, error) {
+// MatchRow reports whether f matches row i of rec; the error says when a
+// column f names is missing or its values cannot be compared.
+func (f *Filter) MatchRow(rec arrow.RecordBatch, i int) (bool, error) {
 	switch f.Op {
-	case lake.OpAnd:
+	case OpAnd:
 		for _, k := range f.Kids {
-			if ok, err := filterMatchRow(k, rec, i); err != nil || !ok {
+			if ok, err := k.MatchRow(rec, i); err != nil || !ok {
 				return false, err
 			}
 		}
 		return true, nil
-	case lake.OpOr:
+	case OpOr:
 		for _, k := range f.Kids {
-			if ok, err := filterMatchRow(k, rec, i); err != nil || ok {
+			if ok, err := k.MatchRow(rec, i); err != nil || ok {
 				return ok, err
 			}
 		}
@@ -80,13 +80,13 @@ func filterMatchRow(f *Filter, rec arrow.RecordBatch, i int) (bool, error) {
 			return false, fmt.Errorf("filter on column %s: a %T value for a column of %s", f.Col, want, col.DataType())
 		}
 		switch f.Op {
-		case lake.OpIn, lake.OpEqual:
+		case OpIn, OpEqual:
 			if c == 0 {
 				return true, nil
 			}
-		case lake.OpLess:
+		case OpLess:
 			return c < 0, nil
-		case lake.OpAtLeast:
+		case OpAtLeast:
 			return c >= 0, nil
 		}
 	}

@@ -1,4 +1,4 @@
-package iceberg
+package lake_test
 
 import (
 	"context"
@@ -8,10 +8,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // TestFilterSelectRows checks the filter evaluation of the files read by
-// tidemark's own reader (readTasks) against what the filters mean.
+// tidemark's own reader (readTasks, Delta's scans) against what the filters mean.
 func TestFilterSelectRows(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
@@ -24,21 +26,21 @@ func TestFilterSelectRows(t *testing.T) {
 	defer rec.Release()
 	cases := []struct {
 		name string
-		f    *Filter
+		f    *lake.Filter
 		want []int32
 	}{
-		{"in", In("id", []any{int32(1), int64(3), int64(9)}), []int32{1, 3}},
-		{"in none", In("id", nil), nil},
-		{"less", Less("id", int64(3)), []int32{1, 2}},
-		{"equal string", Equal("v", "b"), []int32{2}},
-		{"null never matches", Less("v", "zzz"), []int32{1, 2, 4}},
-		{"and", And(Less("id", int64(4)), In("v", []any{"a", "d", "b"})), []int32{1, 2}},
-		{"or", Or(Equal("id", int64(4)), Equal("v", "a")), []int32{1, 4}},
-		{"all", Less("id", int64(100)), []int32{1, 2, 3, 4}},
+		{"in", lake.In("id", []any{int32(1), int64(3), int64(9)}), []int32{1, 3}},
+		{"in none", lake.In("id", nil), nil},
+		{"less", lake.Less("id", int64(3)), []int32{1, 2}},
+		{"equal string", lake.Equal("v", "b"), []int32{2}},
+		{"null never matches", lake.Less("v", "zzz"), []int32{1, 2, 4}},
+		{"and", lake.And(lake.Less("id", int64(4)), lake.In("v", []any{"a", "d", "b"})), []int32{1, 2}},
+		{"or", lake.Or(lake.Equal("id", int64(4)), lake.Equal("v", "a")), []int32{1, 4}},
+		{"all", lake.Less("id", int64(100)), []int32{1, 2, 3, 4}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sel, err := filterSelectRows(tc.f, context.Background(), mem, rec)
+			sel, err := tc.f.SelectRows(context.Background(), mem, rec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,10 +54,10 @@ func TestFilterSelectRows(t *testing.T) {
 			}
 		})
 	}
-	if _, err := filterSelectRows(Equal("missing", int64(1)), context.Background(), mem, rec); err == nil {
+	if _, err := lake.Equal("missing", int64(1)).SelectRows(context.Background(), mem, rec); err == nil {
 		t.Error("a filter on a missing column: no error")
 	}
-	if _, err := filterSelectRows(Equal("id", "one"), context.Background(), mem, rec); err == nil {
+	if _, err := lake.Equal("id", "one").SelectRows(context.Background(), mem, rec); err == nil {
 		t.Error("a string value for an int column: no error")
 	}
 }
