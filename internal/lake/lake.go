@@ -25,6 +25,10 @@ var (
 	// ErrIncompatibleType: a column cannot be evolved to the type asked
 	// for (the format does not allow that widening).
 	ErrIncompatibleType = errors.New("incompatible type")
+	// ErrUnsupported: the format cannot do what was asked (a schema change
+	// it cannot express, …). Nothing was changed; the error says what the
+	// format lacks.
+	ErrUnsupported = errors.New("not supported by the table format")
 	// ErrSnapshotNotFound: a snapshot id is not in the table's history (it
 	// never was, or it was expired).
 	ErrSnapshotNotFound = errors.New("snapshot not found in the table's history")
@@ -178,7 +182,9 @@ type Table interface {
 	// commits a snapshot holding props.
 	Append(ctx context.Context, recs []arrow.RecordBatch, props map[string]string) error
 	// Evolve deletes, renames, widens then adds columns (see Evolution). A no-op evolution
-	// commits nothing. Records built on the old ArrowSchema can no longer
+	// commits nothing. A format that cannot delete or rename columns
+	// (Delta without column mapping) refuses them with an error wrapping
+	// ErrUnsupported, before changing anything. Records built on the old ArrowSchema can no longer
 	// be appended: rebuild them on the new one.
 	Evolve(ctx context.Context, e Evolution) error
 
@@ -312,8 +318,9 @@ type Catalog interface {
 	ListNamespaces(ctx context.Context) ([][]string, error)
 	// ListTables returns the identifiers of the tables directly in ns.
 	ListTables(ctx context.Context, ns []string) ([][]string, error)
-	// TablesUnder returns the identifiers of the tables in prefix and in
-	// every namespace below it, sorted.
+	// TablesUnder returns the identifiers of the tables in the namespaces
+	// directly below prefix (bronze.<source> → the tables of every
+	// bronze.<source>.<schema>, not bronze.<source>._messages), sorted.
 	TablesUnder(ctx context.Context, prefix []string) ([][]string, error)
 
 	// Open loads the table ident; the error wraps ErrNoSuchTable if it

@@ -60,6 +60,14 @@ func (t *Table) AppendedBounds(after, to int64, col string) (rows, maxVal int64,
 	if err != nil {
 		return 0, 0, false, err
 	}
+	rows, maxVal, ok = appendedBounds(adds, col)
+	return rows, maxVal, ok, nil
+}
+
+// appendedBounds returns the rows of adds and the largest value of the
+// long column col among them, from their statistics; ok is false when
+// some file lacks the statistic (a file whose col is all null needs none).
+func appendedBounds(adds []Add, col string) (rows, maxVal int64, ok bool) {
 	ok, seen := true, false
 	for _, a := range adds {
 		var st struct {
@@ -68,7 +76,7 @@ func (t *Table) AppendedBounds(after, to int64, col string) (rows, maxVal int64,
 			Nulls      map[string]json.RawMessage `json:"nullCount"`
 		}
 		if a.Stats == "" || json.Unmarshal([]byte(a.Stats), &st) != nil || st.NumRecords == nil {
-			return 0, 0, false, nil
+			return 0, 0, false
 		}
 		rows += *st.NumRecords
 		if m, has := st.Max[col]; has {
@@ -86,5 +94,5 @@ func (t *Table) AppendedBounds(after, to int64, col string) (rows, maxVal int64,
 			ok = false
 		}
 	}
-	return rows, maxVal, ok, nil
+	return rows, maxVal, ok
 }

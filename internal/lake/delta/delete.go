@@ -46,50 +46,9 @@ func (t *Table) Delete(ctx context.Context, rows map[string][]int64, recs []arro
 			return Result{Version: t.st.version}, nil
 		}
 	}
-	// The new deletion vectors, from the snapshot's files.
-	type change struct {
-		old *Add
-		dv  DeletionVector
-	}
-	var changes []change
-	paths := make([]string, 0, len(rows))
-	for p := range rows {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	for _, p := range paths {
-		var f *Add
-		for _, a := range t.st.files {
-			if a.Path == p {
-				f = a
-			}
-		}
-		if f == nil {
-			return fail(fmt.Errorf("file %s is not in the table (version %d)", p, t.st.version))
-		}
-		var st struct {
-			NumRecords *int64 `json:"numRecords"`
-		}
-		if json.Unmarshal([]byte(f.Stats), &st) != nil || st.NumRecords == nil {
-			return fail(fmt.Errorf("file %s has no numRecords statistic, which a deletion vector needs", p))
-		}
-		var del []uint64
-		if dv, err := parseDV(f.DeletionVector); err != nil {
-			return fail(err)
-		} else if dv != nil {
-			if del, err = dv.rows(); err != nil {
-				return fail(err)
-			}
-		}
-		for _, r := range rows[p] {
-			if r < 0 || r >= *st.NumRecords {
-				return fail(fmt.Errorf("file %s: row %d is not in its %d rows", p, r, *st.NumRecords))
-			}
-			del = append(del, uint64(r))
-		}
-		slices.Sort(del)
-		del = slices.Compact(del)
-		changes = append(changes, change{old: f, dv: inlineDV(del)})
+	changes, paths, err := t.planDV(rows)
+	if err != nil {
+		return fail(err)
 	}
 	adds, err := t.writeData(ctx, recs)
 	if err != nil {
@@ -103,10 +62,6 @@ func (t *Table) Delete(ctx context.Context, rows map[string][]int64, recs []arro
 		}
 	}
 	now := nowMs()
-	var numRows int64
-	for _, a := range adds {
-		numRows += a.numRecords
-	}
 	var deleted int64
 	for _, p := range paths {
 		deleted += int64(len(rows[p]))
@@ -117,45 +72,7 @@ func (t *Table) Delete(ctx context.Context, rows map[string][]int64, recs []arro
 			return Result{}, err
 		}
 		v := t.st.version + 1
-		op := "DELETE"
-		if len(adds) > 0 {
-			op = "MERGE"
-		}
-		ci := map[string]any{
-			"timestamp":     now,
-			"operation":     op,
-			"readVersion":   v - 1,
-			"isBlindAppend": false,
-			"operationMetrics": map[string]any{
-				"numDeletionVectorsAdded": fmt.Sprint(len(changes)),
-				"numDeletedRows":          fmt.Sprint(deleted),
-				"numOutputRows":           fmt.Sprint(numRows),
-				"numFiles":                fmt.Sprint(len(adds)),
-			},
-			"engineInfo": engineInfo,
-			"txnId":      uuid.NewString(),
-		}
-		if len(c.Props) > 0 {
-			ci["userMetadata"] = mustJSON(c.Props)
-		}
-		acts := []action{{CommitInfo: ci}}
-		if c.AppID != "" {
-			acts = append(acts, action{Txn: &Txn{AppID: c.AppID, Version: c.Version, LastUpdated: &now}})
-		}
-		for _, ch := range changes {
-			size := ch.old.Size
-			acts = append(acts, action{Remove: &Remove{
-				Path: ch.old.Path, DeletionTimestamp: &now, DataChange: true, ExtendedFileMetadata: true,
-				PartitionValues: ch.old.PartitionValues, Size: &size, DeletionVector: ch.old.DeletionVector,
-			}})
-			dv, _ := json.Marshal(ch.dv)
-			na := *ch.old
-			na.DeletionVector, na.DataChange, na.ModificationTime = dv, true, now
-			acts = append(acts, action{Add: &na})
-		}
-		for _, a := range adds {
-			acts = append(acts, action{Add: a.add})
-		}
+		acts := t.mutationActions(v-1, changes, nil, adds, c, now, deleted)
 		data, err := encodeCommit(acts)
 		if err != nil {
 			drop()
@@ -205,4 +122,130 @@ func (t *Table) Delete(ctx context.Context, rows map[string][]int64, recs []arro
 			return res, err
 		}
 	}
+}
+
+// dvChange is a file whose deletion vector grows: its add, and the new
+// vector (the union of the old one and the rows deleted).
+type dvChange struct {
+	old *Add
+	dv  DeletionVector
+}
+
+// planDV returns the deletion vectors that delete rows (a file's add path
+// -> positions in it) of the snapshot's files, and the paths in order
+// (t.mu held).
+func (t *Table) planDV(rows map[string][]int64) ([]dvChange, []string, error) {
+	var changes []dvChange
+	paths := make([]string, 0, len(rows))
+	for p := range rows {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	for _, p := range paths {
+		f := t.activeFile(p)
+		if f == nil {
+			return nil, nil, fmt.Errorf("file %s is not in the table (version %d)", p, t.st.version)
+		}
+		n, ok := numRecords(f)
+		if !ok {
+			return nil, nil, fmt.Errorf("file %s has no numRecords statistic, which a deletion vector needs", p)
+		}
+		var del []uint64
+		if dv, err := parseDV(f.DeletionVector); err != nil {
+			return nil, nil, err
+		} else if dv != nil {
+			if del, err = dv.rows(); err != nil {
+				return nil, nil, err
+			}
+		}
+		for _, r := range rows[p] {
+			if r < 0 || r >= n {
+				return nil, nil, fmt.Errorf("file %s: row %d is not in its %d rows", p, r, n)
+			}
+			del = append(del, uint64(r))
+		}
+		slices.Sort(del)
+		del = slices.Compact(del)
+		changes = append(changes, dvChange{old: f, dv: inlineDV(del)})
+	}
+	return changes, paths, nil
+}
+
+// activeFile returns the snapshot's add of path, nil if none (t.mu held).
+func (t *Table) activeFile(path string) *Add {
+	for _, a := range t.st.files {
+		if a.Path == path {
+			return a
+		}
+	}
+	return nil
+}
+
+// numRecords returns the numRecords statistic of a file.
+func numRecords(a *Add) (int64, bool) {
+	var st struct {
+		NumRecords *int64 `json:"numRecords"`
+	}
+	if json.Unmarshal([]byte(a.Stats), &st) != nil || st.NumRecords == nil {
+		return 0, false
+	}
+	return *st.NumRecords, true
+}
+
+// mutationActions returns the actions of a commit reading version read
+// that grows deletion vectors (changes), removes files whole (removed),
+// adds the files written, with the txn of c: DELETE when it only deletes,
+// else MERGE.
+func (t *Table) mutationActions(read int64, changes []dvChange, removed []*Add, adds []written, c Commit, now, deleted int64) []action {
+	var numRows int64
+	for _, a := range adds {
+		numRows += a.numRecords
+	}
+	op := "DELETE"
+	if len(adds) > 0 {
+		op = "MERGE"
+	}
+	ci := map[string]any{
+		"timestamp":     now,
+		"operation":     op,
+		"readVersion":   read,
+		"isBlindAppend": false,
+		"operationMetrics": map[string]any{
+			"numDeletionVectorsAdded": fmt.Sprint(len(changes)),
+			"numRemovedFiles":         fmt.Sprint(len(removed)),
+			"numDeletedRows":          fmt.Sprint(deleted),
+			"numOutputRows":           fmt.Sprint(numRows),
+			"numFiles":                fmt.Sprint(len(adds)),
+		},
+		"engineInfo": engineInfo,
+		"txnId":      uuid.NewString(),
+	}
+	if len(c.Props) > 0 {
+		ci["userMetadata"] = mustJSON(c.Props)
+	}
+	acts := []action{{CommitInfo: ci}}
+	if c.AppID != "" {
+		acts = append(acts, action{Txn: &Txn{AppID: c.AppID, Version: c.Version, LastUpdated: &now}})
+	}
+	remove := func(a *Add) {
+		size := a.Size
+		acts = append(acts, action{Remove: &Remove{
+			Path: a.Path, DeletionTimestamp: &now, DataChange: true, ExtendedFileMetadata: true,
+			PartitionValues: a.PartitionValues, Size: &size, DeletionVector: a.DeletionVector,
+		}})
+	}
+	for _, ch := range changes {
+		remove(ch.old)
+		dv, _ := json.Marshal(ch.dv)
+		na := *ch.old
+		na.DeletionVector, na.DataChange, na.ModificationTime = dv, true, now
+		acts = append(acts, action{Add: &na})
+	}
+	for _, a := range removed {
+		remove(a)
+	}
+	for _, a := range adds {
+		acts = append(acts, action{Add: a.add})
+	}
+	return acts
 }

@@ -130,51 +130,11 @@ func (t *Table) SetProperties(ctx context.Context, props map[string]string) erro
 // AddColumns appends columns to the table's schema (before the partition
 // column, which stays last) in one commit; they are nullable whatever the
 // fields say, and read as null in the files written before. A name the
-// table has already is an error unless it has the same type (a retry).
-// Commit props are merged into the carried-forward userMetadata.
+// table has already is an error wrapping lake.ErrIncompatibleType unless
+// it has the same type (a retry). Commit props are merged into the
+// carried-forward userMetadata.
 func (t *Table) AddColumns(ctx context.Context, cols []arrow.Field, props map[string]string) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err := checkWritable(t.st.protocol, t.st.meta); err != nil {
-		return fmt.Errorf("Delta table %s: %w", t.dir, err)
-	}
-	return t.commitMetadata(ctx, "ADD COLUMNS", props, func(st *state) (*Metadata, *Protocol, error) {
-		full, _, err := fromDeltaSchema(st.meta.SchemaString)
-		if err != nil {
-			return nil, nil, err
-		}
-		fields := slices.Clone(full.Fields())
-		var data, parts []arrow.Field
-		for _, f := range fields {
-			if slices.Contains(st.meta.PartitionColumns, f.Name) {
-				parts = append(parts, f)
-			} else {
-				data = append(data, f)
-			}
-		}
-		added := false
-		for _, c := range cols {
-			if i := full.FieldIndices(c.Name); len(i) > 0 {
-				if !arrow.TypeEqual(fields[i[0]].Type, c.Type) {
-					return nil, nil, fmt.Errorf("Delta table %s: add column %s %s: the table has it as %s", t.dir, c.Name, c.Type, fields[i[0]].Type)
-				}
-				continue
-			}
-			c.Nullable = true
-			data = append(data, c)
-			added = true
-		}
-		if !added {
-			return nil, nil, nil
-		}
-		s, feat, err := toDeltaSchema(arrow.NewSchema(append(data, parts...), nil))
-		if err != nil {
-			return nil, nil, fmt.Errorf("Delta table %s: %w", t.dir, err)
-		}
-		m := *st.meta
-		m.SchemaString = s
-		return &m, upgrade(st.protocol, protocolFor(feat, m.Configuration)), nil
-	})
+	return t.evolve(ctx, nil, cols, props, nil)
 }
 
 // featuresOf returns the features a schema string's types need.

@@ -21,8 +21,8 @@ import (
 //     property), since the writer would not enforce them.
 
 var (
-	readableFeatures = []string{"timestampNtz", "deletionVectors"}
-	writableFeatures = []string{"appendOnly", "changeDataFeed", "timestampNtz", "deletionVectors", "invariants", "checkConstraints", "generatedColumns"}
+	readableFeatures = []string{"timestampNtz", "deletionVectors", "typeWidening"}
+	writableFeatures = []string{"appendOnly", "changeDataFeed", "timestampNtz", "deletionVectors", "typeWidening", "invariants", "checkConstraints", "generatedColumns"}
 )
 
 // checkReadable refuses a table this package would read wrongly.

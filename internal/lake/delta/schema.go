@@ -268,3 +268,39 @@ func fromDeltaType(raw json.RawMessage, feat *schemaFeatures) (arrow.DataType, e
 	}
 	return nil, fmt.Errorf("unsupported Delta type %s", raw)
 }
+
+// widens reports whether values of type from read as type to without loss,
+// as Delta's type widening allows (PROTOCOL.md, "Type Widening"): integers
+// to wider integers and to double, float to double, date to timestamp_ntz,
+// decimal(p, s) to decimal(p+k1, s+k2) with k1 >= k2 >= 0.
+func widens(from, to arrow.DataType) bool {
+	rank := func(t arrow.DataType) int {
+		switch t.ID() {
+		case arrow.INT8:
+			return 1
+		case arrow.INT16:
+			return 2
+		case arrow.INT32:
+			return 3
+		case arrow.INT64:
+			return 4
+		}
+		return 0
+	}
+	switch {
+	case rank(from) > 0 && rank(to) > rank(from):
+		return true
+	case rank(from) > 0 && rank(from) < 4 && to.ID() == arrow.FLOAT64:
+		return true
+	case from.ID() == arrow.FLOAT32 && to.ID() == arrow.FLOAT64:
+		return true
+	case from.ID() == arrow.DATE32 && to.ID() == arrow.TIMESTAMP:
+		ts := to.(*arrow.TimestampType)
+		return ts.TimeZone == "" && ts.Unit == arrow.Microsecond
+	case from.ID() == arrow.DECIMAL128 && to.ID() == arrow.DECIMAL128:
+		f, t := from.(*arrow.Decimal128Type), to.(*arrow.Decimal128Type)
+		k1, k2 := t.Precision-f.Precision, t.Scale-f.Scale
+		return k2 >= 0 && k1 >= k2 && !(k1 == 0 && k2 == 0)
+	}
+	return false
+}

@@ -43,6 +43,9 @@ const (
 	// PropDeletionVectors = true lets Delete write deletion vectors (set
 	// at creation by Spec.DeletionVectors).
 	PropDeletionVectors = "delta.enableDeletionVectors"
+	// PropTypeWidening = true lets columns be widened (Table.Evolve): the
+	// typeWidening feature (reader 3, writer 7).
+	PropTypeWidening = "delta.enableTypeWidening"
 	// PropDayPartition names the timestamp (or date) column whose UTC day
 	// the table is partitioned by (Spec.DayPartition).
 	PropDayPartition = "tidemark.day-partition"
@@ -62,6 +65,7 @@ var allowedDeltaProps = map[string]bool{
 	PropAppendOnly:                       true,
 	PropCheckpointInterval:               true,
 	PropNumIndexedCols:                   true,
+	PropTypeWidening:                     true,
 	"delta.logRetentionDuration":         true,
 	"delta.deletedFileRetentionDuration": true,
 }
@@ -239,7 +243,8 @@ func protocolFor(feat schemaFeatures, conf map[string]string) Protocol {
 	cdf := conf[PropChangeDataFeed] == "true"
 	ao := conf[PropAppendOnly] == "true"
 	dv := conf[PropDeletionVectors] == "true"
-	if !feat.timestampNtz && !dv {
+	tw := conf[PropTypeWidening] == "true"
+	if !feat.timestampNtz && !dv && !tw {
 		w := 2 // delta-rs's and Spark's default for a new table
 		if cdf {
 			w = 4
@@ -252,6 +257,9 @@ func protocolFor(feat schemaFeatures, conf map[string]string) Protocol {
 	}
 	if dv {
 		rf = append(rf, "deletionVectors")
+	}
+	if tw {
+		rf = append(rf, "typeWidening")
 	}
 	wf = append(wf, rf...)
 	if ao {
