@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,6 +22,8 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
+	lakepkg "github.com/tidemark/tidemark/internal/lake"
+	"github.com/tidemark/tidemark/internal/lake/delta"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/maintain"
 	"github.com/tidemark/tidemark/internal/pipeline"
@@ -42,11 +45,38 @@ func OpenCatalogReadOnly(ctx context.Context, warehouse string, catalog config.S
 
 func openCatalog(ctx context.Context, cfg lake.Config, catalog config.Secret) (*lake.Catalog, error) {
 	warehouse := cfg.Warehouse
+	if isDeltaLake(warehouse) {
+		return nil, fault.With(fault.ErrBadConfig, fmt.Sprintf("the warehouse at %s holds Delta tables: `tidemark run` writes them with lake.format: delta; the other commands read Iceberg lakes only so far (read Delta tables with delta-rs, Spark or DuckDB: docs/delta.md)", warehouse), nil)
+	}
 	cat, err := lake.Open(ctx, cfg)
 	if err != nil {
 		return nil, config.RedactError(fmt.Errorf("open the lake at %s: %w", warehouse, err), catalog)
 	}
 	return cat, nil
+}
+
+// openLake opens the lake of cfg in its table format (lake.format): an
+// Iceberg catalog (SQLite in the warehouse, or cfg.Catalog), or the Delta
+// warehouse directory, which is its own catalog.
+func openLake(ctx context.Context, cfg *config.Config) (lakepkg.Catalog, error) {
+	if cfg.Lake.Format != config.LakeDelta {
+		return OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Warehouse, "catalog.db")); err == nil {
+		return nil, fault.With(fault.ErrBadConfig, fmt.Sprintf("the warehouse at %s holds an Iceberg catalog (catalog.db): a Delta lake needs a warehouse of its own (or set lake.format: iceberg)", cfg.Warehouse), nil)
+	}
+	cat, err := delta.OpenCatalog(cfg.Warehouse)
+	if err != nil {
+		return nil, fmt.Errorf("open the Delta lake at %s: %w", cfg.Warehouse, err)
+	}
+	return cat, nil
+}
+
+// isDeltaLake reports whether the warehouse holds a Delta lake's bronze
+// namespace.
+func isDeltaLake(warehouse string) bool {
+	_, err := os.Stat(filepath.Join(strings.TrimPrefix(warehouse, "file://"), "bronze", delta.NamespaceFile))
+	return err == nil
 }
 
 // ParseTables turns "schema.table" strings into table ids, by PostgreSQL's
@@ -161,7 +191,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) (err error) 
 // lakeRun is what a command that writes the lake (run, load) runs beside
 // its writer: the catalog, silver merged beside it, maintenance, metrics.
 type lakeRun struct {
-	cat    *lake.Catalog
+	cat    lakepkg.Catalog
 	merger *silver.Merger // nil: silver disabled
 	met    *metrics
 	reg    *prometheus.Registry
@@ -171,7 +201,7 @@ type lakeRun struct {
 // cfg.Name beside write, runs write, then stops them: a silver error that
 // needs an operator stops write too, and is what runLake returns.
 func runLake(ctx context.Context, cfg *config.Config, log *slog.Logger, write func(ctx context.Context, lr *lakeRun) error) (err error) {
-	cat, err := OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
+	cat, err := openLake(ctx, cfg)
 	if err != nil {
 		if stoppedBeforeStart(ctx, err) {
 			return nil
@@ -218,8 +248,14 @@ func runLake(ctx context.Context, cfg *config.Config, log *slog.Logger, write fu
 	// capture; it never stops the pipeline. Waited for before cat closes.
 	maintDone := make(chan struct{})
 	var maintPanic error // set before maintDone closes
+	if cfg.Lake.Format == config.LakeDelta {
+		log.Info("lake.format delta: no maintenance while running (OPTIMIZE, VACUUM and log cleanup are not implemented for Delta yet)")
+	}
 	go func() {
 		defer close(maintDone)
+		if cfg.Lake.Format == config.LakeDelta {
+			return
+		}
 		// Maintenance errors are logged and retried by Loop; a panic is a
 		// bug and stops the pipeline like a silver error.
 		if perr := fault.Guard("maintenance", func() error {

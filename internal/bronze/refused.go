@@ -8,7 +8,7 @@ import (
 	"sort"
 
 	"github.com/tidemark/tidemark/internal/change"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // PropRefused is a property of namespace bronze.<source>: the published
@@ -70,7 +70,7 @@ func (w *Writer) setTableList(ctx context.Context, prop string, why map[change.T
 }
 
 // Refused reads the tables the capture of source leaves out.
-func Refused(ctx context.Context, cat *lake.Catalog, source string) ([]RefusedTable, error) {
+func Refused(ctx context.Context, cat lake.Catalog, source string) ([]RefusedTable, error) {
 	list, err := tableList(ctx, cat, source, PropRefused)
 	if err != nil {
 		return nil, fmt.Errorf("bronze: read the tables source %s leaves out: %w", source, err)
@@ -79,7 +79,7 @@ func Refused(ctx context.Context, cat *lake.Catalog, source string) ([]RefusedTa
 }
 
 // BronzeOnly reads the tables of source captured into bronze only.
-func BronzeOnly(ctx context.Context, cat *lake.Catalog, source string) ([]RefusedTable, error) {
+func BronzeOnly(ctx context.Context, cat lake.Catalog, source string) ([]RefusedTable, error) {
 	list, err := tableList(ctx, cat, source, PropBronzeOnly)
 	if err != nil {
 		return nil, fmt.Errorf("bronze: read the tables of source %s captured into bronze only: %w", source, err)
@@ -87,7 +87,7 @@ func BronzeOnly(ctx context.Context, cat *lake.Catalog, source string) ([]Refuse
 	return list, nil
 }
 
-func tableList(ctx context.Context, cat *lake.Catalog, source, prop string) ([]RefusedTable, error) {
+func tableList(ctx context.Context, cat lake.Catalog, source, prop string) ([]RefusedTable, error) {
 	props, err := cat.NamespaceProperties(ctx, SourceNamespace(source))
 	if err != nil {
 		if errors.Is(err, lake.ErrNoSuchNamespace) {

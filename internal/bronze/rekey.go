@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // A key change (a primary key added to or changed on a captured table,
@@ -68,7 +68,7 @@ func (w *Writer) KeyRecorded(ctx context.Context, id change.TableID) ([]string, 
 	if tb, ok := w.tables[id]; ok {
 		raw = tb.effectiveKey()
 	} else {
-		tbl, err := w.cat.LoadTable(ctx, Ident(w.source, id))
+		tbl, err := w.cat.Open(ctx, Ident(w.source, id))
 		if errors.Is(err, lake.ErrNoSuchTable) {
 			return nil, false, nil
 		}

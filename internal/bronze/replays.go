@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // KeepReplays makes Write (and DeadLetter, Message) keep the changes at or
@@ -46,12 +46,12 @@ func (w *Writer) NoteProps(id change.TableID, props map[string]string) error {
 // bronze table in pipeline source (id.Schema "": one of bronze.<source>'s
 // own tables), without opening it for writing; ok=false when the table
 // does not exist yet.
-func Props(ctx context.Context, cat *lake.Catalog, source string, id change.TableID) (props map[string]string, ok bool, err error) {
+func Props(ctx context.Context, cat lake.Catalog, source string, id change.TableID) (props map[string]string, ok bool, err error) {
 	ident := Ident(source, id)
 	if id.Schema == "" {
 		ident = append(SourceNamespace(source), id.Name)
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
+	tbl, err := cat.Open(ctx, ident)
 	if errors.Is(err, lake.ErrNoSuchTable) {
 		return nil, false, nil
 	}

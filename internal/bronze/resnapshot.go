@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
@@ -20,9 +20,9 @@ import (
 // nothing already written changes. Call it only while the pipeline is
 // stopped (its writer would otherwise commit its older state over it).
 // It returns the id of the commit.
-func RequestSnapshot(ctx context.Context, cat *lake.Catalog, source string, t change.TableID, id string) (int64, error) {
+func RequestSnapshot(ctx context.Context, cat lake.Catalog, source string, t change.TableID, id string) (int64, error) {
 	ident := Ident(source, t)
-	tbl, err := cat.LoadTable(ctx, ident)
+	tbl, err := cat.Open(ctx, ident)
 	if err != nil {
 		return 0, fmt.Errorf("bronze: re-snapshot %s: %w", strings.Join(ident, "."), err)
 	}
@@ -61,7 +61,7 @@ func replacedKey(t change.TableID) string { return PropReplacedBefore + "." + t.
 // MarkReplaced records, for a stopped pipeline whose bronze table of t has
 // been moved away (ReplacedIdent), that the table created in its place
 // takes no stream change below position before (PropReplacedBefore).
-func MarkReplaced(ctx context.Context, cat *lake.Catalog, source string, t change.TableID, before uint64) error {
+func MarkReplaced(ctx context.Context, cat lake.Catalog, source string, t change.TableID, before uint64) error {
 	ns := Namespace(source, t.Schema)
 	if err := cat.EnsureNamespace(ctx, ns); err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/tidemark/tidemark/internal/change"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // TableProps returns the props of the latest commit of the bronze table
@@ -20,7 +20,7 @@ func (w *Writer) TableProps(ctx context.Context, id change.TableID) (map[string]
 	if tb, ok := w.tables[id]; ok {
 		return maps.Clone(tb.props), true, nil
 	}
-	tbl, err := w.cat.LoadTable(ctx, Ident(w.source, id))
+	tbl, err := w.cat.Open(ctx, Ident(w.source, id))
 	if errors.Is(err, lake.ErrNoSuchTable) {
 		return nil, false, nil
 	}

@@ -17,12 +17,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
+	icebergtable "github.com/apache/iceberg-go/table"
 
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/coltype"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
@@ -71,7 +72,7 @@ func SourceNamespace(source string) []string { return []string{"bronze", source}
 // Flush failed must be discarded (its buffers are in an unknown state);
 // the next session builds a new one from what the lake holds.
 type Writer struct {
-	cat       *lake.Catalog
+	cat       lake.Catalog
 	source    string
 	slot      string
 	log       *slog.Logger
@@ -104,7 +105,7 @@ var _ pipeline.BackgroundSink = (*Writer)(nil)
 
 // NewWriter creates bronze.<source>, its _messages and _dead_letter tables
 // (or loads them), before any data moves.
-func NewWriter(ctx context.Context, cat *lake.Catalog, source, slot string, log *slog.Logger) (*Writer, error) {
+func NewWriter(ctx context.Context, cat lake.Catalog, source, slot string, log *slog.Logger) (*Writer, error) {
 	w := &Writer{cat: cat, source: source, slot: slot, log: log, mem: memory.DefaultAllocator,
 		tables: map[change.TableID]*tableBuf{}, now: time.Now}
 	if err := cat.EnsureNamespace(ctx, SourceNamespace(source)); err != nil {
@@ -129,12 +130,17 @@ func (w *Writer) openSpecial(ctx context.Context, name string, sch *iceberg.Sche
 	return newTableBuf(ident, tbl, w.mem)
 }
 
-func loadOrCreate(ctx context.Context, cat *lake.Catalog, ident []string, sch *iceberg.Schema, props map[string]string) (*lake.Table, error) {
-	tbl, err := cat.LoadTable(ctx, ident)
+func loadOrCreate(ctx context.Context, cat lake.Catalog, ident []string, sch *iceberg.Schema, props map[string]string) (lake.Table, error) {
+	asc, err := icebergtable.SchemaToArrowSchema(sch, nil, false, false)
+	if err != nil {
+		return nil, fmt.Errorf("bronze: table %s: its columns as Arrow: %w", strings.Join(ident, "."), err)
+	}
+	var tbl lake.Table
+	tbl, err = cat.Open(ctx, ident)
 	if errors.Is(err, lake.ErrNoSuchTable) {
-		tbl, err = cat.CreateTable(ctx, ident, lake.TableSpec{Schema: sch, DayPartition: ColTS, Properties: props})
+		tbl, err = cat.Create(ctx, ident, lake.TableSpec{Schema: asc, DayPartition: ColTS, Properties: props})
 		if errors.Is(err, lake.ErrTableExists) {
-			tbl, err = cat.LoadTable(ctx, ident)
+			tbl, err = cat.Open(ctx, ident)
 		}
 	}
 	if err != nil {
@@ -163,7 +169,7 @@ func tableProperties(key string) map[string]string {
 // tableBuf is one bronze table and the rows waiting for its next commit.
 type tableBuf struct {
 	ident  []string
-	tbl    *lake.Table
+	tbl    lake.Table
 	sch    *arrow.Schema
 	b      *array.RecordBuilder
 	field  map[string]int
@@ -213,7 +219,7 @@ type fill struct {
 	v any
 }
 
-func newTableBuf(ident []string, tbl *lake.Table, mem memory.Allocator) (*tableBuf, error) {
+func newTableBuf(ident []string, tbl lake.Table, mem memory.Allocator) (*tableBuf, error) {
 	tb := &tableBuf{ident: ident, tbl: tbl, props: map[string]string{}, armed: map[string]any{}, seen: map[string]bool{},
 		firstSeen: map[string]change.Position{}, missing: map[string]any{}}
 	sum := tbl.Summary()
@@ -368,7 +374,12 @@ func checkKey(ctx context.Context, id change.TableID, tb *tableBuf, s *change.Sc
 // (by the source's column id, PropColumnIDs) are renamed, new columns are
 // added, widened types widened; anything else is an incompatible change.
 func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s *change.Schema) error {
-	cur := tb.tbl.Schema()
+	// The table's columns in the source model's types (change.Field.Type),
+	// whatever the format.
+	cur, err := icebergtable.ArrowSchemaToIcebergWithFreshIDs(tb.tbl.ArrowSchema(), false)
+	if err != nil {
+		return fault.With(fault.ErrCorruptState, fmt.Sprintf("bronze table %s: its columns", tb.name()), err)
+	}
 	ids, err := ColumnIDs(tb.tbl.Properties())
 	if err != nil {
 		return fault.With(fault.ErrCorruptState, fmt.Sprintf("bronze table %s", tb.name()), err)
@@ -479,7 +490,7 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 		// crash in between leaves the column missing: added at the restart.
 		props := map[string]string{}
 		tb.forgetDefaults(readded, props)
-		if err := tb.tbl.DeleteColumns(ctx, readded, props); err != nil {
+		if err := tb.tbl.Evolve(ctx, lake.Evolution{Delete: readded, DeleteProps: props}); err != nil {
 			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: delete from %s the columns dropped and added again %v", id, tb.name(), readded), err)
 		}
 		for _, n := range readded {
@@ -491,7 +502,7 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 		if err := tb.renameDefaults(renames, props); err != nil {
 			return err
 		}
-		if err := tb.tbl.RenameColumns(ctx, renames, props); err != nil {
+		if err := tb.tbl.Evolve(ctx, lake.Evolution{Rename: renames, RenameProps: props}); err != nil {
 			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: rename columns of %s", id, tb.name()), err)
 		}
 		for _, r := range renames {
@@ -514,7 +525,15 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 			maps.Copy(props, idProps)
 			return props
 		}
-		if err := tb.tbl.AddColumnsNoting(ctx, add, withIDs); err != nil {
+		fields := make([]arrow.Field, 0, len(add))
+		for _, f := range add {
+			at, err := icebergtable.TypeToArrowType(f.Type, false, false)
+			if err != nil {
+				return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: column %s of %s: no Arrow type for %s", id, f.Name, tb.name(), f.Type), err)
+			}
+			fields = append(fields, arrow.Field{Name: f.Name, Type: at, Nullable: true})
+		}
+		if err := tb.tbl.Evolve(ctx, lake.Evolution{Add: fields, Note: withIDs}); err != nil {
 			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: add columns to %s", id, tb.name()), err)
 		}
 		for _, f := range add {
@@ -526,7 +545,11 @@ func (w *Writer) evolve(ctx context.Context, id change.TableID, tb *tableBuf, s 
 		}
 	}
 	for _, wd := range widens {
-		if err := tb.tbl.WidenColumn(ctx, wd.name, wd.to); err != nil {
+		at, err := icebergtable.TypeToArrowType(wd.to, false, false)
+		if err == nil {
+			err = tb.tbl.Evolve(ctx, lake.Evolution{Widen: []arrow.Field{{Name: wd.name, Type: at, Nullable: true}}})
+		}
+		if err != nil {
 			return fault.With(fault.ErrIncompatibleSchema, fmt.Sprintf("table %s: widen column %q of %s to %s", id, wd.name, tb.name(), wd.to), err)
 		}
 		w.log.Info("bronze column widened", "table", tb.name(), "column", wd.name, "type", wd.to.String())
@@ -1095,7 +1118,7 @@ func (w *Writer) LoadCheckpoint(ctx context.Context) (pipeline.Checkpoint, bool,
 
 // LoadCheckpoint reads the source-wide checkpoint from the catalog
 // (checkpoint.go).
-func LoadCheckpoint(ctx context.Context, cat *lake.Catalog, source string) (pipeline.Checkpoint, bool, error) {
+func LoadCheckpoint(ctx context.Context, cat lake.Catalog, source string) (pipeline.Checkpoint, bool, error) {
 	props, err := cat.NamespaceProperties(ctx, SourceNamespace(source))
 	if err != nil {
 		if errors.Is(err, lake.ErrNoSuchNamespace) {

@@ -46,8 +46,11 @@ type Config struct {
 	// Warehouse is the lake's root directory. Default "./lake".
 	Warehouse string `yaml:"warehouse"`
 	// Catalog is the Iceberg catalog: empty for SQLite at
-	// <warehouse>/catalog.db, else a postgres:// URL.
+	// <warehouse>/catalog.db, else a postgres:// URL. A Delta lake has
+	// none (the warehouse's directories are its catalog).
 	Catalog Secret `yaml:"catalog"`
+	// Lake chooses the table format.
+	Lake Lake `yaml:"lake"`
 	// Publication is the PostgreSQL publication. Default "tidemark_<name>".
 	Publication string `yaml:"publication"`
 	// Slot is the logical replication slot. Default "tidemark_<name>".
@@ -134,6 +137,20 @@ type origin struct {
 	flag string // or the flag that set it
 	env  string // or the environment variable that set it
 }
+
+// Lake configures the lake's tables.
+type Lake struct {
+	// Format is the table format of bronze and silver: "iceberg" (the
+	// default) or "delta" (Delta Lake, internal/lake/delta). Choose it
+	// before the first run: the tables of a warehouse are of one format.
+	Format string `yaml:"format"`
+}
+
+// The values of lake.format.
+const (
+	LakeIceberg = "iceberg"
+	LakeDelta   = "delta"
+)
 
 // Snapshot configures the initial copy of existing rows.
 type Snapshot struct {

@@ -26,6 +26,7 @@ var fields = []field{
 	{"name", "name", "source name, [a-z_][a-z0-9_]* (default: the source's database name)", func(c *Config) any { return &c.Name }},
 	{"warehouse", "warehouse", "lake root directory", func(c *Config) any { return &c.Warehouse }},
 	{"catalog", "catalog", "Iceberg catalog: postgres:// URL (default: SQLite at <warehouse>/catalog.db)", func(c *Config) any { return &c.Catalog }},
+	{"lake.format", "lake-format", "table format of bronze and silver: iceberg or delta (Delta Lake, no catalog; choose before the first run)", func(c *Config) any { return &c.Lake.Format }},
 	{"publication", "publication", "PostgreSQL publication (default: tidemark_<name>)", func(c *Config) any { return &c.Publication }},
 	{"slot", "slot", "logical replication slot (default: tidemark_<name>)", func(c *Config) any { return &c.Slot }},
 	{"tables", "tables", "comma-separated schema.table list (default: all tables)", func(c *Config) any { return &c.Tables }},

@@ -60,6 +60,11 @@ func TestGoodFiles(t *testing.T) {
 			eq(t, "metrics_addr", c.MetricsAddr, "")
 			eq(t, "time_as", c.TimeAs, "time")
 			eq(t, "tables", len(c.Tables), 0)
+			eq(t, "lake.format", c.Lake.Format, "iceberg")
+		},
+		"lake_delta.good.yml": func(t *testing.T, c *config.Config) {
+			eq(t, "lake.format", c.Lake.Format, "delta")
+			eq(t, "time_as (Delta has no time type)", c.TimeAs, "micros")
 		},
 		"full.good.yml": func(t *testing.T, c *config.Config) {
 			eq(t, "source", c.Source.Reveal(), "postgres://app:secret@db.example.com:5432/shop?sslmode=require")
@@ -193,6 +198,11 @@ func TestBadFiles(t *testing.T) {
 		"bad_reference.bad.yml": {
 			`bad_reference.bad.yml:2: invalid variable reference`,
 			`bad_reference.bad.yml:3: unterminated "${"`,
+		},
+		"bad_lake_format.bad.yml": {`bad_lake_format.bad.yml:3: lake.format: must be iceberg or delta, got "hudi"`},
+		"bad_lake_delta.bad.yml": {
+			`bad_lake_delta.bad.yml:2: catalog: must be empty with lake.format: delta`,
+			`bad_lake_delta.bad.yml:3: time_as: must be micros or text with lake.format: delta (Delta has no time-of-day type), got "time"`,
 		},
 		"bad_time_as.bad.yml":   {`bad_time_as.bad.yml:2: time_as: must be one of time, text, micros, got "microseconds"`},
 		"duplicate_key.bad.yml": {`duplicate_key.bad.yml:4: log.level: duplicate key (first set on line 3)`},

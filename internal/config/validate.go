@@ -32,6 +32,7 @@ const (
 	DefaultSilverEvery       = Duration(5 * time.Second)
 	DefaultSilverBuckets     = 16
 	DefaultSilverDeleteMode  = "merge-on-read"
+	DefaultLakeFormat        = LakeIceberg
 	DefaultSilverMaxChanges  = 500000
 	DefaultLogLevel          = "info"
 	DefaultLogFormat         = "text"
@@ -251,8 +252,27 @@ func (c *Config) validate(mode validateMode) error {
 	if c.MaxValueBytes < 0 {
 		k.bad("max_value_bytes", "must be 0 (no maximum) or positive, got %s", c.MaxValueBytes)
 	}
+	switch c.Lake.Format = strings.ToLower(strings.TrimSpace(c.Lake.Format)); c.Lake.Format {
+	case "":
+		c.Lake.Format = DefaultLakeFormat
+	case LakeIceberg:
+	case LakeDelta:
+		if c.Catalog.Reveal() != "" {
+			k.bad("catalog", "must be empty with lake.format: delta (a Delta lake has no catalog: its tables are the directories of the warehouse)")
+		}
+	default:
+		k.bad("lake.format", "must be %s or %s, got %q", LakeIceberg, LakeDelta, c.Lake.Format)
+	}
 	if c.TimeAs == "" {
 		c.TimeAs = DefaultTimeAs
+	}
+	if c.Lake.Format == LakeDelta && c.TimeAs == "time" {
+		// Delta has no time-of-day type.
+		if c.isSet("time_as") {
+			k.bad("time_as", "must be micros or text with lake.format: delta (Delta has no time-of-day type), got %q", c.TimeAs)
+		} else {
+			c.TimeAs = "micros"
+		}
 	}
 	if !slices.Contains(TimeAsValues, c.TimeAs) {
 		k.bad("time_as", "must be one of %s, got %q", strings.Join(TimeAsValues, ", "), c.TimeAs)

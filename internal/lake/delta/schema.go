@@ -148,6 +148,9 @@ func toDeltaType(t arrow.DataType, feat *schemaFeatures, name string) (json.RawM
 		}
 		return json.Marshal(st)
 	}
+	if t.ID() == arrow.TIME64 || t.ID() == arrow.TIME32 {
+		return nil, fmt.Errorf("column %q: Delta has no time-of-day type: set time_as to micros or text for a Delta lake (docs/configuration.md)", name)
+	}
 	return nil, fmt.Errorf("column %q: no Delta type for Arrow type %s (Delta has no time, unsigned or fixed-size binary type)", name, t)
 }
 
