@@ -321,10 +321,8 @@ func (l *lakeFlags) resolve() error {
 	if l.warehouse == "" {
 		l.warehouse = config.DefaultWarehouse
 	}
-	if l.catalog.IsZero() {
-		if _, err := os.Stat(filepath.Join(l.warehouse, "catalog.db")); err != nil {
-			return usageError{fmt.Errorf("no tidemark lake at %s (no catalog.db): check --warehouse", l.warehouse)}
-		}
+	if err := app.CheckLake(l.warehouse, l.catalog); err != nil {
+		return usageError{err}
 	}
 	if l.format != "table" && l.format != "json" {
 		return usageError{fmt.Errorf("--format: want table or json, got %q", l.format)}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -42,10 +41,8 @@ could be verified (not published yet, silver behind, keys that kept changing); 2
 			if format != "table" && format != "json" {
 				return usageError{fmt.Errorf("--format: want table or json, got %q", format)}
 			}
-			if cfg.Catalog.IsZero() {
-				if _, err := os.Stat(filepath.Join(cfg.Warehouse, "catalog.db")); err != nil {
-					return usageError{fmt.Errorf("no tidemark lake at %s (no catalog.db): check --warehouse", cfg.Warehouse)}
-				}
+			if err := app.CheckLake(cfg.Warehouse, cfg.Catalog); err != nil {
+				return usageError{err}
 			}
 			if cfg.Log.Level == config.DefaultLogLevel && !cmd.Flags().Changed("log-level") {
 				cfg.Log.Level = "warn"

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -65,10 +63,8 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 	case opts.Replace && opts.All:
 		return fault.With(fault.ErrBadConfig, "--replace rebuilds the tables it is given: name them (schema.table …) instead of --all", nil)
 	}
-	if cfg.Catalog.IsZero() {
-		if _, err := os.Stat(filepath.Join(cfg.Warehouse, "catalog.db")); err != nil {
-			return fault.With(fault.ErrBadConfig, fmt.Sprintf("no tidemark lake at %s (no catalog.db): check --warehouse", cfg.Warehouse), nil)
-		}
+	if err := CheckLake(cfg.Warehouse, cfg.Catalog); err != nil {
+		return fault.With(fault.ErrBadConfig, err.Error(), nil)
 	}
 	cat, err := OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
 	if err != nil {

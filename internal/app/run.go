@@ -46,7 +46,7 @@ func OpenCatalogReadOnly(ctx context.Context, warehouse string, catalog config.S
 func openCatalog(ctx context.Context, cfg lake.Config, catalog config.Secret) (*lake.Catalog, error) {
 	warehouse := cfg.Warehouse
 	if isDeltaLake(warehouse) {
-		return nil, fault.With(fault.ErrBadConfig, fmt.Sprintf("the warehouse at %s holds Delta tables: `tidemark run` writes them with lake.format: delta; the other commands read Iceberg lakes only so far (read Delta tables with delta-rs, Spark or DuckDB: docs/delta.md)", warehouse), nil)
+		return nil, fault.With(fault.ErrBadConfig, deltaLakeRefused(warehouse), nil)
 	}
 	cat, err := lake.Open(ctx, cfg)
 	if err != nil {
@@ -70,6 +70,25 @@ func openLake(ctx context.Context, cfg *config.Config) (lakepkg.Catalog, error) 
 		return nil, fmt.Errorf("open the Delta lake at %s: %w", cfg.Warehouse, err)
 	}
 	return cat, nil
+}
+
+// CheckLake says why the commands that read an Iceberg lake (all but run)
+// cannot use warehouse: it holds Delta tables, or it has no catalog.db
+// (and no catalog URL is given). nil when it looks like an Iceberg lake.
+func CheckLake(warehouse string, catalog config.Secret) error {
+	if isDeltaLake(warehouse) {
+		return errors.New(deltaLakeRefused(warehouse))
+	}
+	if catalog.IsZero() {
+		if _, err := os.Stat(filepath.Join(warehouse, "catalog.db")); err != nil {
+			return fmt.Errorf("no tidemark lake at %s (no catalog.db): check --warehouse", warehouse)
+		}
+	}
+	return nil
+}
+
+func deltaLakeRefused(warehouse string) string {
+	return fmt.Sprintf("the warehouse at %s holds Delta tables: `tidemark run` writes them with lake.format: delta; the other commands read Iceberg lakes only so far (read Delta tables with delta-rs, Spark or DuckDB: docs/delta.md)", warehouse)
 }
 
 // isDeltaLake reports whether the warehouse holds a Delta lake's bronze

@@ -1,0 +1,291 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
+	"github.com/tidemark/tidemark/internal/lake"
+	"github.com/tidemark/tidemark/internal/lake/delta"
+	"github.com/tidemark/tidemark/internal/testenv"
+)
+
+// TestE2EDelta (issue 15): a pipeline with lake.format: delta. The initial
+// snapshot and streamed inserts, updates (of a key too) and deletes land in
+// bronze and silver as Delta tables: bronze with the change data feed on,
+// silver merged with deletion vectors; silver equals the source row by row,
+// read by tidemark's reader and by delta-rs; the pipeline stops cleanly.
+func TestE2EDelta(t *testing.T) {
+	t.Parallel() // its own database, warehouse and tidemark process
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	srcURL := pg.CreateDB(t, "delta")
+	source := sourceName(t, srcURL)
+	pg.Exec(t, srcURL, `
+		CREATE TABLE public.orders (id bigint PRIMARY KEY, customer text, amount numeric(12,2),
+			placed timestamptz, due date, tags text[], note text, at time);
+		CREATE TABLE public.items (sku text PRIMARY KEY, qty int, price double precision);
+		INSERT INTO public.orders SELECT g, 'c' || (g % 17), g * 1.25, timestamptz '2026-01-01 00:00:00+00' + g * interval '7 hours',
+			date '2026-01-01' + g % 40, ARRAY['t' || g % 3, 'x'], CASE WHEN g % 5 = 0 THEN NULL ELSE 'n' || g END, time '08:00' + g * interval '1 minute'
+			FROM generate_series(1, 400) g;
+		INSERT INTO public.items SELECT 'sku-' || g, g, g / 3.0 FROM generate_series(1, 100) g;
+		CREATE PUBLICATION everything FOR ALL TABLES;`)
+	keys := map[string][]string{"orders": {"id"}, "items": {"sku"}}
+
+	r, wh := newRunner(t, bin, srcURL, "--publication", "everything", "--lake-format", "delta", "--silver-every", "300ms")
+	s := r.Start()
+	// The initial snapshot.
+	waitSilverDelta(t, s, wh, source, srcURL, keys, 40*time.Second)
+	// Streamed changes: inserts, updates, a key change, deletes, in
+	// several transactions.
+	pg.Exec(t, srcURL, `
+		INSERT INTO public.orders SELECT g, 'new', g, now(), NULL, NULL, 'streamed', NULL FROM generate_series(401, 450) g;
+		UPDATE public.orders SET amount = amount + 1, note = 'updated' WHERE id % 7 = 0;
+		DELETE FROM public.orders WHERE id % 11 = 0;
+		UPDATE public.orders SET id = id + 10000 WHERE id IN (1, 2, 3);
+		UPDATE public.items SET qty = qty * 10 WHERE qty % 2 = 0;
+		DELETE FROM public.items WHERE qty % 3 = 0;
+		INSERT INTO public.items VALUES ('sku-new', 1, 0.5);`)
+	pg.Exec(t, srcURL, `UPDATE public.orders SET tags = ARRAY['again'] WHERE id BETWEEN 100 AND 120;
+		DELETE FROM public.items WHERE sku = 'sku-new';`)
+	waitSilverDelta(t, s, wh, source, srcURL, keys, 40*time.Second)
+	if code := s.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+
+	// The tables are Delta tables in the warehouse's directories; there is
+	// no Iceberg catalog.
+	if _, err := os.Stat(filepath.Join(wh, "catalog.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a Delta lake has a catalog.db (%v)", err)
+	}
+	bronzeDir := filepath.Join(wh, "bronze", source, "public", "orders")
+	b, err := delta.Open(context.Background(), bronzeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := b.Properties(); p[delta.PropChangeDataFeed] != "true" || p[delta.PropAppendOnly] != "true" {
+		t.Errorf("bronze orders' properties %v: want the change data feed on and append-only", p)
+	}
+	silverDir := filepath.Join(wh, "silver", source, "public", "orders")
+	sv, err := delta.Open(context.Background(), silverDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := sv.Properties(); p[delta.PropDeletionVectors] != "true" {
+		t.Errorf("silver orders' properties %v: want deletion vectors (merge-on-read)", p)
+	}
+	// `tidemark verify` reads Iceberg lakes only so far: it says so.
+	out, err := exec.Command(bin, r.As("verify")...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "holds Delta tables") {
+		t.Errorf("tidemark verify on a Delta lake: %v\n%s\nwant a refusal that names the Delta tables", err, out)
+	}
+
+	// delta-rs reads silver equal to the source.
+	py := os.Getenv("TIDEMARK_PYTHON")
+	if py == "" {
+		if os.Getenv("TIDEMARK_REQUIRE_PYICEBERG") != "" {
+			t.Fatal("TIDEMARK_PYTHON is not set: delta-rs cannot read the tables")
+		}
+		t.Log("TIDEMARK_PYTHON not set: delta-rs does not read the tables")
+		return
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for table, key := range keys {
+		dir := filepath.Join(wh, "silver", source, "public", table)
+		cmd := exec.Command(py, filepath.Join(root, "scripts", "delta_read.py"), "--query", dir)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("delta-rs reading %s: %v\n%s", dir, err, stderr.String())
+		}
+		var res struct {
+			Rows []map[string]any `json:"rows"`
+		}
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatal(err)
+		}
+		src := readSource(t, srcURL, table, key)
+		got := map[string]map[string]any{}
+		for _, row := range res.Rows {
+			got[bronzetest.KeyOf(bronzetest.Row(row), key)] = row
+		}
+		if len(got) != len(res.Rows) {
+			t.Errorf("delta-rs reads %d rows of silver %s but %d keys", len(res.Rows), table, len(got))
+		}
+		for k, want := range src {
+			row, ok := got[k]
+			if !ok {
+				t.Errorf("delta-rs: silver %s lacks key %s: source %s", table, k, show(want))
+				continue
+			}
+			for col, v := range want {
+				v = timeAsMicros(v)
+				if !sameJSON(v, row[col]) {
+					t.Errorf("delta-rs: silver %s key %s column %s = %v, the source has %s", table, k, col, row[col], showValue(v))
+				}
+			}
+		}
+		for k := range got {
+			if _, ok := src[k]; !ok {
+				t.Errorf("delta-rs: silver %s holds key %s, which the source does not", table, k)
+			}
+		}
+	}
+}
+
+// waitSilverDelta waits until every silver table of keys equals the source
+// (read now), row by row, on the source columns; it fails the test with
+// the differences after timeout, or when the session exits.
+func waitSilverDelta(t *testing.T, s *session, wh, source, srcURL string, keys map[string][]string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var diffs []string
+		for table, key := range keys {
+			diffs = append(diffs, diffSilverDelta(t, wh, source, table, readSource(t, srcURL, table, key), key)...)
+		}
+		if len(diffs) == 0 {
+			return
+		}
+		if s.Exited() {
+			t.Fatalf("tidemark exited (%v) before silver equalled the source:\n%s", s.Err, strings.Join(diffs, "\n"))
+		}
+		if time.Now().After(deadline) {
+			if len(diffs) > 20 {
+				diffs = append(diffs[:20], fmt.Sprintf("… and %d more", len(diffs)-20))
+			}
+			t.Fatalf("silver is not equal to the source after %s:\n%s", timeout, strings.Join(diffs, "\n"))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// diffSilverDelta compares silver.<source>.public.<table> with the source's
+// rows (by key); nil when equal.
+func diffSilverDelta(t *testing.T, wh, source, table string, src map[string]bronzetest.Row, key []string) []string {
+	t.Helper()
+	ctx := context.Background()
+	cat, err := delta.OpenCatalog(wh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := cat.Open(ctx, []string{"silver", source, "public", table})
+	if errors.Is(err, lake.ErrNoSuchTable) {
+		return []string{"no silver table " + table + " yet"}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bronzetest.Row{}
+	var dups []string
+	err = tbl.Scan(ctx, func(rec arrow.RecordBatch) error {
+		for i := 0; i < int(rec.NumRows()); i++ {
+			row := bronzetest.Row{}
+			for c, col := range rec.Columns() {
+				name := rec.ColumnName(c)
+				if bronzetest.IsMeta(name) {
+					continue
+				}
+				v, err := bronzetest.Value(col, i)
+				if err != nil {
+					return fmt.Errorf("column %s: %w", name, err)
+				}
+				row[name] = normalize(v)
+			}
+			k := bronzetest.KeyOf(row, key)
+			if _, dup := got[k]; dup {
+				dups = append(dups, fmt.Sprintf("%s: key %s twice", table, k))
+			}
+			got[k] = row
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read silver %s: %v", table, err)
+	}
+	diffs := dups
+	for k, want := range src {
+		row, ok := got[k]
+		if !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: key %s missing (source %s)", table, k, show(want)))
+			continue
+		}
+		for col, v := range want {
+			v = timeAsMicros(v)
+			if !sameValue(v, row[col]) {
+				diffs = append(diffs, fmt.Sprintf("%s: key %s column %s = %s, the source has %s", table, k, col, showValue(row[col]), showValue(v)))
+			}
+		}
+	}
+	for k, row := range got {
+		if _, ok := src[k]; !ok {
+			diffs = append(diffs, fmt.Sprintf("%s: key %s is not in the source (silver %s)", table, k, show(row)))
+		}
+	}
+	slices.Sort(diffs)
+	return diffs
+}
+
+// sameJSON compares a source value with what delta-rs printed
+// (scripts/delta_read.py: numbers, strings, ISO 8601 times, lists).
+func sameJSON(src, got any) bool {
+	switch x := src.(type) {
+	case nil:
+		return got == nil
+	case int64:
+		f, ok := got.(float64)
+		return ok && f == float64(x)
+	case float64:
+		f, ok := got.(float64)
+		return ok && f == x
+	case time.Time:
+		s, ok := got.(string)
+		if !ok {
+			return false
+		}
+		for _, layout := range []string{"2006-01-02T15:04:05.999999-07:00", "2006-01-02"} {
+			if tm, err := time.Parse(layout, s); err == nil {
+				return tm.Equal(x)
+			}
+		}
+		return false
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(x) {
+			return false
+		}
+		for i := range x {
+			if !sameJSON(x[i], g[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return fmt.Sprint(src) == fmt.Sprint(got)
+}
+
+// timeAsMicros is a source time-of-day value as a Delta lake holds it
+// (time_as: micros, the default of lake.format: delta).
+func timeAsMicros(v any) any {
+	if x, ok := v.(pgtype.Time); ok {
+		return x.Microseconds
+	}
+	return v
+}
