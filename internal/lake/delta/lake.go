@@ -583,7 +583,9 @@ func (l *lakeTable) Merge(ctx context.Context, del *lake.Filter, recs []arrow.Re
 }
 
 // String names the table (for logs).
-func (l *lakeTable) String() string { return "Delta table " + strings.Join(l.ident, ".") + " at " + l.t.dir }
+func (l *lakeTable) String() string {
+	return "Delta table " + strings.Join(l.ident, ".") + " at " + l.t.dir
+}
 
 // keyAt returns row i of an int or long key column (a null or another
 // type: a value no key has).
