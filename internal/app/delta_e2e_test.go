@@ -26,10 +26,20 @@ import (
 // TestE2EDelta (issue 15): a pipeline with lake.format: delta. The initial
 // snapshot and streamed inserts, updates (of a key too) and deletes land in
 // bronze and silver as Delta tables: bronze with the change data feed on,
-// silver merged with deletion vectors; silver equals the source row by row,
-// read by tidemark's reader and by delta-rs; the pipeline stops cleanly.
+// silver merged with deletion vectors (merge-on-read) or by rewriting files
+// (copy-on-write); silver equals the source row by row, read by tidemark's
+// reader and by delta-rs; the pipeline stops cleanly.
 func TestE2EDelta(t *testing.T) {
-	t.Parallel() // its own database, warehouse and tidemark process
+	t.Parallel()
+	for _, mode := range []string{"merge-on-read", "copy-on-write"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel() // its own database, warehouse and tidemark process
+			testE2EDelta(t, mode)
+		})
+	}
+}
+
+func testE2EDelta(t *testing.T, mode string) {
 	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
 	srcURL := pg.CreateDB(t, "delta")
@@ -45,7 +55,8 @@ func TestE2EDelta(t *testing.T) {
 		CREATE PUBLICATION everything FOR ALL TABLES;`)
 	keys := map[string][]string{"orders": {"id"}, "items": {"sku"}}
 
-	r, wh := newRunner(t, bin, srcURL, "--publication", "everything", "--lake-format", "delta", "--silver-every", "300ms")
+	r, wh := newRunner(t, bin, srcURL, "--publication", "everything", "--lake-format", "delta", "--silver-every", "300ms",
+		"--silver-delete-mode", mode)
 	s := r.Start()
 	// The initial snapshot.
 	waitSilverDelta(t, s, wh, source, srcURL, keys, 40*time.Second)
@@ -84,8 +95,18 @@ func TestE2EDelta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := sv.Properties(); p[delta.PropDeletionVectors] != "true" {
-		t.Errorf("silver orders' properties %v: want deletion vectors (merge-on-read)", p)
+	if dv := sv.Properties()[delta.PropDeletionVectors] == "true"; dv != (mode == "merge-on-read") {
+		t.Errorf("silver orders' properties %v: a %s table with deletion vectors %v", sv.Properties(), mode, dv)
+	}
+	var removes int
+	for _, e := range mustHistory(t, sv) {
+		m, _ := e.Info["operationMetrics"].(map[string]any)
+		if n, ok := m["numRemovedFiles"].(string); ok && n != "0" {
+			removes++
+		}
+	}
+	if (removes > 0) != (mode == "copy-on-write") {
+		t.Errorf("silver orders: %d commits removed files in %s mode", removes, mode)
 	}
 	// `tidemark verify` reads Iceberg lakes only so far: it says so.
 	out, err := exec.Command(bin, r.As("verify")...).CombinedOutput()
@@ -288,4 +309,13 @@ func timeAsMicros(v any) any {
 		return x.Microseconds
 	}
 	return v
+}
+
+func mustHistory(t *testing.T, tbl *delta.Table) []delta.CommitEntry {
+	t.Helper()
+	h, err := tbl.History(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
