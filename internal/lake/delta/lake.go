@@ -132,14 +132,11 @@ func (l *lakeTable) headAt(v int64) (lake.Snapshot, bool, error) {
 		}
 		if k.snap {
 			s := k.s
-			p, ok, err := l.headAt(w - 1)
+			p, err := l.headID(w - 1)
 			if err != nil {
 				return s, false, err
 			}
-			s.ParentID = lake.NoSnapshot
-			if ok {
-				s.ParentID = p.ID
-			}
+			s.ParentID = p
 			s.Props = maps.Clone(s.Props)
 			return s, true, nil
 		}
