@@ -41,6 +41,9 @@ type lakeTable struct {
 	kinds map[int64]commitKind // commits are immutable: cached by version
 }
 
+// maxKinds bounds the commits a table caches.
+const maxKinds = 4096
+
 // commitKind is what a commit is in lake terms.
 type commitKind struct {
 	snap bool // changes data (no metaData or protocol action)
@@ -116,6 +119,15 @@ func (l *lakeTable) kind(v int64) (commitKind, error) {
 	}
 	l.mu.Lock()
 	l.kinds[v] = k
+	if len(l.kinds) > maxKinds {
+		// Keep the newer half: reads go to recent versions (the head,
+		// the ranges after a cursor).
+		for w := range l.kinds {
+			if w < v-maxKinds/2 {
+				delete(l.kinds, w)
+			}
+		}
+	}
 	l.mu.Unlock()
 	return k, nil
 }
