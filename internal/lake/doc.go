@@ -20,7 +20,8 @@
 // works whatever the format.
 //
 // Formats live in the subpackages, one per format: iceberg/ (Apache
-// Iceberg through iceberg-go) today, delta/ later. A subpackage owns
+// Iceberg through iceberg-go) and delta/ (Delta Lake, written from the
+// protocol). A subpackage owns
 // everything format-specific: the catalog, table layout, snapshot
 // summaries, schema evolution and the mapping of Arrow types. Its concrete
 // types may offer more (iceberg's maintenance: Compact, ExpireSnapshots,

@@ -29,10 +29,18 @@
 // writes nothing twice. The check is made against the snapshot and again
 // against every commit that won a race.
 //
+// # The lake contract
+//
+// A Catalog (catalog.go) is a lake.Catalog over a warehouse directory:
+// namespaces are directories holding NamespaceFile, tables directories
+// holding a log. Its tables (lake.go) are lake.KeyedTables: snapshots are
+// the versions that change data, their Props the commits' userMetadata;
+// MergeAt (merge.go) deletes rows with deletion vectors or by rewriting
+// files; Evolve (evolve.go) adds and widens columns (typeWidening).
+//
 // # What is not here yet
 //
-// The lake.Table / lake.KeyedTable contract (and laketest), merges by key
-// (Delete with deletion vectors is the primitive), schema evolution beyond
-// added columns, column mapping, change data files, vacuum and log
-// cleanup; see docs/delta.md.
+// Column mapping (renames and deletes of columns: ErrColumnMapping),
+// change data files, OPTIMIZE, VACUUM and log cleanup, object stores; see
+// docs/delta.md.
 package delta
