@@ -321,7 +321,7 @@ func (l *lakeFlags) resolve() error {
 	if l.warehouse == "" {
 		l.warehouse = config.DefaultWarehouse
 	}
-	if err := app.CheckLake(l.warehouse, l.catalog); err != nil {
+	if err := app.CheckLake(l.warehouse, l.catalog, ""); err != nil {
 		return usageError{err}
 	}
 	if l.format != "table" && l.format != "json" {

@@ -41,7 +41,7 @@ could be verified (not published yet, silver behind, keys that kept changing); 2
 			if format != "table" && format != "json" {
 				return usageError{fmt.Errorf("--format: want table or json, got %q", format)}
 			}
-			if err := app.CheckLake(cfg.Warehouse, cfg.Catalog); err != nil {
+			if err := app.CheckLake(cfg.Warehouse, cfg.Catalog, cfg.Lake.Format); err != nil {
 				return usageError{err}
 			}
 			if cfg.Log.Level == config.DefaultLogLevel && !cmd.Flags().Changed("log-level") {
@@ -70,7 +70,7 @@ could be verified (not published yet, silver behind, keys that kept changing); 2
 				opts.MergeKeys[verify.TableName{Schema: tn.Schema, Table: tn.Table}] = cols
 			}
 			opts.Source = cfg.Name
-			cat, err := app.OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
+			cat, err := app.OpenLake(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -111,7 +111,7 @@ could be verified (not published yet, silver behind, keys that kept changing); 2
 	holder.BindFlags(cmd.Flags())
 	// Of the configuration's flags only the connection settings matter to
 	// verify: keep --help short.
-	onlyConfigFlags(cmd, own, "source", "source-file", "name", "warehouse", "catalog", "tables", "merge-keys", "memory-budget", "log-level", "log-format")
+	onlyConfigFlags(cmd, own, "source", "source-file", "name", "warehouse", "catalog", "lake-format", "tables", "merge-keys", "memory-budget", "log-level", "log-format")
 	quietByDefault(cmd)
 	return cmd
 }

@@ -73,6 +73,15 @@ func testE2EDelta(t *testing.T, mode string) {
 	pg.Exec(t, srcURL, `UPDATE public.orders SET tags = ARRAY['again'] WHERE id BETWEEN 100 AND 120;
 		DELETE FROM public.items WHERE sku = 'sku-new';`)
 	waitSilverDelta(t, s, wh, source, srcURL, keys, 40*time.Second)
+	// tidemark verify compares silver with the source at a source
+	// position, which the running pipeline carries silver to.
+	if out, err := exec.Command(bin, r.As("verify", "--wait", "1m")...).CombinedOutput(); err != nil {
+		t.Fatalf("tidemark verify: %v\n%s", err, out)
+	} else if !strings.Contains(string(out), "orders") {
+		t.Errorf("tidemark verify does not report orders:\n%s", out)
+	} else {
+		t.Logf("tidemark verify:\n%s", strings.TrimSpace(string(out)))
+	}
 	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
 	}
@@ -108,10 +117,10 @@ func testE2EDelta(t *testing.T, mode string) {
 	if (removes > 0) != (mode == "copy-on-write") {
 		t.Errorf("silver orders: %d commits removed files in %s mode", removes, mode)
 	}
-	// `tidemark verify` reads Iceberg lakes only so far: it says so.
-	out, err := exec.Command(bin, r.As("verify")...).CombinedOutput()
+	// `tidemark status` reads Iceberg lakes only so far: it says so.
+	out, err := exec.Command(bin, "status", "--warehouse", wh).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "holds Delta tables") {
-		t.Errorf("tidemark verify on a Delta lake: %v\n%s\nwant a refusal that names the Delta tables", err, out)
+		t.Errorf("tidemark status on a Delta lake: %v\n%s\nwant a refusal that names the Delta tables", err, out)
 	}
 
 	// delta-rs reads silver equal to the source.

@@ -63,7 +63,7 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 	case opts.Replace && opts.All:
 		return fault.With(fault.ErrBadConfig, "--replace rebuilds the tables it is given: name them (schema.table …) instead of --all", nil)
 	}
-	if err := CheckLake(cfg.Warehouse, cfg.Catalog); err != nil {
+	if err := CheckLake(cfg.Warehouse, cfg.Catalog, ""); err != nil {
 		return fault.With(fault.ErrBadConfig, err.Error(), nil)
 	}
 	cat, err := OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)

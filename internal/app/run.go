@@ -55,10 +55,10 @@ func openCatalog(ctx context.Context, cfg lake.Config, catalog config.Secret) (*
 	return cat, nil
 }
 
-// openLake opens the lake of cfg in its table format (lake.format): an
+// OpenLake opens the lake of cfg in its table format (lake.format): an
 // Iceberg catalog (SQLite in the warehouse, or cfg.Catalog), or the Delta
 // warehouse directory, which is its own catalog.
-func openLake(ctx context.Context, cfg *config.Config) (lakepkg.Catalog, error) {
+func OpenLake(ctx context.Context, cfg *config.Config) (lakepkg.Catalog, error) {
 	if cfg.Lake.Format != config.LakeDelta {
 		return OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
 	}
@@ -72,10 +72,18 @@ func openLake(ctx context.Context, cfg *config.Config) (lakepkg.Catalog, error) 
 	return cat, nil
 }
 
-// CheckLake says why the commands that read an Iceberg lake (all but run)
-// cannot use warehouse: it holds Delta tables, or it has no catalog.db
-// (and no catalog URL is given). nil when it looks like an Iceberg lake.
-func CheckLake(warehouse string, catalog config.Secret) error {
+// CheckLake says why a command that reads a lake of format (lake.format;
+// "" for the commands that read Iceberg lakes only) cannot use warehouse:
+// an Iceberg command given a Delta lake, a Delta lake without its bronze
+// namespace, an Iceberg lake without catalog.db (and no catalog URL). nil
+// when the warehouse looks like a lake of that format.
+func CheckLake(warehouse string, catalog config.Secret, format string) error {
+	if format == config.LakeDelta {
+		if !isDeltaLake(warehouse) {
+			return fmt.Errorf("no tidemark Delta lake at %s (no bronze/%s): check --warehouse and --lake-format", warehouse, delta.NamespaceFile)
+		}
+		return nil
+	}
 	if isDeltaLake(warehouse) {
 		return errors.New(deltaLakeRefused(warehouse))
 	}
@@ -88,7 +96,7 @@ func CheckLake(warehouse string, catalog config.Secret) error {
 }
 
 func deltaLakeRefused(warehouse string) string {
-	return fmt.Sprintf("the warehouse at %s holds Delta tables: `tidemark run` writes them with lake.format: delta; the other commands read Iceberg lakes only so far (read Delta tables with delta-rs, Spark or DuckDB: docs/delta.md)", warehouse)
+	return fmt.Sprintf("the warehouse at %s holds Delta tables: `tidemark run` writes them with lake.format: delta; `tidemark verify` reads them with lake.format: delta; the other commands read Iceberg lakes only so far (read Delta tables with delta-rs, Spark or DuckDB: docs/delta.md)", warehouse)
 }
 
 // isDeltaLake reports whether the warehouse holds a Delta lake's bronze
@@ -220,7 +228,7 @@ type lakeRun struct {
 // cfg.Name beside write, runs write, then stops them: a silver error that
 // needs an operator stops write too, and is what runLake returns.
 func runLake(ctx context.Context, cfg *config.Config, log *slog.Logger, write func(ctx context.Context, lr *lakeRun) error) (err error) {
-	cat, err := openLake(ctx, cfg)
+	cat, err := OpenLake(ctx, cfg)
 	if err != nil {
 		if stoppedBeforeStart(ctx, err) {
 			return nil

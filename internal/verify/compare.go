@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // This file is one table's verification, top to bottom:
@@ -85,7 +85,7 @@ func (v *verifier) table(ctx context.Context, t TableName) (tr TableReport) {
 }
 
 func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pushdown bool) error {
-	s, err := v.cat.LoadTable(ctx, silverIdent(v.opts.Source, t))
+	s, err := v.cat.Open(ctx, silverIdent(v.opts.Source, t))
 	if errors.Is(err, lake.ErrNoSuchTable) {
 		tr.Status, tr.Reason = StatusNotPublished, notPublishedReason(ctx, v.cat, v.opts.Source, t)
 		return nil
@@ -320,7 +320,7 @@ func (v *verifier) compare(ctx context.Context, t TableName, tr *TableReport, pu
 // check checks the candidates once: their source rows at snap (which it
 // closes), silver's rows in silverT (nil: the silver table once it covers
 // snap's position), then the source rows' versions again.
-func (v *verifier) check(ctx context.Context, t TableName, st *SourceTable, snap Snapshot, silverT *lake.Table, cands map[string]*cand) error {
+func (v *verifier) check(ctx context.Context, t TableName, st *SourceTable, snap Snapshot, silverT lake.Table, cands map[string]*cand) error {
 	defer snap.Close()
 	if len(cands) == 0 {
 		return nil
@@ -461,7 +461,7 @@ func renderKey(st *SourceTable, kv []any) string {
 
 // waitCovered waits until silver holds the source up to lsn and returns
 // the silver table as loaded then (its scans read that snapshot).
-func (v *verifier) waitCovered(ctx context.Context, t TableName, lsn uint64) (*lake.Table, coverage, error) {
+func (v *verifier) waitCovered(ctx context.Context, t TableName, lsn uint64) (lake.Table, coverage, error) {
 	start := time.Now()
 	wait := v.opts.Wait
 	if v.captureDown {

@@ -14,7 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/tidemark/tidemark/internal/bronze"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
@@ -53,7 +53,7 @@ func bronzeIdent(source string, t TableName) []string {
 
 // listTables returns the source tables that have a silver table or a
 // bronze table (captured, maybe not yet published), sorted.
-func listTables(ctx context.Context, cat *lake.Catalog, source string) ([]TableName, error) {
+func listTables(ctx context.Context, cat lake.Catalog, source string) ([]TableName, error) {
 	seen := map[TableName]bool{}
 	for _, level := range []string{silverLevel, "bronze"} {
 		ids, err := cat.TablesUnder(ctx, []string{level, source})
@@ -80,11 +80,11 @@ func listTables(ctx context.Context, cat *lake.Catalog, source string) ([]TableN
 }
 
 // notPublishedReason says why a source table has no silver table yet.
-func notPublishedReason(ctx context.Context, cat *lake.Catalog, source string, t TableName) string {
-	if _, err := cat.LoadTable(ctx, buildingIdent(source, t)); err == nil {
+func notPublishedReason(ctx context.Context, cat lake.Catalog, source string, t TableName) string {
+	if _, err := cat.Open(ctx, buildingIdent(source, t)); err == nil {
 		return "its silver table is being built: the merge has not yet caught up with the end of the initial snapshot"
 	}
-	b, err := cat.LoadTable(ctx, bronzeIdent(source, t))
+	b, err := cat.Open(ctx, bronzeIdent(source, t))
 	if err != nil {
 		if refused, rerr := bronze.Refused(ctx, cat, source); rerr == nil {
 			for _, r := range refused {
@@ -117,7 +117,7 @@ func notPublishedReason(ctx context.Context, cat *lake.Catalog, source string, t
 
 // silverKey returns the key a silver table records (tidemark.key), nil if
 // it records none.
-func silverKey(t *lake.Table) ([]string, error) {
+func silverKey(t lake.Table) ([]string, error) {
 	raw := t.Properties()[propKey]
 	if raw == "" {
 		return nil, nil
@@ -156,20 +156,20 @@ func (c coverage) Position() uint64 { return max(c.Summary, c.Checkpoint) }
 // bronze.<source>), which heartbeats move even on an idle source. The
 // checkpoint is read first, so the bronze snapshot read after it holds
 // everything up to it.
-func loadCovered(ctx context.Context, cat *lake.Catalog, source string, t TableName) (*lake.Table, coverage, error) {
+func loadCovered(ctx context.Context, cat lake.Catalog, source string, t TableName) (lake.Table, coverage, error) {
 	var cov coverage
 	cp, haveCP, err := bronze.LoadCheckpoint(ctx, cat, source)
 	if err != nil {
 		return nil, cov, err
 	}
 	var head int64 = lake.NoSnapshot
-	b, berr := cat.LoadTable(ctx, bronzeIdent(source, t))
+	b, berr := cat.Open(ctx, bronzeIdent(source, t))
 	if berr == nil {
 		if h, ok := b.CurrentSnapshot(); ok {
 			head = h.ID
 		}
 	}
-	s, err := cat.LoadTable(ctx, silverIdent(source, t))
+	s, err := cat.Open(ctx, silverIdent(source, t))
 	if err != nil {
 		return nil, cov, err
 	}
@@ -310,7 +310,7 @@ func (r lakeRow) deleted() bool {
 
 // scanLive calls fn with every live row of the silver table (soft-deleted
 // rows are not live), optionally restricted by filter (which may be nil).
-func scanLive(ctx context.Context, t *lake.Table, filter *lake.Filter, st *SourceTable, fn func(lakeRow) error) error {
+func scanLive(ctx context.Context, t lake.Table, filter *lake.Filter, st *SourceTable, fn func(lakeRow) error) error {
 	var m *batchMap
 	var sc *arrow.Schema
 	return t.ScanWhere(ctx, filter, func(rec arrow.RecordBatch) error {
@@ -336,7 +336,7 @@ func scanLive(ctx context.Context, t *lake.Table, filter *lake.Filter, st *Sourc
 }
 
 // lakeChunks hashes every live silver row into its chunk.
-func lakeChunks(ctx context.Context, t *lake.Table, st *SourceTable, n int) (map[int]*ChunkSum, int64, error) {
+func lakeChunks(ctx context.Context, t lake.Table, st *SourceTable, n int) (map[int]*ChunkSum, int64, error) {
 	out := map[int]*ChunkSum{}
 	var rows int64
 	var kbuf, rbuf []byte
@@ -364,7 +364,7 @@ type lakeEntry struct {
 }
 
 // lakeDrill collects the silver rows of the given chunks, by canonical key.
-func lakeDrill(ctx context.Context, t *lake.Table, st *SourceTable, n int, chunks map[int]bool) (map[string]*lakeEntry, error) {
+func lakeDrill(ctx context.Context, t lake.Table, st *SourceTable, n int, chunks map[int]bool) (map[string]*lakeEntry, error) {
 	out := map[string]*lakeEntry{}
 	var kbuf, rbuf []byte
 	err := scanLive(ctx, t, nil, st, func(r lakeRow) error {
@@ -394,7 +394,7 @@ type lakeRowVals struct {
 // key values), several per key if silver holds duplicates. The scan is
 // filtered on the first key column so that Iceberg can skip the data files
 // (and bucket partitions) that cannot hold the keys.
-func lakeFetch(ctx context.Context, t *lake.Table, st *SourceTable, keys map[string][]any) (map[string][]lakeRowVals, error) {
+func lakeFetch(ctx context.Context, t lake.Table, st *SourceTable, keys map[string][]any) (map[string][]lakeRowVals, error) {
 	out := map[string][]lakeRowVals{}
 	if len(keys) == 0 {
 		return out, nil

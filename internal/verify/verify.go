@@ -11,7 +11,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/fault"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 )
 
 // Exit codes of `tidemark verify` beyond fault's (0 equal, 2 usage, ...).
@@ -209,7 +209,7 @@ type ColumnDiff struct {
 // closes). Differences, tables that cannot be verified and per-table
 // errors are in the report; an error is returned only when nothing could
 // be verified (the source or the lake unreachable).
-func Run(ctx context.Context, cat *lake.Catalog, src Source, opts Options, log *slog.Logger) (*Report, error) {
+func Run(ctx context.Context, cat lake.Catalog, src Source, opts Options, log *slog.Logger) (*Report, error) {
 	defer src.Close()
 	opts = opts.withDefaults()
 	if log == nil {
@@ -250,7 +250,7 @@ func Run(ctx context.Context, cat *lake.Catalog, src Source, opts Options, log *
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		if b, err := cat.LoadTable(ctx, bronzeIdent(opts.Source, t)); err == nil && bronze.Keyless(b.Summary(), b.Properties()) {
+		if b, err := cat.Open(ctx, bronzeIdent(opts.Source, t)); err == nil && bronze.Keyless(b.Summary(), b.Properties()) {
 			why := "[no_primary_key] the source table has no key to merge by"
 			for _, k := range keyless {
 				if k.Schema == t.Schema && k.Table == t.Table {
@@ -273,7 +273,7 @@ func Run(ctx context.Context, cat *lake.Catalog, src Source, opts Options, log *
 
 // verifier is one run's shared state.
 type verifier struct {
-	cat      *lake.Catalog
+	cat      lake.Catalog
 	src      Source
 	opts     Options
 	log      *slog.Logger
