@@ -70,8 +70,13 @@ func testE2EDelta(t *testing.T, mode string) {
 		UPDATE public.items SET qty = qty * 10 WHERE qty % 2 = 0;
 		DELETE FROM public.items WHERE qty % 3 = 0;
 		INSERT INTO public.items VALUES ('sku-new', 1, 0.5);`)
+	// A crash while those are captured and merged: the next session
+	// resumes from what the Delta commits recorded.
+	time.Sleep(200 * time.Millisecond)
+	s.Kill(t)
 	pg.Exec(t, srcURL, `UPDATE public.orders SET tags = ARRAY['again'] WHERE id BETWEEN 100 AND 120;
 		DELETE FROM public.items WHERE sku = 'sku-new';`)
+	s = r.Start()
 	waitSilverDelta(t, s, wh, source, srcURL, keys, 40*time.Second)
 	// tidemark verify compares silver with the source at a source
 	// position, which the running pipeline carries silver to.
@@ -84,6 +89,21 @@ func testE2EDelta(t *testing.T, mode string) {
 	}
 	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+
+	// Bronze holds every change once, and replays to the source.
+	for table, key := range keys {
+		rows := readDelta(t, wh, "bronze", source, "public", table)
+		if d := bronzetest.Duplicates(rows); len(d) > 0 {
+			t.Errorf("bronze %s: duplicate changes: %q", table, d)
+		}
+		want := readSource(t, srcURL, table, key)
+		for _, r := range want {
+			for col, v := range r {
+				r[col] = timeAsMicros(v)
+			}
+		}
+		compareRows(t, "bronze "+table+" replayed", want, bronzetest.Replay(t, rows, key))
 	}
 
 	// The tables are Delta tables in the warehouse's directories; there is
@@ -136,21 +156,25 @@ func testE2EDelta(t *testing.T, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for table, key := range keys {
-		dir := filepath.Join(wh, "silver", source, "public", table)
-		cmd := exec.Command(py, filepath.Join(root, "scripts", "delta_read.py"), "--query", dir)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("delta-rs reading %s: %v\n%s", dir, err, stderr.String())
+	// delta-rs reads bronze's change feed: every bronze row once, as an
+	// insert.
+	var feed struct {
+		CDF []map[string]any `json:"cdf"`
+	}
+	deltaRead(t, py, root, bronzeDir, &feed, "--cdf")
+	if n := len(readDelta(t, wh, "bronze", source, "public", "orders")); len(feed.CDF) != n {
+		t.Errorf("delta-rs load_cdf of bronze orders: %d rows, bronze holds %d", len(feed.CDF), n)
+	}
+	for _, r := range feed.CDF {
+		if r["_change_type"] != "insert" {
+			t.Fatalf("delta-rs load_cdf of bronze orders: a row %v, want inserts only", r)
 		}
+	}
+	for table, key := range keys {
 		var res struct {
 			Rows []map[string]any `json:"rows"`
 		}
-		if err := json.Unmarshal(out, &res); err != nil {
-			t.Fatal(err)
-		}
+		deltaRead(t, py, root, filepath.Join(wh, "silver", source, "public", table), &res, "--query")
 		src := readSource(t, srcURL, table, key)
 		got := map[string]map[string]any{}
 		for _, row := range res.Rows {
@@ -327,4 +351,39 @@ func mustHistory(t *testing.T, tbl *delta.Table) []delta.CommitEntry {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// readDelta returns the live rows of a table of the Delta lake at wh.
+func readDelta(t *testing.T, wh string, ident ...string) []bronzetest.Row {
+	t.Helper()
+	ctx := context.Background()
+	cat, err := delta.OpenCatalog(wh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := cat.Open(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := bronzetest.ReadTable(ctx, tbl)
+	if err != nil {
+		t.Fatalf("read %s: %v", strings.Join(ident, "."), err)
+	}
+	return rows
+}
+
+// deltaRead reads the Delta table in dir with delta-rs
+// (scripts/delta_read.py) into out.
+func deltaRead(t *testing.T, py, root, dir string, out any, args ...string) {
+	t.Helper()
+	cmd := exec.Command(py, append([]string{filepath.Join(root, "scripts", "delta_read.py")}, append(args, dir)...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	data, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("delta-rs reading %s: %v\n%s", dir, err, stderr.String())
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatalf("delta-rs reading %s: %v", dir, err)
+	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tidemark/tidemark/internal/bronze"
+	lakepkg "github.com/tidemark/tidemark/internal/lake"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 )
 
@@ -81,8 +82,9 @@ func Read(t testing.TB, warehouse string, ident ...string) []Row {
 	return rows
 }
 
-// ReadTable returns every live row of tbl's current snapshot.
-func ReadTable(ctx context.Context, tbl *lake.Table) ([]Row, error) {
+// ReadTable returns every live row of tbl's current snapshot, whatever
+// its format.
+func ReadTable(ctx context.Context, tbl lakepkg.Table) ([]Row, error) {
 	var out []Row
 	err := tbl.Scan(ctx, func(rec arrow.RecordBatch) error {
 		cols := rec.Columns()
