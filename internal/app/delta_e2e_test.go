@@ -173,8 +173,21 @@ func testE2EDelta(t *testing.T, mode string) {
 	for table, key := range keys {
 		var res struct {
 			Rows []map[string]any `json:"rows"`
+			CDF  []map[string]any `json:"cdf"`
 		}
-		deltaRead(t, py, root, filepath.Join(wh, "silver", source, "public", table), &res, "--query")
+		deltaRead(t, py, root, filepath.Join(wh, "silver", source, "public", table), &res, "--query", "--cdf")
+		// Silver's own change feed, replayed version by version (rows
+		// leaving before rows arriving), ends where silver is.
+		replayed := replayCDF(t, res.CDF, key)
+		if len(replayed) != len(res.Rows) {
+			t.Errorf("delta-rs: silver %s's change feed replays to %d rows, the table holds %d", table, len(replayed), len(res.Rows))
+		}
+		for _, row := range res.Rows {
+			k := bronzetest.KeyOf(bronzetest.Row(row), key)
+			if got, ok := replayed[k]; !ok || fmt.Sprint(got) != fmt.Sprint(withoutMeta(row)) {
+				t.Errorf("delta-rs: silver %s key %s: the change feed replays to %v, the table holds %v", table, k, got, withoutMeta(row))
+			}
+		}
 		src := readSource(t, srcURL, table, key)
 		got := map[string]map[string]any{}
 		for _, row := range res.Rows {
@@ -386,4 +399,56 @@ func deltaRead(t *testing.T, py, root, dir string, out any, args ...string) {
 	if err := json.Unmarshal(data, out); err != nil {
 		t.Fatalf("delta-rs reading %s: %v", dir, err)
 	}
+}
+
+// replayCDF applies a Delta change feed (delta-rs load_cdf rows) in
+// version order: in each version, delete and update_preimage rows leave,
+// then insert and update_postimage rows arrive. It fails the test on a
+// change type it does not know or when no update or delete was fed.
+func replayCDF(t *testing.T, feed []map[string]any, key []string) map[string]map[string]any {
+	t.Helper()
+	slices.SortStableFunc(feed, func(a, b map[string]any) int {
+		va, _ := a["_commit_version"].(float64)
+		vb, _ := b["_commit_version"].(float64)
+		leave := func(r map[string]any) int {
+			if r["_change_type"] == "delete" || r["_change_type"] == "update_preimage" {
+				return 0
+			}
+			return 1
+		}
+		if va != vb {
+			return int(va - vb)
+		}
+		return leave(a) - leave(b)
+	})
+	out := map[string]map[string]any{}
+	types := map[string]int{}
+	for _, r := range feed {
+		ct, _ := r["_change_type"].(string)
+		types[ct]++
+		k := bronzetest.KeyOf(bronzetest.Row(r), key)
+		switch ct {
+		case "delete", "update_preimage":
+			delete(out, k)
+		case "insert", "update_postimage":
+			out[k] = withoutMeta(r)
+		default:
+			t.Fatalf("change feed row of type %q: %v", ct, r)
+		}
+	}
+	if types["update_postimage"] == 0 || types["update_preimage"] != types["update_postimage"] || types["delete"] == 0 {
+		t.Errorf("change feed types %v: want updates (pre and post images) and deletes", types)
+	}
+	return out
+}
+
+// withoutMeta is a row without the change feed's columns.
+func withoutMeta(r map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range r {
+		if !strings.HasPrefix(k, "_") {
+			out[k] = v
+		}
+	}
+	return out
 }

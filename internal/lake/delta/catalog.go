@@ -291,10 +291,12 @@ func (c *Catalog) Open(ctx context.Context, ident []string) (lake.KeyedTable, er
 //   - without Key, a change log (bronze, dead letters): append-only
 //     (delta.appendOnly) with the change data feed on
 //     (delta.enableChangeDataFeed), partitioned by day of DayPartition;
-//   - with Key, a keyed table (silver): with deletion vectors
-//     (delta.enableDeletionVectors) when DeleteMode is merge-on-read (the
-//     default), without them for copy-on-write. Delta has no identifier
-//     fields and this writer no bucketing: Key and Buckets lay nothing out.
+//   - with Key, a keyed table (silver), with the change data feed on
+//     (merges write change data files, keyed by the tidemark.key property)
+//     and deletion vectors (delta.enableDeletionVectors) when DeleteMode is
+//     merge-on-read (the default), without them for copy-on-write. Delta
+//     has no identifier fields and this writer no bucketing: Key and
+//     Buckets lay nothing out.
 //
 // PlaceAs is not needed: a table's files are in its directory, and Rename
 // moves the directory.
@@ -322,8 +324,9 @@ func (c *Catalog) Create(ctx context.Context, ident []string, spec lake.TableSpe
 	case len(spec.Key) == 0:
 		ds.AppendOnly, ds.ChangeDataFeed = true, true
 	case spec.DeleteMode == "" || spec.DeleteMode == lake.MergeOnRead:
-		ds.DeletionVectors = true
+		ds.DeletionVectors, ds.ChangeDataFeed = true, true
 	case spec.DeleteMode == lake.CopyOnWrite:
+		ds.ChangeDataFeed = true
 	default:
 		return nil, fmt.Errorf("Delta lake: create table %s: delete mode %q: want %s or %s", joinIdent(ident), spec.DeleteMode, lake.MergeOnRead, lake.CopyOnWrite)
 	}

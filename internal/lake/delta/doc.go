@@ -36,11 +36,11 @@
 // holding a log. Its tables (lake.go) are lake.KeyedTables: snapshots are
 // the versions that change data, their Props the commits' userMetadata;
 // MergeAt (merge.go) deletes rows with deletion vectors or by rewriting
-// files; Evolve (evolve.go) adds and widens columns (typeWidening).
+// files, and writes change data files (cdc.go) on a table with the change
+// data feed on; Evolve (evolve.go) adds and widens columns (typeWidening).
 //
 // # What is not here yet
 //
 // Column mapping (renames and deletes of columns: ErrColumnMapping),
-// change data files, OPTIMIZE, VACUUM and log cleanup, object stores; see
-// docs/delta.md.
+// OPTIMIZE, VACUUM and log cleanup, object stores; see docs/delta.md.
 package delta

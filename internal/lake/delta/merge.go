@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/tidemark/tidemark/internal/lake"
 )
@@ -36,8 +36,9 @@ func (t *Table) MergeOnRead() bool {
 // On a table with deletion vectors the files keep their rows
 // (merge-on-read); without, every file holding a deleted row is rewritten
 // without it (copy-on-write: its live rows are read into memory). The
-// table must not be append-only nor have the change data feed on (its
-// change data files are not written yet).
+// table must not be append-only. With the change data feed on, a commit
+// that deletes rows writes a change data file (cdc.go): the files holding
+// deleted rows are read for their preimages.
 func (t *Table) MergeAt(ctx context.Context, read int64, rows map[string][]int64, del *lake.Filter, recs []arrow.RecordBatch, props map[string]string) (int64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -53,8 +54,8 @@ func (t *Table) MergeAt(ctx context.Context, read int64, rows map[string][]int64
 		if len(rows) > 0 || del != nil {
 			return fail(errors.New("the table is append-only: rows cannot be deleted from it"))
 		}
-	case conf[PropChangeDataFeed] == "true" && (len(rows) > 0 || del != nil):
-		return fail(fmt.Errorf("%w: deletes on a change data feed table (change data files)", ErrUnsupported))
+	case conf[PropChangeDataFeed] == "true" && len(t.st.meta.PartitionColumns) > 0 && (len(rows) > 0 || del != nil):
+		return fail(fmt.Errorf("%w: change data files of a partitioned table", ErrUnsupported))
 	}
 	if t.st.version != read {
 		return fail(fmt.Errorf("read at version %d, the table is at %d: %w", read, t.st.version, errMoved))
@@ -93,20 +94,25 @@ func (t *Table) MergeAt(ctx context.Context, read int64, rows map[string][]int64
 	}
 	var changes []dvChange
 	var removed []*Add
-	var kept []arrow.RecordBatch
+	// kept: the live rows of files rewritten (copy-on-write); gone: the
+	// rows deleted, for the change data file.
+	var kept, gone []arrow.RecordBatch
 	defer func() {
-		for _, r := range kept {
+		for _, r := range append(kept, gone...) {
 			r.Release()
 		}
 	}()
+	cdf := conf[PropChangeDataFeed] == "true" && deleted > 0
 	if dvMode {
 		var err error
 		if changes, _, err = t.planDV(rows); err != nil {
 			return fail(err)
 		}
-	} else {
+	}
+	if !dvMode || cdf {
 		// Copy-on-write: each file with deleted rows is removed, and its
-		// other live rows appended with recs.
+		// other live rows appended with recs. The change data feed needs
+		// the rows deleted.
 		paths := make([]string, 0, len(rows))
 		for p := range rows {
 			paths = append(paths, p)
@@ -117,45 +123,62 @@ func (t *Table) MergeAt(ctx context.Context, read int64, rows map[string][]int64
 			if f == nil {
 				return fail(fmt.Errorf("file %s is not in the table (version %d)", p, t.st.version))
 			}
-			gone := map[int64]bool{}
+			deleting := map[int64]bool{}
 			for _, r := range rows[p] {
-				gone[r] = true
+				deleting[r] = true
 			}
 			err := t.readFile(ctx, *f, sc, func(rec arrow.RecordBatch, pos lake.Positions) error {
-				b := array.NewInt64Builder(t.mem)
-				defer b.Release()
-				for i := 0; i < int(rec.NumRows()); i++ {
-					if !gone[pos.At(i)] {
-						b.Append(int64(i))
+				if !dvMode {
+					k, _, err := t.selectRows(ctx, rec, pos, func(i int) bool { return !deleting[pos.At(i)] })
+					if err != nil {
+						return err
+					}
+					if k != nil {
+						kept = append(kept, k)
 					}
 				}
-				if b.Len() == 0 {
-					return nil
+				if cdf {
+					g, _, err := t.selectRows(ctx, rec, pos, func(i int) bool { return deleting[pos.At(i)] })
+					if err != nil {
+						return err
+					}
+					if g != nil {
+						gone = append(gone, g)
+					}
 				}
-				idx := b.NewArray()
-				defer idx.Release()
-				r, err := lake.Take(ctx, t.mem, rec, idx)
-				if err != nil {
-					return err
-				}
-				kept = append(kept, r)
 				return nil
 			})
 			if err != nil {
 				return fail(err)
 			}
-			removed = append(removed, f)
+			if !dvMode {
+				removed = append(removed, f)
+			}
 		}
 	}
 	adds, err := t.writeData(ctx, append(slices.Clone(recs), kept...))
 	if err != nil {
 		return fail(err)
 	}
+	var cdc *CDCFile
+	if cdf {
+		if cdc, err = t.writeChanges(ctx, gone, recs); err != nil {
+			for _, a := range adds {
+				if p, err := t.filePath(a.add.Path); err == nil {
+					os.Remove(p)
+				}
+			}
+			return fail(err)
+		}
+	}
 	drop := func() {
 		for _, a := range adds {
 			if p, err := t.filePath(a.add.Path); err == nil {
 				os.Remove(p)
 			}
+		}
+		if cdc != nil {
+			os.Remove(filepath.Join(t.dir, filepath.FromSlash(cdc.Path)))
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -164,6 +187,14 @@ func (t *Table) MergeAt(ctx context.Context, read int64, rows map[string][]int64
 	}
 	v := read + 1
 	acts := t.mutationActions(read, changes, removed, adds, Commit{Props: props}, nowMs(), deleted)
+	if cdc != nil {
+		raw, err := json.Marshal(cdc)
+		if err != nil {
+			drop()
+			return fail(err)
+		}
+		acts = append(acts, action{CDC: raw})
+	}
 	data, err := encodeCommit(acts)
 	if err != nil {
 		drop()
