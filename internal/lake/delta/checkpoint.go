@@ -220,6 +220,13 @@ type lastCheckpoint struct {
 // into place: a reader sees a whole file or none. Two writers writing the
 // checkpoint of the same version write the same state.
 func writeCheckpoint(dir string, s *state, mem memory.Allocator) error {
+	return writeCheckpointFile(dir, s, mem, true)
+}
+
+// writeCheckpointFile writes the checkpoint of s, and points
+// _last_checkpoint at it when last is set (an older version's checkpoint,
+// written for log cleanup, leaves it alone).
+func writeCheckpointFile(dir string, s *state, mem memory.Allocator, last bool) error {
 	rows, nAdds := checkpointRows(s)
 	js, err := json.Marshal(rows)
 	if err != nil {
@@ -247,6 +254,9 @@ func writeCheckpoint(dir string, s *state, mem memory.Allocator) error {
 	})
 	if err != nil {
 		return fmt.Errorf("checkpoint %d: %w", s.version, err)
+	}
+	if !last {
+		return nil
 	}
 	lc, _ := json.Marshal(lastCheckpoint{Version: s.version, Size: int64(len(rows)), SizeInBytes: size, NumOfAddFiles: int64(nAdds)})
 	if _, err := writeFileAtomic(filepath.Join(ldir, "_last_checkpoint"), func(f io.WriteCloser) error {

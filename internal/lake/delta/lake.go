@@ -225,6 +225,9 @@ func (l *lakeTable) History(after, to int64) ([]lake.Snapshot, error) {
 	parent := after
 	for v := after + 1; v <= to; v++ {
 		k, err := l.kind(v)
+		if errors.Is(err, os.ErrNotExist) && after == lake.NoSnapshot {
+			continue // expired (ExpireSnapshots): the history starts later
+		}
 		if err != nil {
 			return nil, l.wrap(err)
 		}
@@ -315,6 +318,9 @@ func (l *lakeTable) appended(after, to int64) ([]Add, error) {
 	var out []Add
 	for v := after + 1; v <= to; v++ {
 		k, err := l.kind(v)
+		if errors.Is(err, os.ErrNotExist) && after == lake.NoSnapshot {
+			continue // expired (ExpireSnapshots)
+		}
 		if err != nil {
 			return nil, l.wrap(err)
 		}

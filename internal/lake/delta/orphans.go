@@ -21,8 +21,15 @@ import (
 // committed is not referenced yet. Directories whose names start with '_'
 // or '.' other than the log are left alone (the protocol reserves them).
 func (t *Table) RemoveOrphans(ctx context.Context, olderThan time.Duration) ([]string, error) {
+	removed, _, err := t.removeOrphans(ctx, olderThan, false)
+	return removed, err
+}
+
+// removeOrphans is RemoveOrphans, also returning the bytes; a dry run
+// lists the files without deleting them.
+func (t *Table) removeOrphans(ctx context.Context, olderThan time.Duration, dryRun bool) ([]string, int64, error) {
 	if err := t.Refresh(ctx); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	t.mu.Lock()
 	known := make(map[string]bool, len(t.st.files)+len(t.st.tombstones))
@@ -35,6 +42,7 @@ func (t *Table) RemoveOrphans(ctx context.Context, olderThan time.Duration) ([]s
 	t.mu.Unlock()
 	cutoff := time.Now().Add(-olderThan)
 	var removed []string
+	var bytes int64
 	err := filepath.WalkDir(t.dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -67,16 +75,19 @@ func (t *Table) RemoveOrphans(ctx context.Context, olderThan time.Duration) ([]s
 		if fi.ModTime().After(cutoff) {
 			return nil
 		}
-		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-			return err
+		if !dryRun {
+			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+				return err
+			}
 		}
 		removed = append(removed, rel)
+		bytes += fi.Size()
 		return nil
 	})
 	if err != nil {
-		return removed, fmt.Errorf("Delta table %s: removing orphan files: %w", t.dir, err)
+		return removed, bytes, fmt.Errorf("Delta table %s: removing orphan files: %w", t.dir, err)
 	}
-	return removed, nil
+	return removed, bytes, nil
 }
 
 // decodedPath is an add or remove action's path as a slash-separated path

@@ -117,6 +117,11 @@ func readCommit(dir string, v int64) ([]action, error) {
 // are replayed instead, and a log whose commits before such a checkpoint
 // are gone is refused.
 func loadState(ctx context.Context, dir string) (*state, error) {
+	return loadStateAt(ctx, dir, -1)
+}
+
+// loadStateAt is loadState of version upTo (-1: the latest).
+func loadStateAt(ctx context.Context, dir string, upTo int64) (*state, error) {
 	l, err := listLog(dir)
 	if err != nil {
 		return nil, err
@@ -125,6 +130,12 @@ func loadState(ctx context.Context, dir string) (*state, error) {
 		return nil, os.ErrNotExist
 	}
 	latest := l.commits[len(l.commits)-1]
+	if upTo >= 0 {
+		if upTo > latest {
+			return nil, fmt.Errorf("version %d is not in the log (latest %d)", upTo, latest)
+		}
+		latest = upTo
+	}
 	st := newState()
 	from := int64(0)
 	for i := len(l.checkpoints) - 1; i >= 0; i-- {
