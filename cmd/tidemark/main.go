@@ -260,6 +260,9 @@ type lakeFlags struct {
 	withSource bool
 	// mem is --memory-budget, for the commands that bind it (bindBudget).
 	mem budgetFlag
+	// delta: the command reads a Delta lake too (merge, maintain), found
+	// by what the warehouse holds.
+	delta bool
 }
 
 // bindBudget gives the command --memory-budget (resolve checks it).
@@ -277,6 +280,15 @@ func (l *lakeFlags) bind(cmd *cobra.Command, withSource bool) {
 		cmd.Flags().Var(&l.source, "source", "source URL, to measure WAL lag live (optional; default $"+config.SourceEnv+")")
 		cmd.Flags().StringVar(&l.srcFile, "source-file", "", "file holding the source URL, instead of --source")
 	}
+}
+
+// lakeFormat is the format of the lake the command reads: Delta when it
+// reads Delta lakes too and the warehouse holds one.
+func (l *lakeFlags) lakeFormat() string {
+	if l.delta && app.IsDeltaLake(l.warehouse) {
+		return config.LakeDelta
+	}
+	return ""
 }
 
 func (l *lakeFlags) resolve() error {
@@ -321,7 +333,7 @@ func (l *lakeFlags) resolve() error {
 	if l.warehouse == "" {
 		l.warehouse = config.DefaultWarehouse
 	}
-	if err := app.CheckLake(l.warehouse, l.catalog, ""); err != nil {
+	if err := app.CheckLake(l.warehouse, l.catalog, l.lakeFormat()); err != nil {
 		return usageError{err}
 	}
 	if l.format != "table" && l.format != "json" {

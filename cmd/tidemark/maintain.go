@@ -31,6 +31,7 @@ func maintainCmd(ctx context.Context) *cobra.Command {
 			"merged yet), and removes files no metadata references once older than --orphan-age.\n" +
 			"Safe while `tidemark run` is running. TABLE is schema.table (its bronze and silver tables).",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			lf.delta = true // a Delta lake too
 			if err := lf.resolve(); err != nil {
 				return err
 			}
@@ -66,7 +67,7 @@ func maintainCmd(ctx context.Context) *cobra.Command {
 }
 
 func runMaintain(ctx context.Context, lf lakeFlags, source string, tables []string, opts maintain.Options, out io.Writer) error {
-	cat, err := app.OpenCatalog(ctx, lf.warehouse, lf.catalog)
+	cat, err := app.OpenLakeAt(ctx, lf.warehouse, lf.catalog)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/tidemark/tidemark/internal/app"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 	"github.com/tidemark/tidemark/internal/maintain"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
@@ -40,6 +40,7 @@ func mergeCmd(ctx context.Context) *cobra.Command {
 			"A table whose initial snapshot is not complete is reported as gated and not created.\n" +
 			"The layout flags apply to silver tables this merge creates.",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			lf.delta = true // a Delta lake too
 			if err := lf.resolve(); err != nil {
 				return err
 			}
@@ -90,7 +91,7 @@ func mergeCmd(ctx context.Context) *cobra.Command {
 }
 
 func runMerge(ctx context.Context, lf lakeFlags, source string, tables []string, opts silver.Options, out io.Writer) error {
-	cat, err := app.OpenCatalog(ctx, lf.warehouse, lf.catalog)
+	cat, err := app.OpenLakeAt(ctx, lf.warehouse, lf.catalog)
 	if err != nil {
 		return err
 	}
@@ -135,7 +136,7 @@ func runMerge(ctx context.Context, lf lakeFlags, source string, tables []string,
 }
 
 // onlySource returns the one source name the warehouse holds bronze for.
-func onlySource(ctx context.Context, cat *lake.Catalog) (string, error) {
+func onlySource(ctx context.Context, cat lake.Catalog) (string, error) {
 	nss, err := cat.ListNamespaces(ctx)
 	if err != nil {
 		return "", err

@@ -96,8 +96,22 @@ func CheckLake(warehouse string, catalog config.Secret, format string) error {
 }
 
 func deltaLakeRefused(warehouse string) string {
-	return fmt.Sprintf("the warehouse at %s holds Delta tables: `tidemark run` writes them with lake.format: delta; `tidemark verify` reads them with lake.format: delta; the other commands read Iceberg lakes only so far (read Delta tables with delta-rs, Spark or DuckDB: docs/delta.md)", warehouse)
+	return fmt.Sprintf("the warehouse at %s holds Delta tables: `tidemark run` writes them with lake.format: delta; `tidemark verify` reads them with lake.format: delta, and merge and maintain find them; show, status, resnapshot and export read Iceberg lakes only so far (read Delta tables with delta-rs, Spark or DuckDB: docs/delta.md)", warehouse)
 }
+
+// OpenLakeAt opens the lake at warehouse for the commands that read both
+// formats (merge, maintain): the Delta catalog when it holds a Delta lake,
+// else the Iceberg catalog.
+func OpenLakeAt(ctx context.Context, warehouse string, catalog config.Secret) (lakepkg.Catalog, error) {
+	if isDeltaLake(warehouse) {
+		return delta.OpenCatalog(strings.TrimPrefix(warehouse, "file://"))
+	}
+	return OpenCatalog(ctx, warehouse, catalog)
+}
+
+// IsDeltaLake reports whether the warehouse holds a Delta lake's bronze
+// namespace.
+func IsDeltaLake(warehouse string) bool { return isDeltaLake(warehouse) }
 
 // isDeltaLake reports whether the warehouse holds a Delta lake's bronze
 // namespace.
@@ -275,14 +289,8 @@ func runLake(ctx context.Context, cfg *config.Config, log *slog.Logger, write fu
 	// capture; it never stops the pipeline. Waited for before cat closes.
 	maintDone := make(chan struct{})
 	var maintPanic error // set before maintDone closes
-	if cfg.Lake.Format == config.LakeDelta {
-		log.Info("lake.format delta: no maintenance while running (OPTIMIZE, VACUUM and log cleanup are not implemented for Delta yet)")
-	}
 	go func() {
 		defer close(maintDone)
-		if cfg.Lake.Format == config.LakeDelta {
-			return
-		}
 		// Maintenance errors are logged and retried by Loop; a panic is a
 		// bug and stops the pipeline like a silver error.
 		if perr := fault.Guard("maintenance", func() error {
