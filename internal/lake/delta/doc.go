@@ -37,10 +37,11 @@
 // the versions that change data, their Props the commits' userMetadata;
 // MergeAt (merge.go) deletes rows with deletion vectors or by rewriting
 // files, and writes change data files (cdc.go) on a table with the change
-// data feed on; Evolve (evolve.go) adds and widens columns (typeWidening).
+// data feed on; Evolve (evolve.go) adds and widens columns (typeWidening);
+// maintain.go is OPTIMIZE, log cleanup and VACUUM (lake.Maintained).
 //
 // # What is not here yet
 //
 // Column mapping (renames and deletes of columns: ErrColumnMapping),
-// OPTIMIZE, VACUUM and log cleanup, object stores; see docs/delta.md.
+// clustering, object stores; see docs/delta.md.
 package delta
