@@ -260,7 +260,8 @@ type lakeFlags struct {
 	withSource bool
 	// mem is --memory-budget, for the commands that bind it (bindBudget).
 	mem budgetFlag
-	// delta: the command reads a Delta lake too (merge, maintain), found
+	// delta: the command reads a Delta lake too (merge, maintain, status,
+	// show), found
 	// by what the warehouse holds.
 	delta bool
 }
@@ -356,6 +357,7 @@ func showCmd(ctx context.Context) *cobra.Command {
 			"cdc_source_lsn as stored (an integer) and in PostgreSQL's X/Y notation, as status prints positions.",
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			lf.delta = true // a Delta lake too
 			if err := lf.resolve(); err != nil {
 				return err
 			}
@@ -374,6 +376,7 @@ func statusCmd(ctx context.Context) *cobra.Command {
 		Short: "Per table: snapshot progress, committed position, watermark and lag",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			lf.delta = true // a Delta lake too
 			if err := lf.resolve(); err != nil {
 				return err
 			}

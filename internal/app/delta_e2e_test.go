@@ -137,10 +137,21 @@ func testE2EDelta(t *testing.T, mode string) {
 	if (removes > 0) != (mode == "copy-on-write") {
 		t.Errorf("silver orders: %d merges removed files in %s mode", removes, mode)
 	}
-	// `tidemark status` reads Iceberg lakes only so far: it says so.
+	// tidemark status and show read the Delta lake.
 	out, err := exec.Command(bin, "status", "--warehouse", wh).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "bronze."+source+".public.orders") {
+		t.Errorf("tidemark status on a Delta lake: %v\n%s", err, out)
+	} else {
+		t.Logf("tidemark status:\n%s", strings.TrimSpace(string(out)))
+	}
+	out, err = exec.Command(bin, "show", "--warehouse", wh, "--limit", "3", "silver."+source+".public.items").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "sku-") {
+		t.Errorf("tidemark show on a Delta lake: %v\n%s", err, out)
+	}
+	// tidemark export reads Iceberg lakes only so far: it says so.
+	out, err = exec.Command(bin, "export", "--warehouse", wh, "--to", t.TempDir()).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "holds Delta tables") {
-		t.Errorf("tidemark status on a Delta lake: %v\n%s\nwant a refusal that names the Delta tables", err, out)
+		t.Errorf("tidemark export on a Delta lake: %v\n%s\nwant a refusal that names the Delta tables", err, out)
 	}
 
 	// delta-rs reads silver equal to the source.

@@ -82,7 +82,7 @@ func splitLakeName(name string) (levels []string, ok bool) {
 // limit changes; a silver table's by key. The table format prints cdc_source_lsn also as
 // PostgreSQL's X/Y, the notation of tidemark status and the logs.
 func Show(ctx context.Context, warehouse string, catalog config.Secret, name string, limit int, format string, out io.Writer) error {
-	cat, err := OpenCatalogReadOnly(ctx, warehouse, catalog)
+	cat, err := openLakeReadOnly(ctx, warehouse, catalog)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func Show(ctx context.Context, warehouse string, catalog config.Secret, name str
 		return fault.With(fault.ErrBadConfig, fmt.Sprintf("table %q: give the full name, e.g. bronze.shop.public.orders "+
 			`(a level may be double-quoted, "" being a quote: silver.shop."My Schema"."Order""s")`, name), nil)
 	}
-	tbl, err := cat.LoadTable(ctx, ident)
+	tbl, err := cat.Open(ctx, ident)
 	if err != nil {
 		if errors.Is(err, lake.ErrNoSuchTable) {
 			return fault.With(fault.ErrBadConfig, fmt.Sprintf("table %s does not exist in %s (tidemark status lists the tables)", name, warehouse), nil)

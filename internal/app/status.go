@@ -15,6 +15,7 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/export"
+	lakepkg "github.com/tidemark/tidemark/internal/lake"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
 )
@@ -88,7 +89,7 @@ const CompletenessLateness = export.DefaultLateness
 // Status reports every bronze table in the warehouse. With a source URL the
 // WAL lag is measured live; otherwise it is the lag at the last checkpoint.
 func Status(ctx context.Context, warehouse string, catalog, source config.Secret, format string, out io.Writer) error {
-	cat, err := OpenCatalogReadOnly(ctx, warehouse, catalog)
+	cat, err := openLakeReadOnly(ctx, warehouse, catalog)
 	if err != nil {
 		return err
 	}
@@ -147,14 +148,19 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 			}
 		}
 		for _, ident := range idents {
-			tbl, err := cat.LoadTable(ctx, ident)
+			tbl, err := cat.Open(ctx, ident)
 			if err != nil {
 				return err
 			}
 			sum := tbl.Summary()
-			st := TableStatus{Table: strings.Join(ident, "."), Snapshots: tbl.SnapshotCount(), LagBytes: -1, LagSeconds: -1, Silver: "-", BronzeRows: -1}
+			st := TableStatus{Table: strings.Join(ident, "."), Snapshots: snapshotCount(ctx, tbl), LagBytes: -1, LagSeconds: -1, Silver: "-", BronzeRows: -1}
 			if n, err := strconv.ParseInt(sum["total-records"], 10, 64); err == nil {
 				st.BronzeRows = n
+			} else if mt, ok := tbl.(lakepkg.Maintained); ok {
+				// Delta: from the active files' statistics.
+				if fp, err := mt.Footprint(ctx); err == nil {
+					st.BronzeRows = fp.Records - fp.DeletedRecords
+				}
 			}
 			if cur, ok := tbl.CurrentSnapshot(); ok {
 				st.BronzeSnapshotAt = time.UnixMilli(cur.TimestampMs).UTC().Format(time.RFC3339)
@@ -383,4 +389,18 @@ func numf(f float64) string {
 		return "-"
 	}
 	return strconv.FormatFloat(f, 'f', 1, 64)
+}
+
+// snapshotCount is the number of snapshots a table's metadata holds
+// (Iceberg), or of commits its log holds (Delta: Footprint).
+func snapshotCount(ctx context.Context, tbl lakepkg.Table) int {
+	if t, ok := tbl.(interface{ SnapshotCount() int }); ok {
+		return t.SnapshotCount()
+	}
+	if mt, ok := tbl.(lakepkg.Maintained); ok {
+		if fp, err := mt.Footprint(ctx); err == nil {
+			return fp.Snapshots
+		}
+	}
+	return 0
 }
