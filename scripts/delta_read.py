@@ -12,6 +12,11 @@ Usage:
 (QueryBuilder) instead of to_pyarrow_table, which refuses tables with
 deletion vectors.
 
+--duckdb reads the rows with DuckDB's delta extension (delta_scan) instead,
+loaded from the duckdb-ext-delta wheel's directory (or
+$TIDEMARK_DUCKDB_EXTENSIONS); it exits with status 3 when DuckDB or the
+extension is not installed.
+
 Prints one JSON object:
     version     the table's latest version
     rows        the rows of that version (or of --version N), as objects with
@@ -66,6 +71,37 @@ def safe(v):
     return v
 
 
+def duckdb_read(path):
+    import os
+    try:
+        import duckdb
+    except ImportError:
+        print("DuckDB is not installed", file=sys.stderr)
+        sys.exit(3)
+    d = os.environ.get("TIDEMARK_DUCKDB_EXTENSIONS")
+    if not d:
+        try:
+            import duckdb_ext
+        except ImportError:
+            print("the DuckDB extension wheels (duckdb-ext-delta) are not installed", file=sys.stderr)
+            sys.exit(3)
+        for p in duckdb_ext.__path__:
+            e = os.path.join(p, "extensions")
+            for root, _, files in os.walk(e):
+                if "delta.duckdb_extension" in files:
+                    d = e
+    if not d:
+        print("the DuckDB delta extension (duckdb-ext-delta) is not installed", file=sys.stderr)
+        sys.exit(3)
+    con = duckdb.connect()
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET extension_directory = ?", [d])
+    con.execute("LOAD delta")
+    return con.execute("SELECT * FROM delta_scan(?)", [path]).fetch_arrow_table()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
@@ -73,11 +109,14 @@ def main():
     ap.add_argument("--version", type=int)
     ap.add_argument("--app-id", action="append", default=[])
     ap.add_argument("--query", action="store_true")
+    ap.add_argument("--duckdb", action="store_true")
     a = ap.parse_args()
     dt = DeltaTable(a.dir)
     out = {"version": dt.version()}
     read = dt if a.version is None else DeltaTable(a.dir, version=a.version)
-    if a.query:
+    if a.duckdb:
+        tbl = duckdb_read(a.dir)
+    elif a.query:
         from deltalake import QueryBuilder
         tbl = pa.table(QueryBuilder().register("t", read).execute("SELECT * FROM t"))
     else:

@@ -6,11 +6,12 @@
 #      servers (internal/testenv); no system cluster is created or started.
 #   2. The OS user "postgres" (the tests run the server as that user when
 #      they run as root).
-#   3. A Python venv at .venv with PyIceberg, and DuckDB with its avro and
-#      iceberg extensions from PyPI wheels (duckdb-ext-avro,
-#      duckdb-ext-iceberg: no download at run time), which the tests use to
-#      read the Iceberg tables tidemark writes (found through TIDEMARK_PYTHON),
-#      and deltalake (delta-rs), which reads the Delta tables.
+#   3. A Python venv at .venv with PyIceberg, and DuckDB with its avro,
+#      iceberg and delta extensions from PyPI wheels (duckdb-ext-avro,
+#      duckdb-ext-iceberg, duckdb-ext-delta: no download at run time), which
+#      the tests use to read the Iceberg and Delta tables tidemark writes
+#      (found through TIDEMARK_PYTHON), and deltalake (delta-rs), which reads
+#      the Delta tables.
 #   4. MariaDB server binaries (mariadb-install-db, mariadbd): installed with
 #      apt-get (mariadb-server) when mariadbd is neither on PATH nor in
 #      /usr/sbin. The tests start their own throwaway servers; the system
@@ -35,7 +36,7 @@ VENV="$ROOT/.venv"
 PYICEBERG_SPEC=${PYICEBERG_SPEC:-"pyiceberg[sql-sqlite,pyarrow]==0.12.0"}
 # DuckDB and the extension wheels built for exactly that version (pytz:
 # DuckDB's Python client needs it to fetch a timestamptz).
-DUCKDB_SPECS=${DUCKDB_SPECS:-"duckdb==1.4.4 duckdb-ext-avro==1.4.4.20260205 duckdb-ext-iceberg==1.4.4.20260205 pytz"}
+DUCKDB_SPECS=${DUCKDB_SPECS:-"duckdb==1.4.4 duckdb-ext-avro==1.4.4.20260205 duckdb-ext-iceberg==1.4.4.20260205 duckdb-ext-delta==1.4.4.20260205 pytz"}
 # delta-rs's Python binding, which reads the Delta tables internal/lake/delta writes.
 DELTALAKE_SPEC=${DELTALAKE_SPEC:-"deltalake==1.6.6"}
 # The Kafka broker the transport tests run (its jars from Maven Central).
@@ -118,8 +119,8 @@ venv_ok() {
 		"$VENV/bin/python" -c 'import pyiceberg, pyarrow, sqlalchemy; from pyiceberg.catalog.sql import SqlCatalog' >/dev/null 2>&1
 }
 
-# duckdb_ok reports whether the venv's DuckDB loads avro and iceberg from
-# the extension wheels' directory.
+# duckdb_ok reports whether the venv's DuckDB loads avro, iceberg and delta
+# from the extension wheels' directory.
 duckdb_ok() {
 	"$VENV/bin/python" - >/dev/null 2>&1 <<'PY'
 import os, duckdb, duckdb_ext, pytz
@@ -129,6 +130,7 @@ con.execute("SET autoinstall_known_extensions = false")
 con.execute("SET extension_directory = ?", [d])
 con.execute("LOAD avro")
 con.execute("LOAD iceberg")
+con.execute("LOAD delta")
 PY
 }
 

@@ -201,30 +201,32 @@ func testE2EDelta(t *testing.T, mode string) {
 			}
 		}
 		src := readSource(t, srcURL, table, key)
-		got := map[string]map[string]any{}
-		for _, row := range res.Rows {
-			got[bronzetest.KeyOf(bronzetest.Row(row), key)] = row
-		}
-		if len(got) != len(res.Rows) {
-			t.Errorf("delta-rs reads %d rows of silver %s but %d keys", len(res.Rows), table, len(got))
-		}
-		for k, want := range src {
-			row, ok := got[k]
-			if !ok {
-				t.Errorf("delta-rs: silver %s lacks key %s: source %s", table, k, show(want))
-				continue
+		compareJSONRows(t, "delta-rs", table, src, res.Rows, key)
+		// DuckDB's delta extension reads silver (deletion vectors
+		// included) equal to the source.
+		dir := filepath.Join(wh, "silver", source, "public", table)
+		cmd := exec.Command(py, filepath.Join(root, "scripts", "delta_read.py"), "--duckdb", dir)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		data, err := cmd.Output()
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee) && ee.ExitCode() == 3:
+			if os.Getenv("TIDEMARK_REQUIRE_PYICEBERG") != "" {
+				t.Fatalf("DuckDB cannot read %s: %s (run scripts/setup-test-env.sh)", dir, stderr.String())
 			}
-			for col, v := range want {
-				v = timeAsMicros(v)
-				if !sameJSON(v, row[col]) {
-					t.Errorf("delta-rs: silver %s key %s column %s = %v, the source has %s", table, k, col, row[col], showValue(v))
-				}
+			t.Logf("DuckDB does not read the tables: %s", strings.TrimSpace(stderr.String()))
+		case err != nil:
+			t.Fatalf("DuckDB reading %s: %v\n%s", dir, err, stderr.String())
+		default:
+			var duck struct {
+				Rows []map[string]any `json:"rows"`
 			}
-		}
-		for k := range got {
-			if _, ok := src[k]; !ok {
-				t.Errorf("delta-rs: silver %s holds key %s, which the source does not", table, k)
+			if err := json.Unmarshal(data, &duck); err != nil {
+				t.Fatal(err)
 			}
+			compareJSONRows(t, "DuckDB", table, src, duck.Rows, key)
+			t.Logf("DuckDB (delta_scan) read %d rows of silver %s", len(duck.Rows), table)
 		}
 	}
 	maintainDelta(t, bin, wh, source, srcURL, keys, py, root)
@@ -499,6 +501,37 @@ func maintainDelta(t *testing.T, bin, wh, source, srcURL string, keys map[string
 		deltaRead(t, py, root, filepath.Join(wh, "silver", source, "public", table), &res, "--query")
 		if len(res.Rows) != len(want) {
 			t.Errorf("delta-rs reads %d rows of silver %s after tidemark maintain, the source has %d", len(res.Rows), table, len(want))
+		}
+	}
+}
+
+// compareJSONRows compares the rows a reader printed (delta_read.py) with
+// the source's.
+func compareJSONRows(t *testing.T, who, table string, src map[string]bronzetest.Row, rows []map[string]any, key []string) {
+	t.Helper()
+	got := map[string]map[string]any{}
+	for _, row := range rows {
+		got[bronzetest.KeyOf(bronzetest.Row(row), key)] = row
+	}
+	if len(got) != len(rows) {
+		t.Errorf("%s reads %d rows of silver %s but %d keys", who, len(rows), table, len(got))
+	}
+	for k, want := range src {
+		row, ok := got[k]
+		if !ok {
+			t.Errorf("%s: silver %s lacks key %s: source %s", who, table, k, show(want))
+			continue
+		}
+		for col, v := range want {
+			v = timeAsMicros(v)
+			if !sameJSON(v, row[col]) {
+				t.Errorf("%s: silver %s key %s column %s = %v, the source has %s", who, table, k, col, row[col], showValue(v))
+			}
+		}
+	}
+	for k := range got {
+		if _, ok := src[k]; !ok {
+			t.Errorf("%s: silver %s holds key %s, which the source does not", who, table, k)
 		}
 	}
 }
