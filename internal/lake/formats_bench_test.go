@@ -24,14 +24,17 @@ import (
 //
 //   - append: 20 appends of 10,000 change-log rows to a day-partitioned
 //     table (bronze's write);
+//
 //   - scan-appended: reading those appends back (silver's read of bronze);
+//
 //   - merge: 20 merges into a keyed table of 50,000 rows, each finding
 //     1,000 keys (ScanLiveKeys) and replacing their rows (MergeRows:
 //     Iceberg position deletes, Delta deletion vectors and a change data
 //     file);
+//
 //   - scan: reading the merged table whole.
 //
-//	go test ./internal/lake/ -run '^$' -bench Formats -benchtime 3x
+//     go test ./internal/lake/ -run '^$' -bench Formats -benchtime 3x
 func BenchmarkFormats(b *testing.B) {
 	formats := []struct {
 		name string
