@@ -379,6 +379,14 @@ func ApplyDefaults(t testing.TB, warehouse string, rows []Row, ident ...string) 
 	if err != nil {
 		t.Fatalf("bronzetest: load %s: %v", strings.Join(ident, "."), err)
 	}
+	ApplyTableDefaults(t, tbl, rows)
+}
+
+// ApplyTableDefaults is ApplyDefaults on a bronze table of any format.
+func ApplyTableDefaults(t testing.TB, tbl lakepkg.Table, rows []Row) {
+	t.Helper()
+	ctx := context.Background()
+	ident := tbl.Ident()
 	defs, err := bronze.Defaults(tbl.Properties())
 	if err != nil {
 		t.Fatalf("bronzetest: %s: %v", strings.Join(ident, "."), err)

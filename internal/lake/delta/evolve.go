@@ -3,6 +3,7 @@ package delta
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -46,7 +47,35 @@ func (t *Table) evolve(ctx context.Context, widen, add []arrow.Field, userProps 
 	if len(add) == 0 {
 		op = "CHANGE COLUMN"
 	}
-	return t.commitMetadata(ctx, op, userProps, func(st *state) (*Metadata, *Protocol, error) {
+	// note runs without t.mu (it may call the table's methods): a build
+	// for a version it has not seen asks for it (needNote), and is run
+	// again with its properties.
+	var noted map[string]string
+	notedAt := int64(-2)
+	for attempt := 1; ; attempt++ {
+		err := t.commitMetadata(ctx, op, userProps, t.evolveBuild(widen, add, note, noted, notedAt))
+		var nn *needNote
+		if !errors.As(err, &nn) || attempt == maxCommitAttempts {
+			return err
+		}
+		t.mu.Unlock()
+		noted, notedAt = note(nn.version), nn.version
+		t.mu.Lock()
+	}
+}
+
+// needNote: evolve's build needs note's properties for the version it
+// reads.
+type needNote struct{ version int64 }
+
+func (n *needNote) Error() string {
+	return fmt.Sprintf("the properties to note at version %d", n.version)
+}
+
+// evolveBuild returns evolve's metaData build; noted are note's properties
+// for version notedAt.
+func (t *Table) evolveBuild(widen, add []arrow.Field, note func(int64) map[string]string, noted map[string]string, notedAt int64) func(st *state) (*Metadata, *Protocol, error) {
+	return func(st *state) (*Metadata, *Protocol, error) {
 		var sch structType
 		if err := json.Unmarshal([]byte(st.meta.SchemaString), &sch); err != nil {
 			return nil, nil, fmt.Errorf("Delta table %s: schema: %w", t.dir, err)
@@ -133,7 +162,10 @@ func (t *Table) evolve(ctx context.Context, widen, add []arrow.Field, userProps 
 			return nil, nil, nil
 		}
 		if note != nil {
-			maps.Copy(conf, note(st.version))
+			if notedAt != st.version {
+				return nil, nil, &needNote{version: st.version}
+			}
+			maps.Copy(conf, noted)
 		}
 		s, err := json.Marshal(sch)
 		if err != nil {
@@ -146,5 +178,5 @@ func (t *Table) evolve(ctx context.Context, widen, add []arrow.Field, userProps 
 		m := *st.meta
 		m.SchemaString, m.Configuration = string(s), conf
 		return &m, upgrade(st.protocol, protocolFor(feat, conf)), nil
-	})
+	}
 }

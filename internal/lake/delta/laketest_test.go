@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -130,5 +132,40 @@ func TestEvolveNamedErrors(t *testing.T) {
 	}
 	if !tbl.ArrowSchema().Equal(sc) {
 		t.Errorf("schema after refused evolutions:\n%s", tbl.ArrowSchema())
+	}
+}
+
+// TestEvolveNoteReadsTheTable: Evolve's Note may read the table it
+// evolves (bronze's reads its properties) without blocking.
+func TestEvolveNoteReadsTheTable(t *testing.T) {
+	ctx := context.Background()
+	cat, err := delta.OpenCatalog(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	tbl, err := cat.Create(ctx, []string{"bronze", "s", "public", "t"}, lake.TableSpec{Schema: sc, Properties: map[string]string{"tidemark.k": "v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- tbl.Evolve(ctx, lake.Evolution{
+			Add: []arrow.Field{{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true}},
+			Note: func(snap int64) map[string]string {
+				return map[string]string{"tidemark.noted": tbl.Properties()["tidemark.k"] + fmt.Sprint(tbl.ArrowSchema().NumFields())}
+			},
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Evolve with a Note that reads the table did not return in 10 s")
+	}
+	if got := tbl.Properties()["tidemark.noted"]; got != "v1" {
+		t.Fatalf("noted property %q, want v1 (the table as the Note read it)", got)
 	}
 }
