@@ -39,6 +39,7 @@ const NamespaceFile = "_tidemark_namespace.json"
 // droppedDir is where Drop moves tables, under the warehouse.
 const droppedDir = "_tidemark/dropped"
 
+// The catalog's errors are package lake's sentinels.
 var (
 	ErrNoSuchNamespace   = lake.ErrNoSuchNamespace
 	ErrInvalidIdentifier = lake.ErrInvalidIdentifier
