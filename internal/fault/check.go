@@ -59,7 +59,7 @@ func Check(err error) string {
 	case errors.As(err, &dns):
 		return fmt.Sprintf("the host name %q does not resolve: check the host in the connection string and the machine's DNS", dns.Name)
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return "nothing accepts connections at " + addr() + ": check that the source database runs there and listens on that address and port (PostgreSQL: listen_addresses, port), that no firewall rejects it, and the host and port in the connection string"
+		return "nothing accepts connections at " + addr() + ": check that the server meant there runs and listens on that address and port (the source database: PostgreSQL's listen_addresses and port; or the Kafka brokers of sink or from), that no firewall rejects it, and the host and port in the connection string or URL"
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return "no route to " + addr() + ": check the host in the connection string and the network between (routing, VPN)"
 	case errors.As(err, &ne) && ne.Timeout():
