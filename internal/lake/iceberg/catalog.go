@@ -505,27 +505,9 @@ func (c *Catalog) ListTables(ctx context.Context, ns []string) ([][]string, erro
 	return out, nil
 }
 
-// TablesUnder returns the full identifiers of the tables in every namespace
-// one level below prefix (for prefix {"bronze", source}: the tables of
-// every bronze.<source>.<schema>), sorted; none if there is no such
-// namespace.
+// TablesUnder is lake.TablesUnder.
 func (c *Catalog) TablesUnder(ctx context.Context, prefix []string) ([][]string, error) {
-	nss, err := c.ListNamespaces(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out [][]string
-	for _, ns := range nss {
-		if len(ns) != len(prefix)+1 || !slices.Equal(ns[:len(prefix)], prefix) {
-			continue
-		}
-		ids, err := c.ListTables(ctx, ns)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ids...)
-	}
-	return out, nil
+	return lake.TablesUnder(ctx, c, prefix)
 }
 
 // TableSpec describes a table to create.
