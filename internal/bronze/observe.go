@@ -37,8 +37,8 @@ type Commit struct {
 	Ops [NumOps]int64
 	// Chunks is how many snapshot chunks (with rows) the commit holds.
 	Chunks int64
-	// FileBytes is the size of the data files the commit added (its
-	// snapshot summary's added-files-size; 0 if the catalog did not say).
+	// FileBytes is the size of the data files the commit added
+	// (lake.Snapshot.AddedBytes; 0 if the format did not say).
 	FileBytes int64
 	// Props are the commit's tidemark.* summary properties (the snapshot
 	// progress, PropSnapshot of internal/source/postgres).
@@ -159,8 +159,3 @@ func (w *Writer) tableObserver(id change.TableID) TableObserver {
 	return o
 }
 
-// addedFileBytes reads the added-files-size of a snapshot summary.
-func addedFileBytes(sum map[string]string) int64 {
-	n, _ := strconv.ParseInt(sum["added-files-size"], 10, 64)
-	return n
-}

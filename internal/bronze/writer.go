@@ -908,7 +908,9 @@ func (w *Writer) commit(ctx context.Context, pc *pendingCommit) error {
 		return fault.MarkTransient(fmt.Errorf("bronze: commit %d rows to %s: %w", pc.rows, pc.tb.name(), err))
 	}
 	if w.obs != nil {
-		pc.fileBytes = addedFileBytes(pc.tb.tbl.Summary())
+		if s, ok := pc.tb.tbl.CurrentSnapshot(); ok {
+			pc.fileBytes = s.AddedBytes
+		}
 	}
 	w.log.Debug("bronze commit", "table", pc.tb.name(), "rows", pc.rows, "cursor", pc.props[PropCursor], "took", time.Since(start))
 	return nil

@@ -66,6 +66,9 @@ type Snapshot struct {
 	Props map[string]string
 	// AddedRecords is the number of rows the commit added (0 if unknown).
 	AddedRecords int64
+	// AddedBytes is the size of the data files the commit added (0 if
+	// unknown).
+	AddedBytes int64
 	TimestampMs  int64
 	// SequenceNumber grows along a table's history.
 	SequenceNumber int64

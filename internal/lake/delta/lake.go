@@ -112,6 +112,7 @@ func (l *lakeTable) kind(v int64) (commitKind, error) {
 			if n, ok := numRecords(a.Add); ok {
 				k.s.AddedRecords += n
 			}
+			k.s.AddedBytes += a.Add.Size
 		}
 	}
 	if k.s.Props == nil {

@@ -210,6 +210,7 @@ func snapshotInfo(s *table.Snapshot) SnapshotInfo {
 		si.Operation = string(s.Summary.Operation)
 		maps.Copy(si.Props, s.Summary.Properties)
 		si.AddedRecords, _ = strconv.ParseInt(s.Summary.Properties["added-records"], 10, 64)
+		si.AddedBytes, _ = strconv.ParseInt(s.Summary.Properties["added-files-size"], 10, 64)
 	}
 	return si
 }
