@@ -92,8 +92,11 @@ type Config struct {
 	// MySQL configures a mysql:// source.
 	MySQL  MySQL  `yaml:"mysql"`
 	Silver Silver `yaml:"silver"`
-	Retry  Retry  `yaml:"retry"`
-	Log    Log    `yaml:"log"`
+	// Gold declares the gold tables tidemark run keeps current from
+	// silver (gold.go, docs/gold.md). Default: none.
+	Gold  GoldTables `yaml:"gold"`
+	Retry Retry      `yaml:"retry"`
+	Log   Log        `yaml:"log"`
 	// Sink is where run writes the changes: empty for the lake (bronze and
 	// silver, the default), or kafka://host:port[,host:port...] to publish
 	// them as Debezium-compatible events (sink.go).
@@ -648,6 +651,7 @@ func (c Config) attrs() []slog.Attr {
 			slog.String("format", c.Log.Format)),
 		slog.String("metrics_addr", c.MetricsAddr),
 		slog.String("spool_dir", c.SpoolDir),
+		slog.String("gold", c.Gold.String()),
 	}
 }
 

@@ -31,6 +31,7 @@ var fields = []field{
 	{"slot", "slot", "logical replication slot (default: tidemark_<name>)", func(c *Config) any { return &c.Slot }},
 	{"tables", "tables", "comma-separated schema.table list (default: all tables)", func(c *Config) any { return &c.Tables }},
 	{"merge_keys", "merge-keys", "columns silver merges a table by instead of its primary key, schema.table=col1,col2 (repeat for each table; default: none)", func(c *Config) any { return &c.MergeKeys }},
+	{"gold", "gold", "a gold table, NAME=SQL over silver.<schema>.<table>, refreshed after each silver merge (repeat for more; the config file's gold: list also takes every:)", func(c *Config) any { return &c.Gold }},
 	{"commit_interval", "commit-interval", "longest time between lake commits", func(c *Config) any { return &c.CommitInterval }},
 	{"commit_bytes", "commit-bytes", "commit when this many bytes of rows are buffered (default: memory-budget/16)", func(c *Config) any { return &c.CommitBytes }},
 	{"max_value_bytes", "max-value-bytes", "rows with a column value longer than this go to the dead-letter table; 0: no maximum", func(c *Config) any { return &c.MaxValueBytes }},
@@ -149,7 +150,7 @@ func (c *Config) ApplyFlags(fs *pflag.FlagSet) {
 		src := reflect.ValueOf(fv.field.ptr(fv.src)).Elem()
 		switch src.Kind() {
 		case reflect.Slice:
-			dst.Set(reflect.ValueOf(append([]string(nil), src.Interface().([]string)...)))
+			dst.Set(reflect.AppendSlice(reflect.MakeSlice(src.Type(), 0, src.Len()), src))
 		case reflect.Pointer:
 			b := *src.Interface().(*bool)
 			dst.Set(reflect.ValueOf(&b))

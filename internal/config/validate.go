@@ -343,6 +343,8 @@ func (c *Config) validate(mode validateMode) error {
 		k.bad("silver.drop_column", "must be %s or %s, got %s", DropColumnKeep, DropColumnDrop, showValue(c.Silver.DropColumn))
 	}
 
+	c.validateGold(k)
+
 	// retry
 	c.durationDefault("retry.initial_backoff", &c.Retry.InitialBackoff, DefaultInitialBackoff)
 	c.durationDefault("retry.max_backoff", &c.Retry.MaxBackoff, DefaultMaxBackoff)
