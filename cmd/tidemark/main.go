@@ -61,6 +61,7 @@ func run(ctx context.Context, args []string) int {
 	root.AddCommand(maintainCmd(ctx))
 	root.AddCommand(resnapshotCmd(ctx))
 	root.AddCommand(exportCmd(ctx))
+	root.AddCommand(goldCmd(ctx))
 	root.AddCommand(versionCmd())
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)

@@ -317,6 +317,20 @@ func runLake(ctx context.Context, cfg *config.Config, log *slog.Logger, write fu
 			err = maintPanic
 		}
 	}()
+	// Gold tables beside silver: checked against the lake first (a bad
+	// query is a configuration error before anything runs), then kept
+	// current; a failed refresh never stops the pipeline.
+	goldDone, err := startGold(ctx, cat, cfg, &heavy, log)
+	if err != nil {
+		if stoppedBeforeStart(ctx, err) {
+			return nil
+		}
+		return err
+	}
+	defer func() {
+		stopSilver(nil)
+		goldDone()
+	}()
 	if cfg.MetricsAddr != "" {
 		if err := serveMetrics(ctx, cfg.MetricsAddr, reg, log); err != nil {
 			return err

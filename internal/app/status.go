@@ -77,6 +77,9 @@ type TableStatus struct {
 	SilverFootprint *TableFootprint `json:"silver_footprint,omitempty"`
 	// Warnings are the footprints' warnings, with the table they are of.
 	Warnings []string `json:"warnings,omitempty"`
+	// Gold is set on the row of a gold table (Table gold.<source>.<name>),
+	// whose bronze and silver fields are empty.
+	Gold *GoldStatus `json:"gold,omitempty"`
 }
 
 // CompletenessLateness is how far behind the checkpoint's watermark a time
@@ -111,6 +114,7 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 		}
 	}
 	var rows []TableStatus
+	goldListed := map[string]bool{} // sources whose gold tables are listed
 	for _, ns := range nss {
 		if len(ns) == 2 && ns[0] == "bronze" {
 			// The tables the capture leaves out, each with its named
@@ -133,6 +137,14 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 			return err
 		}
 		src := sourceNamed(cp.Info[pipeline.InfoSource])
+		if !goldListed[ns[1]] {
+			goldListed[ns[1]] = true
+			gs, err := goldStatuses(ctx, cat, warehouse, ns[1], src)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, gs...)
+		}
 		idents, err := cat.ListTables(ctx, ns)
 		if err != nil {
 			return err
@@ -259,6 +271,9 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TABLE\tSNAPSHOT\tROWS\tESTIMATE\tPOSITION\tWATERMARK\tLAG_BYTES\tLAG_S\tFILES\tBYTES\tMAINTAINED\tSILVER")
 	for _, r := range rows {
+		if r.Gold != nil {
+			continue // printGold
+		}
 		est := "-"
 		if r.SnapshotEstimate >= 0 {
 			est = strconv.FormatInt(r.SnapshotEstimate, 10)
@@ -287,6 +302,9 @@ func Status(ctx context.Context, warehouse string, catalog, source config.Secret
 		fmt.Fprintln(tw, "(no bronze tables in "+warehouse+")")
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := printGold(out, rows); err != nil {
 		return err
 	}
 	for _, r := range rows {

@@ -69,6 +69,10 @@ const (
 	// SilverShare: a silver merge pass reads at most memory_budget /
 	// SilverShare bytes of bronze rows (it holds about three times that).
 	SilverShare = 16
+	// GoldShare: a gold refresh's DuckDB may use memory_budget / GoldShare
+	// (it spills beyond it), and its result may take as much again; it
+	// takes turns with silver's merges.
+	GoldShare = 4
 	// minChunkBytes is the smallest derived snapshot.chunk_bytes.
 	minChunkBytes = MiB
 )

@@ -247,10 +247,6 @@ func (r *Refresher) Refresh(ctx context.Context, s Spec, force bool) (res Result
 			r.note(s, nil)
 		}
 	}()
-	if r.opts.Exclusive != nil {
-		r.opts.Exclusive.Lock()
-		defer r.opts.Exclusive.Unlock()
-	}
 	e, done, err := r.session(ctx, s)
 	if err != nil {
 		return res, err
@@ -287,6 +283,10 @@ func (r *Refresher) Refresh(ctx context.Context, s Spec, force bool) (res Result
 	if !force && gold != nil && !Moved(gold.Summary(), res.Reads, sqlHash) {
 		res.Unchanged = true
 		return res, nil
+	}
+	if r.opts.Exclusive != nil {
+		r.opts.Exclusive.Lock()
+		defer r.opts.Exclusive.Unlock()
 	}
 	// Each silver table's live rows, as of the snapshot just recorded
 	// (a table reads the state it loaded), into the session's files.
