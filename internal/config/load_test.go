@@ -110,6 +110,17 @@ func TestGoodFiles(t *testing.T) {
 				t.Errorf("String() shows the interpolated password: %s", c)
 			}
 		},
+		"gold.good.yml": func(t *testing.T, c *config.Config) {
+			if len(c.Gold) != 2 {
+				t.Fatalf("gold: %d tables, want 2", len(c.Gold))
+			}
+			eq(t, "gold[0].name", c.Gold[0].Name, "per_customer")
+			eq(t, "gold[0].every", c.Gold[0].EveryString(), config.GoldEveryAfterMerge)
+			eq(t, "gold[1].every", c.Gold[1].EveryString(), "1m0s")
+			if !strings.Contains(c.Gold[1].SQL, "FROM silver.public.orders GROUP BY 1") {
+				t.Errorf("gold[1].sql = %q", c.Gold[1].SQL)
+			}
+		},
 		"merge_keys.good.yml": func(t *testing.T, c *config.Config) {
 			keys, err := c.MergeKeys.Parsed()
 			if err != nil {
@@ -206,6 +217,16 @@ func TestBadFiles(t *testing.T) {
 		},
 		"bad_time_as.bad.yml":   {`bad_time_as.bad.yml:2: time_as: must be one of time, text, micros, got "microseconds"`},
 		"duplicate_key.bad.yml": {`duplicate_key.bad.yml:4: log.level: duplicate key (first set on line 3)`},
+		"bad_gold.bad.yml": {
+			`:3: gold[0].name: must match ^[a-z_][a-z0-9_]*$`,
+			`:7: gold[2].name: twice is declared twice (also gold[1])`,
+			`:7: gold[2].sql: required: one SELECT over this source's silver tables`,
+			`:9: gold[3].name: required`,
+			`:9: gold[3].every: must be at least 1s or after_each_silver_merge, got 10ms`,
+		},
+		"bad_gold_every.bad.yml": {
+			`gold[0].every: want a duration (30s, 5m, 1h) or after_each_silver_merge, got "sometimes"`,
+		},
 		"bad_merge_keys.bad.yml": {
 			`merge_keys["events"]: missing schema in "events"`,
 			`merge_keys["public.empty"]: public.empty: list at least one column`,
