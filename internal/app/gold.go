@@ -144,7 +144,9 @@ func startGold(ctx context.Context, cat lake.Catalog, cfg *config.Config, exclus
 	if len(cfg.Gold) == 0 || !cfg.Silver.IsEnabled() {
 		return func() {}, nil
 	}
-	r := gold.NewRefresher(cat, GoldOptions(cfg, exclusive), log)
+	opts := GoldOptions(cfg, exclusive)
+	gold.RemoveStale(opts, log)
+	r := gold.NewRefresher(cat, opts, log)
 	specs := goldSpecs(cfg)
 	if err := checkGold(ctx, r, specs); err != nil {
 		return nil, err

@@ -176,7 +176,7 @@ func (r *Refresher) session(ctx context.Context, s Spec) (*engine, func(), error
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return nil, nil, err
 	}
-	dir, err := os.MkdirTemp(base, "gold-"+s.Name+"-")
+	dir, err := os.MkdirTemp(base, fmt.Sprintf("gold-%d-%s-", os.Getpid(), s.Name))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -186,6 +186,25 @@ func (r *Refresher) session(ctx context.Context, s Spec) (*engine, func(), error
 		return nil, nil, err
 	}
 	return e, func() { e.close(); os.RemoveAll(dir) }, nil
+}
+
+// RemoveStale removes the working directories that refreshes of processes
+// no longer running (killed) left in opts.TempDir.
+func RemoveStale(opts Options, log *slog.Logger) {
+	if opts.TempDir == "" {
+		return
+	}
+	dirs, _ := filepath.Glob(filepath.Join(opts.TempDir, "gold-*"))
+	for _, d := range dirs {
+		pidStr, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), "gold-"), "-")
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			log.Warn("cannot remove a gold refresh's leftover directory", "dir", d, "error", err.Error())
+		}
+	}
 }
 
 // query is s.SQL without trailing semicolons and white space.
@@ -243,7 +262,8 @@ func (r *Refresher) Refresh(ctx context.Context, s Spec, force bool) (res Result
 		if err != nil && !ctxErr(err) {
 			err = r.failed(s, err)
 			r.note(s, err)
-		} else if err == nil && res.Waiting == "" && !res.Unchanged {
+		} else if err == nil && res.Waiting == "" && (!res.Unchanged || r.failing(s)) {
+			// Up to date: an error recorded before no longer holds.
 			r.note(s, nil)
 		}
 	}()

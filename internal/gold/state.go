@@ -58,6 +58,15 @@ func (r *Refresher) note(s Spec, err error) {
 	}
 }
 
+// failing reports whether the last refresh of s recorded an error.
+func (r *Refresher) failing(s Spec) bool {
+	if r.opts.Warehouse == "" {
+		return false
+	}
+	st, err := readState(statePath(r.opts.Warehouse, r.opts.Source, s.Name))
+	return err == nil && st.Error != ""
+}
+
 func readState(path string) (State, error) {
 	var st State
 	b, err := os.ReadFile(path)
