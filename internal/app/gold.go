@@ -223,7 +223,9 @@ type GoldStatus struct {
 	// empty: it succeeded), with Failures in a row.
 	LastAttempt string `json:"last_attempt,omitempty"`
 	LastError   string `json:"last_error,omitempty"`
-	Failures    int    `json:"failures,omitempty"`
+	// LastErrorCode names LastError (gold_refresh_failed, gold_invalid, …).
+	LastErrorCode string `json:"last_error_code,omitempty"`
+	Failures      int    `json:"failures,omitempty"`
 }
 
 // goldStatuses returns the status rows of source's gold tables: those in
@@ -270,7 +272,7 @@ func goldStatuses(ctx context.Context, cat lake.Catalog, warehouse, source strin
 		}
 		gs.LastAttempt = st.LastAttempt.Format(time.RFC3339)
 		if st.Error != "" {
-			gs.LastError, gs.Failures = st.Error, st.Failures
+			gs.LastError, gs.LastErrorCode, gs.Failures = st.Error, st.Code, st.Failures
 		}
 	}
 	sort.Strings(names)
@@ -303,7 +305,11 @@ func printGold(out io.Writer, rows []TableStatus) error {
 		}
 		errCell := "-"
 		if g.LastError != "" {
-			errCell = fmt.Sprintf("%s (%d in a row, last at %s)", fault.OneLine(g.LastError), g.Failures, g.LastAttempt)
+			code := ""
+			if g.LastErrorCode != "" {
+				code = "[" + g.LastErrorCode + "] "
+			}
+			errCell = fmt.Sprintf("%s%s (%d in a row, last at %s)", code, fault.OneLine(g.LastError), g.Failures, g.LastAttempt)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Table, g.Mode, dash(g.RefreshedAt), num(g.Rows), dash(g.Position),
 			dash(strings.Join(reads, ",")), errCell)

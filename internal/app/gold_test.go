@@ -27,11 +27,15 @@ const (
 	goldPG  = "SELECT customer_id, count(*), sum(total)::text FROM public.orders GROUP BY 1"
 )
 
-// writeGoldConfig writes a config file holding only a gold: list.
-func writeGoldConfig(t *testing.T, dir, file, name, sql string) string {
+// writeGoldConfig writes a config file holding only a gold: list of
+// name, sql pairs.
+func writeGoldConfig(t *testing.T, dir, file string, nameSQL ...string) string {
 	t.Helper()
 	p := filepath.Join(dir, file)
-	body := fmt.Sprintf("gold:\n  - name: %s\n    sql: %q\n    every: after_each_silver_merge\n", name, sql)
+	body := "gold:\n"
+	for i := 0; i+1 < len(nameSQL); i += 2 {
+		body += fmt.Sprintf("  - name: %s\n    sql: %q\n    every: after_each_silver_merge\n", nameSQL[i], nameSQL[i+1])
+	}
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +90,19 @@ func (l *lakeView) goldInLake(name string) map[string]string {
 	return out
 }
 
+// goldRows counts the live rows of a table.
+func (l *lakeView) goldRows(ident []string) int64 {
+	tbl, err := l.cat.LoadTable(context.Background(), ident)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var n int64
+	if err := tbl.Scan(context.Background(), func(rec arrow.RecordBatch) error { n += rec.NumRows(); return nil }); err != nil {
+		l.t.Fatal(err)
+	}
+	return n
+}
+
 func diffGold(want, got map[string]string) string {
 	var d []string
 	for k, w := range want {
@@ -123,7 +140,10 @@ func TestGoldAggregateE2E(t *testing.T) {
 		CREATE TABLE public.orders (id bigserial PRIMARY KEY, customer_id int NOT NULL, total numeric(12,2) NOT NULL);
 		INSERT INTO public.orders (customer_id, total) SELECT 1 + g % 20, (g % 997) / 10.0 FROM generate_series(1, 500) g;`)
 	dir := t.TempDir()
-	cfg := writeGoldConfig(t, dir, "gold.yaml", "per_customer", goldSQL)
+	// overflow's query is valid, but its sum does not fit the long gold
+	// stores: every refresh of it fails on the data, beside per_customer.
+	cfg := writeGoldConfig(t, dir, "gold.yaml", "per_customer", goldSQL,
+		"overflow", "SELECT sum(customer_id) + 9223372036854775807::HUGEINT AS too_big FROM silver.public.orders")
 	r, wh := newRunner(t, bin, srcURL, "--config", cfg, "--silver-every", "300ms")
 	lk := openLake(t, wh, source)
 
@@ -230,6 +250,21 @@ func TestGoldAggregateE2E(t *testing.T) {
 	}
 	if l := lineWith(string(out), "gold."+source+".per_customer"); !strings.Contains(l, "full") || !strings.Contains(l, fmt.Sprintf("silver.public.orders@%d", snap.ID)) {
 		t.Errorf("tidemark status does not show gold.%s.per_customer as full from silver.public.orders@%d:\n%s", source, snap.ID, out)
+	}
+
+	// The failing gold table did not stop the pipeline (it was stopped with
+	// exit 0 above); it is named with its code in the log and in status.
+	if l := lineWith(string(out), "gold."+source+".overflow"); !strings.Contains(l, "[gold_refresh_failed]") || !strings.Contains(l, "in a row") {
+		t.Errorf("tidemark status does not show gold.%s.overflow failing with [gold_refresh_failed]:\n%s", source, out)
+	}
+	if logs, _ := os.ReadFile(r.LogPath); !strings.Contains(string(logs), "gold refresh failed") || !strings.Contains(string(logs), "code=gold_refresh_failed") {
+		t.Errorf("the log does not name the failed gold refresh with its code")
+	}
+	if _, err := lk.cat.LoadTable(context.Background(), gold.Ident(source, "overflow")); err == nil {
+		// Created with its columns by the first refresh, but never holding a wrong result.
+		if rows := lk.goldRows(gold.Ident(source, "overflow")); rows != 0 {
+			t.Errorf("gold.%s.overflow holds %d rows, want none: its every refresh failed", source, rows)
+		}
 	}
 
 	out, err = exec.Command(bin, "gold", "refresh", "per_customer", "--config", cfg, "--source", srcURL, "--warehouse", wh).CombinedOutput()
