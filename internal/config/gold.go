@@ -147,8 +147,8 @@ func (g GoldTables) Named(name string) (GoldTable, bool) {
 // of at least MinGoldEvery. Whether the SQL runs is checked against the
 // lake when tidemark run or tidemark gold refresh starts (gold.Check).
 func (c *Config) validateGold(k *checker) {
-	if len(c.Gold) > 0 && (!c.Silver.IsEnabled() || c.SinkType() == SinkKafka) {
-		k.bad("gold", "gold tables are computed from silver: they need the lake sink with silver.enabled: true")
+	if len(c.Gold) > 0 && !c.Silver.IsEnabled() {
+		k.bad("gold", "gold tables are computed from silver: they need silver.enabled: true")
 	}
 	seen := map[string]int{}
 	for i, t := range c.Gold {
