@@ -207,6 +207,10 @@ func (e *engine) describe(ctx context.Context, query string) ([]Column, error) {
 			return nil, fmt.Errorf("the result has two columns named %q: give each its own name (AS ...)", name)
 		}
 		seen[strings.ToLower(name)] = true
+		if strings.Contains(name, ".") || strings.TrimSpace(name) == "" {
+			// Readers take a dot in a column name for a nested field.
+			return nil, fmt.Errorf("the result column %q needs a name without dots: alias it (AS name)", name)
+		}
 		c, err := MapType(name, typ)
 		if err != nil {
 			return nil, err

@@ -131,6 +131,8 @@ func TestRefreshReplaces(t *testing.T) {
 		{"SELECT * FROM orders", "name silver tables as silver.<schema>.<table>"},
 		{"SELECT customer_id, INTERVAL 1 DAY AS d FROM silver.public.orders", `"d" has DuckDB type INTERVAL`},
 		{"DELETE FROM silver.public.orders", "one SELECT"},
+		{"SELECT sum(o.total) FROM silver.public.orders o", `"sum(o.total)" needs a name without dots`},
+		{"SELECT customer_id, customer_id FROM silver.public.orders", "two columns named"},
 		{"SELECT 1 AS a; SELECT 2 AS b", "one SELECT"},
 		{"SELECT * FROM read_csv('/etc/passwd')", "passwd"},
 	} {
