@@ -76,7 +76,7 @@ func goldBackoff(n int) time.Duration {
 // they read has a new snapshot. A failed refresh is logged with its named
 // error, recorded for status and retried after a backoff; it never stops
 // the pipeline (the table keeps its previous version).
-func runGold(ctx context.Context, r *gold.Refresher, specs []gold.Spec, poll time.Duration, log *slog.Logger) {
+func runGold(ctx context.Context, r *gold.Refresher, specs []gold.Spec, poll time.Duration, met *metrics, log *slog.Logger) {
 	next := make(map[string]time.Time, len(specs))
 	fails := map[string]int{}
 	waitingLogged := map[string]string{}
@@ -91,9 +91,13 @@ func runGold(ctx context.Context, r *gold.Refresher, specs []gold.Spec, poll tim
 				wake = minTime(wake, t)
 				continue
 			}
+			start := time.Now()
 			res, err := r.Refresh(ctx, s, false)
 			if ctx.Err() != nil {
 				return
+			}
+			if err != nil || (res.Waiting == "" && !res.Unchanged) {
+				met.goldRefreshed(s.Name, res.Rows, time.Since(start), err)
 			}
 			switch {
 			case err != nil:
@@ -140,7 +144,7 @@ func minTime(a, b time.Time) time.Time {
 // them current beside the capture; done waits for it to stop (after ctx
 // is). A table the check rejects is a configuration error, returned
 // before anything runs.
-func startGold(ctx context.Context, cat lake.Catalog, cfg *config.Config, exclusive sync.Locker, log *slog.Logger) (done func(), err error) {
+func startGold(ctx context.Context, cat lake.Catalog, cfg *config.Config, exclusive sync.Locker, met *metrics, log *slog.Logger) (done func(), err error) {
 	if len(cfg.Gold) == 0 || !cfg.Silver.IsEnabled() {
 		return func() {}, nil
 	}
@@ -155,7 +159,7 @@ func startGold(ctx context.Context, cat lake.Catalog, cfg *config.Config, exclus
 	go func() {
 		defer close(stopped)
 		if perr := fault.Guard("gold refresh", func() error {
-			runGold(ctx, r, specs, goldPoll(cfg), log)
+			runGold(ctx, r, specs, goldPoll(cfg), met, log)
 			return nil
 		})(); perr != nil {
 			log.Error("gold refreshes stopped by a bug; the pipeline goes on", "error", perr.Error())

@@ -36,6 +36,7 @@ const (
 	layerCapture  = "capture"
 	layerSilver   = "silver"
 	layerMaintain = "maintain"
+	layerGold     = "gold"
 )
 
 // latencyBuckets are the end-to-end latency buckets, in seconds: from a
@@ -93,6 +94,12 @@ type metrics struct {
 	// Maintenance, per source.
 	maintRuns *prometheus.CounterVec // by result
 	maintLast prometheus.Gauge
+
+	// Gold, per gold table (label gold: its name, from the config).
+	goldRuns *prometheus.CounterVec // by gold, result
+	goldTook *prometheus.HistogramVec
+	goldLast *prometheus.GaugeVec
+	goldRows *prometheus.GaugeVec
 
 	// Errors and retries, by layer (and code).
 	errs    *prometheus.CounterVec
@@ -197,6 +204,11 @@ func newMetrics(reg prometheus.Registerer, source string, memoryBudget int64) *m
 		maintRuns: counter("tidemark_maintain_runs_total", "Runs of the maintenance beside the capture (compaction, snapshot expiry, orphan files), by result: ok or failed.", "result"),
 		maintLast: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_maintain_last_success_timestamp_seconds",
 			Help: "When a maintenance run last succeeded (Unix time; 0: not yet).", ConstLabels: cl}),
+		goldRuns: counter("tidemark_gold_refreshes_total", "Refreshes of the gold table that computed it (a refresh skipped because no silver table it reads moved is not counted), by result: ok or failed.", "gold", "result"),
+		goldTook: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tidemark_gold_refresh_duration_seconds",
+			Help: "Duration of a gold refresh that computed the table: reading silver, running the SQL, the commit.", ConstLabels: cl, Buckets: durationBuckets}, []string{"gold"}),
+		goldLast: gauge("tidemark_gold_last_success_timestamp_seconds", "When the gold table was last refreshed successfully by this process (Unix time).", "gold"),
+		goldRows: gauge("tidemark_gold_rows", "Rows of the gold table as of its last successful refresh.", "gold"),
 		errs: counter("tidemark_errors_total",
 			"Errors by layer and named code (internal/fault; 'transient' for a retryable error without one, 'unclassified' for an error tidemark did not classify).", "layer", "code"),
 		retries: counter("tidemark_retries_total", "Failures that are retried: a capture session restarted, a silver merge or a maintenance run tried again at the next run.", "layer"),
@@ -225,7 +237,7 @@ func newMetrics(reg prometheus.Registerer, source string, memoryBudget int64) *m
 	m.collectors = []prometheus.Collector{lakeRetries, m.rows, m.flushes, m.confirmed, m.lagBytes, lagSec, m.classes, m.sessions, m.restarts,
 		m.changes, m.fileBytes, m.commits, m.lastCommit, m.deadLetters, m.bronzeLat, m.snapRows, m.snapEst, m.snapDone, m.snapChunks,
 		m.merges, m.mergeTook, m.merged, m.upserted, m.deleted, m.silverDead, m.published, m.silverLat, m.behindCount, m.behindRows, m.behind, m.loadLag,
-		m.maintRuns, m.maintLast, m.errs, m.retries, heap, budget}
+		m.maintRuns, m.maintLast, m.goldRuns, m.goldTook, m.goldLast, m.goldRows, m.errs, m.retries, heap, budget}
 	reg.MustRegister(m.collectors...)
 	return m
 }
@@ -353,6 +365,21 @@ func (m *metrics) maintained(err error) {
 	}
 	m.maintRuns.WithLabelValues("ok").Inc()
 	m.maintLast.Set(float64(time.Now().UnixNano()) / 1e9)
+}
+
+// goldRefreshed records a gold refresh of table name that computed it (or
+// failed), taking took.
+func (m *metrics) goldRefreshed(name string, rows int64, took time.Duration, err error) {
+	if err != nil {
+		m.goldRuns.WithLabelValues(name, "failed").Inc()
+		m.noteError(layerGold, err)
+		m.retries.WithLabelValues(layerGold).Inc()
+		return
+	}
+	m.goldRuns.WithLabelValues(name, "ok").Inc()
+	m.goldTook.WithLabelValues(name).Observe(took.Seconds())
+	m.goldLast.WithLabelValues(name).Set(float64(time.Now().UnixNano()) / 1e9)
+	m.goldRows.WithLabelValues(name).Set(float64(rows))
 }
 
 // progress records a durable flush of the capture.

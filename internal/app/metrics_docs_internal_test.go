@@ -56,7 +56,7 @@ func TestDocsNameEveryMetric(t *testing.T) {
 	if len(reg) < 20 {
 		t.Fatalf("found only %d registered metrics: the test is stale", len(reg))
 	}
-	subsystems := []string{"capture", "load", "bronze", "snapshot", "silver", "maintain", "lake", "errors", "retries", "memory"}
+	subsystems := []string{"capture", "load", "bronze", "snapshot", "silver", "gold", "maintain", "lake", "errors", "retries", "memory"}
 	for name, kind := range reg {
 		typ, ok := documented[name]
 		if !ok {

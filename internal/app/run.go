@@ -320,7 +320,7 @@ func runLake(ctx context.Context, cfg *config.Config, log *slog.Logger, write fu
 	// Gold tables beside silver: checked against the lake first (a bad
 	// query is a configuration error before anything runs), then kept
 	// current; a failed refresh never stops the pipeline.
-	goldDone, err := startGold(ctx, cat, cfg, &heavy, log)
+	goldDone, err := startGold(ctx, cat, cfg, &heavy, met, log)
 	if err != nil {
 		if stoppedBeforeStart(ctx, err) {
 			return nil
