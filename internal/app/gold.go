@@ -181,7 +181,7 @@ func GoldRefresh(ctx context.Context, cfg *config.Config, name string, out io.Wr
 		return fault.With(fault.ErrBadConfig, fmt.Sprintf("gold refresh: no gold table %q in the configuration (gold: declares %s)", name, dash(strings.Join(names, ", "))), nil)
 	}
 	defer applyMemoryLimit(cfg, log)()
-	cat, err := OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
+	cat, err := OpenLake(ctx, cfg)
 	if err != nil {
 		return err
 	}

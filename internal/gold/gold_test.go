@@ -16,6 +16,7 @@ import (
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/gold"
 	"github.com/tidemark/tidemark/internal/lake"
+	"github.com/tidemark/tidemark/internal/lake/delta"
 	"github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/silver"
 )
@@ -62,13 +63,27 @@ func goldRows(t *testing.T, tbl lake.Table) map[int32][2]int64 {
 // that records the silver snapshot it read; a bad query is a named
 // configuration error, and the table keeps its previous version.
 func TestRefreshReplaces(t *testing.T) {
-	ctx := context.Background()
-	wh := t.TempDir()
-	cat, err := iceberg.Open(ctx, iceberg.Config{Warehouse: wh})
-	if err != nil {
-		t.Fatal(err)
+	for _, format := range []string{"iceberg", "delta"} {
+		t.Run(format, func(t *testing.T) {
+			wh := t.TempDir()
+			var cat lake.Catalog
+			var err error
+			if format == "delta" {
+				cat, err = delta.OpenCatalog(wh)
+			} else {
+				cat, err = iceberg.Open(context.Background(), iceberg.Config{Warehouse: wh})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cat.Close()
+			testRefreshReplaces(t, cat, wh)
+		})
 	}
-	defer cat.Close()
+}
+
+func testRefreshReplaces(t *testing.T, cat lake.Catalog, wh string) {
+	ctx := context.Background()
 	src, err := cat.Create(ctx, silver.Ident("shop", "public", "orders"), lake.TableSpec{Schema: orders, Key: []string{"id"}})
 	if err != nil {
 		t.Fatal(err)

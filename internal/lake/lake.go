@@ -92,6 +92,9 @@ type TableSpec struct {
 	// column (a date or timestamp column).
 	DayPartition string
 	// DeleteMode of a keyed table: MergeOnRead (empty) or CopyOnWrite.
+	// CopyOnWrite on a table without Key makes it one whose rows a Merge
+	// with a filter deletes (gold, replaced whole by each refresh) rather
+	// than an append-only one.
 	DeleteMode string
 	// Properties are further table properties.
 	Properties map[string]string

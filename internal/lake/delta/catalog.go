@@ -274,6 +274,8 @@ func (c *Catalog) Open(ctx context.Context, ident []string) (lake.KeyedTable, er
 //   - without Key, a change log (bronze, dead letters): append-only
 //     (delta.appendOnly) with the change data feed on
 //     (delta.enableChangeDataFeed), partitioned by day of DayPartition;
+//   - without Key but with DeleteMode copy-on-write, a table whose rows
+//     merges delete and replace (gold), with the change data feed on;
 //   - with Key, a keyed table (silver), with the change data feed on
 //     (merges write change data files, keyed by the tidemark.key property)
 //     and deletion vectors (delta.enableDeletionVectors) when DeleteMode is
@@ -304,6 +306,9 @@ func (c *Catalog) Create(ctx context.Context, ident []string, spec lake.TableSpe
 		Properties:   spec.Properties,
 	}
 	switch {
+	case len(spec.Key) == 0 && spec.DeleteMode == lake.CopyOnWrite:
+		// A table without a key whose rows are replaced (gold).
+		ds.ChangeDataFeed = true
 	case len(spec.Key) == 0:
 		ds.AppendOnly, ds.ChangeDataFeed = true, true
 	case spec.DeleteMode == "" || spec.DeleteMode == lake.MergeOnRead:
