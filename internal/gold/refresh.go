@@ -252,7 +252,7 @@ func (r *Refresher) Check(ctx context.Context, s Spec) (refs []TableRef, err err
 }
 
 // Refresh recomputes gold table s from the silver tables as they are now
-// and replaces its rows in one commit (see doc.go). With force false, a
+// and replaces its rows in one commit (see the package documentation). With force false, a
 // table whose silver tables have not moved since its last refresh (and
 // whose SQL is the same) is left as it is. A failed refresh leaves the
 // table's previous version; its state for `tidemark status` is recorded.
