@@ -38,6 +38,7 @@ func exportCmd(ctx context.Context) *cobra.Command {
 			"See docs/tail.md#export.",
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			lf.delta = true // a Delta lake too
 			if err := lf.resolve(); err != nil {
 				return err
 			}
@@ -59,7 +60,7 @@ func exportCmd(ctx context.Context) *cobra.Command {
 			opts.MaxBytes = int64(lf.mem.budget) / 4
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			defer limitMemory(lf.mem.budget, log)()
-			cat, err := app.OpenCatalogReadOnly(ctx, lf.warehouse, lf.catalog)
+			cat, err := app.OpenLakeReadOnly(ctx, lf.warehouse, lf.catalog)
 			if err != nil {
 				return err
 			}

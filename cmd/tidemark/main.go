@@ -262,8 +262,7 @@ type lakeFlags struct {
 	// mem is --memory-budget, for the commands that bind it (bindBudget).
 	mem budgetFlag
 	// delta: the command reads a Delta lake too (merge, maintain, status,
-	// show), found
-	// by what the warehouse holds.
+	// show, export), found by what the warehouse holds.
 	delta bool
 }
 

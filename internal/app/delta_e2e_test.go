@@ -165,10 +165,30 @@ func testE2EDelta(t *testing.T, mode string) {
 	if err != nil || !strings.Contains(string(out), "sku-") {
 		t.Errorf("tidemark show on a Delta lake: %v\n%s", err, out)
 	}
-	// tidemark export reads Iceberg lakes only so far: it says so.
-	out, err = exec.Command(bin, "export", "--warehouse", wh, "--to", t.TempDir()).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "holds Delta tables") {
-		t.Errorf("tidemark export on a Delta lake: %v\n%s\nwant a refusal that names the Delta tables", err, out)
+	// tidemark export reads bronze from the Delta lake: windowed files of
+	// its rows, each line a bronze row.
+	exDir := t.TempDir()
+	out, err = exec.Command(bin, "export", "--warehouse", wh, "--to", exDir, "--window", "1s", "--tables", "public.items").CombinedOutput()
+	if err != nil {
+		t.Errorf("tidemark export on a Delta lake: %v\n%s", err, out)
+	}
+	files, _ := filepath.Glob(filepath.Join(exDir, "public.items", "*.jsonl"))
+	exported := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var row map[string]any
+			if err := json.Unmarshal([]byte(line), &row); err != nil || row["cdc_op"] == nil || row["sku"] == nil {
+				t.Fatalf("export of a Delta lake, %s: a line that is not a bronze row of items (%v): %s", f, err, line)
+			}
+			exported++
+		}
+	}
+	if n := len(readDelta(t, wh, "bronze", source, "public", "items")); exported == 0 || exported > n {
+		t.Errorf("tidemark export of a Delta lake wrote %d rows of items in %d files, want 1 to %d (bronze's rows)", exported, len(files), n)
 	}
 
 	// delta-rs reads silver equal to the source.

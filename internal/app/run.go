@@ -96,7 +96,7 @@ func CheckLake(warehouse string, catalog config.Secret, format string) error {
 }
 
 func deltaLakeRefused(warehouse string) string {
-	return fmt.Sprintf("the warehouse at %s holds Delta tables: `tidemark run` writes them with lake.format: delta; `tidemark verify` reads them with lake.format: delta, and merge, maintain, status and show find them; resnapshot and export read Iceberg lakes only so far (read Delta tables with delta-rs, Spark or DuckDB: docs/delta.md)", warehouse)
+	return fmt.Sprintf("the warehouse at %s holds Delta tables: `tidemark run` writes them with lake.format: delta; `tidemark verify` reads them with lake.format: delta, and merge, maintain, status and show find them; resnapshot reads Iceberg lakes only so far (read Delta tables with delta-rs, Spark or DuckDB: docs/delta.md)", warehouse)
 }
 
 // OpenLakeAt opens the lake at warehouse for the commands that read both
@@ -109,9 +109,9 @@ func OpenLakeAt(ctx context.Context, warehouse string, catalog config.Secret) (l
 	return OpenCatalog(ctx, warehouse, catalog)
 }
 
-// openLakeReadOnly is OpenLakeAt for the commands that only read (status,
-// show): an Iceberg catalog opened read-only.
-func openLakeReadOnly(ctx context.Context, warehouse string, catalog config.Secret) (lakepkg.Catalog, error) {
+// OpenLakeReadOnly is OpenLakeAt for the commands that only read (status,
+// show, export): an Iceberg catalog opened read-only.
+func OpenLakeReadOnly(ctx context.Context, warehouse string, catalog config.Secret) (lakepkg.Catalog, error) {
 	if isDeltaLake(warehouse) {
 		return delta.OpenCatalog(strings.TrimPrefix(warehouse, "file://"))
 	}

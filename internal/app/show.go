@@ -82,7 +82,7 @@ func splitLakeName(name string) (levels []string, ok bool) {
 // limit changes; a silver table's by key. The table format prints cdc_source_lsn also as
 // PostgreSQL's X/Y, the notation of tidemark status and the logs.
 func Show(ctx context.Context, warehouse string, catalog config.Secret, name string, limit int, format string, out io.Writer) error {
-	cat, err := openLakeReadOnly(ctx, warehouse, catalog)
+	cat, err := OpenLakeReadOnly(ctx, warehouse, catalog)
 	if err != nil {
 		return err
 	}

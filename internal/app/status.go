@@ -92,7 +92,7 @@ const CompletenessLateness = export.DefaultLateness
 // Status reports every bronze table in the warehouse. With a source URL the
 // WAL lag is measured live; otherwise it is the lag at the last checkpoint.
 func Status(ctx context.Context, warehouse string, catalog, source config.Secret, format string, out io.Writer) error {
-	cat, err := openLakeReadOnly(ctx, warehouse, catalog)
+	cat, err := OpenLakeReadOnly(ctx, warehouse, catalog)
 	if err != nil {
 		return err
 	}

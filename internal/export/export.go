@@ -19,7 +19,6 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/lake"
-	iceberg "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/pipeline"
 )
 
@@ -58,7 +57,7 @@ type Options struct {
 // It is not safe for concurrent use; one Exporter per directory at a time
 // (Open takes a lock).
 type Exporter struct {
-	cat  *iceberg.Catalog
+	cat  lake.Catalog
 	opts Options
 	log  *slog.Logger
 	lock *os.File
@@ -83,7 +82,7 @@ type TableResult struct {
 
 // Open checks opts, takes the directory's lock and records (or checks)
 // the export's settings. Close releases the lock.
-func Open(cat *iceberg.Catalog, opts Options, log *slog.Logger) (*Exporter, error) {
+func Open(cat lake.Catalog, opts Options, log *slog.Logger) (*Exporter, error) {
 	if opts.Format == "" {
 		opts.Format = FormatJSONL
 	}
@@ -253,7 +252,7 @@ func (e *Exporter) wanted(id []string) bool {
 func (e *Exporter) table(ctx context.Context, ident []string, cp pipeline.Checkpoint) (TableResult, error) {
 	name := ident[2] + "." + ident[3]
 	res := TableResult{Table: name}
-	tbl, err := e.cat.LoadTable(ctx, ident)
+	tbl, err := e.cat.Open(ctx, ident)
 	if err != nil {
 		return res, err
 	}
@@ -370,7 +369,7 @@ func (e *Exporter) table(ctx context.Context, ident []string, cp pipeline.Checkp
 // origin is the start of a table's first window: the window of its
 // earliest row below target (at or below commit position c), or target
 // when it has none.
-func (e *Exporter) origin(ctx context.Context, tbl *iceberg.Table, target time.Time, c int64) (time.Time, error) {
+func (e *Exporter) origin(ctx context.Context, tbl lake.Table, target time.Time, c int64) (time.Time, error) {
 	first := int64(-1)
 	err := tbl.ScanWhere(ctx, lake.And(lake.Less(bronze.ColTS, ts(target)), lake.Less(bronze.ColLSN, c+1)), func(rec arrow.RecordBatch) error {
 		tc, lc, _, err := cols(rec)
@@ -400,7 +399,7 @@ func (e *Exporter) origin(ctx context.Context, tbl *iceberg.Table, target time.T
 // late writes the rows with a commit time below the table's watermark and
 // a commit position in (st.CommitLSN, c] to late files beside their
 // windows, and returns how many there were.
-func (e *Exporter) late(ctx context.Context, tbl *iceberg.Table, dir string, f format, st TableState, c int64) (int64, error) {
+func (e *Exporter) late(ctx context.Context, tbl lake.Table, dir string, f format, st TableState, c int64) (int64, error) {
 	w := &windows{from: st.FirstWindow, window: e.opts.Window, n: int(st.CompleteThrough.Sub(st.FirstWindow) / e.opts.Window)}
 	w.rows = make([][]rowRef, w.n)
 	filter := lake.And(lake.Less(bronze.ColTS, ts(st.CompleteThrough)), lake.AtLeast(bronze.ColLSN, st.CommitLSN+1), lake.Less(bronze.ColLSN, c+1))
@@ -432,7 +431,7 @@ var errTooBig = errors.New("export: the windows' rows pass the memory bound")
 // collect reads the rows of the n windows from `from` at or below commit
 // position c. With maxBytes > 0 it stops with errTooBig once the batches
 // it holds pass maxBytes.
-func (e *Exporter) collect(ctx context.Context, tbl *iceberg.Table, from time.Time, n int, c int64, maxBytes int64) (*windows, error) {
+func (e *Exporter) collect(ctx context.Context, tbl lake.Table, from time.Time, n int, c int64, maxBytes int64) (*windows, error) {
 	w := &windows{from: from, window: e.opts.Window, n: n, rows: make([][]rowRef, n)}
 	to := from.Add(time.Duration(n) * e.opts.Window)
 	filter := lake.And(lake.AtLeast(bronze.ColTS, ts(from)), lake.Less(bronze.ColTS, ts(to)), lake.Less(bronze.ColLSN, c+1))
