@@ -158,4 +158,3 @@ func (w *Writer) tableObserver(id change.TableID) TableObserver {
 	w.deadObs[id] = o
 	return o
 }
-

@@ -68,8 +68,8 @@ type Snapshot struct {
 	AddedRecords int64
 	// AddedBytes is the size of the data files the commit added (0 if
 	// unknown).
-	AddedBytes int64
-	TimestampMs  int64
+	AddedBytes  int64
+	TimestampMs int64
 	// SequenceNumber grows along a table's history.
 	SequenceNumber int64
 }
