@@ -99,7 +99,7 @@ func runCmd(ctx context.Context) *cobra.Command {
 	holder := &config.Config{}
 	cmd := &cobra.Command{
 		Use:   "run --source postgres://user@host:5432/db --warehouse ./lake",
-		Short: "Capture changes into bronze Iceberg tables until stopped (SIGTERM/SIGINT flush and confirm)",
+		Short: "Capture changes into bronze (and silver) tables, Iceberg or Delta (lake.format), until stopped (SIGTERM/SIGINT flush and confirm)",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := resolveConfig(cmd, cfgPath)
