@@ -41,6 +41,11 @@ could be verified (not published yet, silver behind, keys that kept changing); 2
 			if format != "table" && format != "json" {
 				return usageError{fmt.Errorf("--format: want table or json, got %q", format)}
 			}
+			// Like status, show, merge and maintain, verify finds the
+			// lake's format itself unless --lake-format names one.
+			if !cmd.Flags().Changed("lake-format") && app.IsDeltaLake(cfg.Warehouse) {
+				cfg.Lake.Format = config.LakeDelta
+			}
 			if err := app.CheckLake(cfg.Warehouse, cfg.Catalog, cfg.Lake.Format); err != nil {
 				return usageError{err}
 			}

@@ -55,7 +55,7 @@ func TestMySQLDelta(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	rep, code, out := myVerify(t, srcURL, wh, dbname, "--lake-format", "delta")
+	rep, code, out := myVerify(t, srcURL, wh, dbname) // finds the Delta lake itself
 	t.Logf("tidemark verify:\n%s", out)
 	if code != 0 {
 		t.Fatalf("verify of a Delta lake: exit %d\n%s", code, out)

@@ -45,7 +45,7 @@ func OpenCatalogReadOnly(ctx context.Context, warehouse string, catalog config.S
 
 func openCatalog(ctx context.Context, cfg lake.Config, catalog config.Secret) (*lake.Catalog, error) {
 	warehouse := cfg.Warehouse
-	if isDeltaLake(warehouse) {
+	if IsDeltaLake(warehouse) {
 		return nil, fault.With(fault.ErrBadConfig, deltaLakeRefused(warehouse), nil)
 	}
 	cat, err := lake.Open(ctx, cfg)
@@ -79,12 +79,12 @@ func OpenLake(ctx context.Context, cfg *config.Config) (lakepkg.Catalog, error) 
 // when the warehouse looks like a lake of that format.
 func CheckLake(warehouse string, catalog config.Secret, format string) error {
 	if format == config.LakeDelta {
-		if !isDeltaLake(warehouse) {
+		if !IsDeltaLake(warehouse) {
 			return fmt.Errorf("no tidemark Delta lake at %s (no bronze/%s): check --warehouse and --lake-format", warehouse, delta.NamespaceFile)
 		}
 		return nil
 	}
-	if isDeltaLake(warehouse) {
+	if IsDeltaLake(warehouse) {
 		return errors.New(deltaLakeRefused(warehouse))
 	}
 	if catalog.IsZero() {
@@ -96,14 +96,14 @@ func CheckLake(warehouse string, catalog config.Secret, format string) error {
 }
 
 func deltaLakeRefused(warehouse string) string {
-	return fmt.Sprintf("the warehouse at %s holds Delta tables: `tidemark run` writes them with lake.format: delta; `tidemark verify` reads them with lake.format: delta, and merge, maintain, status and show find them; resnapshot reads Iceberg lakes only so far (read Delta tables with delta-rs, Spark or DuckDB: docs/delta.md)", warehouse)
+	return fmt.Sprintf("the warehouse at %s holds Delta tables: `tidemark run` writes them with lake.format: delta; verify, merge, maintain, status, show and export find them; resnapshot reads Iceberg lakes only so far (read Delta tables with delta-rs, Spark or DuckDB: docs/delta.md)", warehouse)
 }
 
 // OpenLakeAt opens the lake at warehouse for the commands that read both
 // formats (merge, maintain): the Delta catalog when it holds a Delta lake,
 // else the Iceberg catalog.
 func OpenLakeAt(ctx context.Context, warehouse string, catalog config.Secret) (lakepkg.Catalog, error) {
-	if isDeltaLake(warehouse) {
+	if IsDeltaLake(warehouse) {
 		return delta.OpenCatalog(strings.TrimPrefix(warehouse, "file://"))
 	}
 	return OpenCatalog(ctx, warehouse, catalog)
@@ -112,19 +112,15 @@ func OpenLakeAt(ctx context.Context, warehouse string, catalog config.Secret) (l
 // OpenLakeReadOnly is OpenLakeAt for the commands that only read (status,
 // show, export): an Iceberg catalog opened read-only.
 func OpenLakeReadOnly(ctx context.Context, warehouse string, catalog config.Secret) (lakepkg.Catalog, error) {
-	if isDeltaLake(warehouse) {
+	if IsDeltaLake(warehouse) {
 		return delta.OpenCatalog(strings.TrimPrefix(warehouse, "file://"))
 	}
 	return OpenCatalogReadOnly(ctx, warehouse, catalog)
 }
 
-// IsDeltaLake reports whether the warehouse holds a Delta lake's bronze
-// namespace.
-func IsDeltaLake(warehouse string) bool { return isDeltaLake(warehouse) }
-
-// isDeltaLake reports whether the warehouse holds a Delta lake's bronze
-// namespace.
-func isDeltaLake(warehouse string) bool {
+// IsDeltaLake says whether warehouse holds a tidemark Delta lake (its
+// bronze namespace directory).
+func IsDeltaLake(warehouse string) bool {
 	_, err := os.Stat(filepath.Join(strings.TrimPrefix(warehouse, "file://"), "bronze", delta.NamespaceFile))
 	return err == nil
 }
