@@ -218,6 +218,16 @@ type Table interface {
 	AppendedRowBytes(ctx context.Context, after, to int64) (float64, error)
 }
 
+// SnapshotScanner is a Table that reads an earlier snapshot of itself
+// (time travel). Both formats implement it; callers type-assert.
+type SnapshotScanner interface {
+	// ScanSnapshotWhere is ScanWhere as of snapshot id: the rows live in
+	// it, on the table's current columns. The error wraps
+	// ErrSnapshotNotFound when the snapshot, or a file it needs, is gone
+	// (expired, vacuumed).
+	ScanSnapshotWhere(ctx context.Context, id int64, f *Filter, fn func(arrow.RecordBatch) error) error
+}
+
 // KeyedTable is a Table that rows are upserted into and deleted from by
 // key: silver. Its merge path costs what the rows it changes cost, not the
 // size of the table: ScanLiveKeys reads only the columns a merge needs and

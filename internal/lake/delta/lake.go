@@ -286,6 +286,31 @@ func (l *lakeTable) ScanWhere(ctx context.Context, f *lake.Filter, fn func(arrow
 	return l.wrap(l.scanFiles(ctx, files, f, fn))
 }
 
+// ScanSnapshotWhere is ScanWhere as of version id, an earlier snapshot of
+// the table. The error wraps lake.ErrSnapshotNotFound when the log no
+// longer holds the version, or VACUUM removed a file it needs.
+func (l *lakeTable) ScanSnapshotWhere(ctx context.Context, id int64, f *lake.Filter, fn func(arrow.RecordBatch) error) error {
+	if _, err := l.Snapshot(id); err != nil {
+		return err
+	}
+	st, err := loadStateAt(ctx, l.t.dir, id)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			err = fmt.Errorf("%w (%v)", lake.ErrSnapshotNotFound, err)
+		}
+		return l.wrap(fmt.Errorf("read version %d: %w", id, err))
+	}
+	files := make([]Add, 0, len(st.order))
+	for _, p := range st.order {
+		files = append(files, *st.files[p])
+	}
+	err = l.scanFiles(ctx, files, f, fn)
+	if errors.Is(err, os.ErrNotExist) {
+		err = fmt.Errorf("a file of version %d is gone (vacuumed): %w (%v)", id, lake.ErrSnapshotNotFound, err)
+	}
+	return l.wrap(err)
+}
+
 // scanFiles reads files, keeping the rows f matches (nil: all).
 func (l *lakeTable) scanFiles(ctx context.Context, files []Add, f *lake.Filter, fn func(arrow.RecordBatch) error) error {
 	sc := l.t.ArrowSchema()

@@ -304,8 +304,22 @@ func (t *Table) drain(itr func(func(arrow.RecordBatch, error) bool), fn func(arr
 // ScanWhere is Scan restricted to the rows matching f (nil: all rows).
 // Data files whose partition or column statistics rule f out are not read.
 func (t *Table) ScanWhere(ctx context.Context, f *Filter, fn func(arrow.RecordBatch) error) error {
+	return t.scanWhere(ctx, t.current(), nil, f, fn)
+}
+
+// ScanSnapshotWhere is ScanWhere as of snapshot id, an earlier snapshot
+// of the table: the rows live in it. The error wraps ErrSnapshotNotFound
+// when the table's history no longer holds it (expired).
+func (t *Table) ScanSnapshotWhere(ctx context.Context, id int64, f *Filter, fn func(arrow.RecordBatch) error) error {
 	tbl := t.current()
-	opts := []table.ScanOption{scanBatch}
+	if tbl.Metadata().SnapshotByID(id) == nil {
+		return fmt.Errorf("iceberg: scan table %s as of snapshot %d: %w", t.name, id, ErrSnapshotNotFound)
+	}
+	return t.scanWhere(ctx, tbl, []table.ScanOption{table.WithSnapshotID(id)}, f, fn)
+}
+
+func (t *Table) scanWhere(ctx context.Context, tbl *table.Table, at []table.ScanOption, f *Filter, fn func(arrow.RecordBatch) error) error {
+	opts := append([]table.ScanOption{scanBatch}, at...)
 	var plan *table.Scan // nil: the scan plans with the row filter
 	if f != nil {
 		expr, err := filterExpr(f, tbl.Schema())
@@ -318,7 +332,7 @@ func (t *Table) ScanWhere(ctx context.Context, f *Filter, fn func(arrow.RecordBa
 			return fmt.Errorf("iceberg: scan table %s: %w", t.name, err)
 		}
 		if !exact {
-			plan = tbl.Scan(scanBatch, table.WithRowFilter(pexpr))
+			plan = tbl.Scan(append([]table.ScanOption{scanBatch, table.WithRowFilter(pexpr)}, at...)...)
 			defer plan.Close()
 		}
 	}

@@ -48,6 +48,7 @@ func Run(t *testing.T, open Opener) {
 		{"MergeUpsertsAndDeletes", testMerge},
 		{"LiveKeys", testLiveKeys},
 		{"StaleMergeIsACommitConflict", testConflict},
+		{"ScanAnEarlierSnapshot", testScanSnapshot},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -822,4 +823,40 @@ func testConflict(t *testing.T, e *env) {
 	}
 	want(t, "rows after the retried merge", rows(t, func(fn func(arrow.RecordBatch) error) error { return tbl.Scan(ctx, fn) }),
 		"id=1,lsn=3,v=A", "id=2,lsn=1,v=b", "id=3,lsn=2,v=c")
+}
+
+// testScanSnapshot: ScanSnapshotWhere reads the rows live in an earlier
+// snapshot (deleted rows back, later rows absent), filtered like
+// ScanWhere, in both delete modes; an unknown snapshot is
+// ErrSnapshotNotFound.
+func testScanSnapshot(t *testing.T, e *env) {
+	ctx := e.ctx
+	for _, mode := range []string{lake.MergeOnRead, lake.CopyOnWrite} {
+		tbl := e.createKeyed(mode)
+		ss, ok := tbl.(lake.SnapshotScanner)
+		if !ok {
+			t.Fatalf("a %s table does not read earlier snapshots (lake.SnapshotScanner)", mode)
+		}
+		e.append(tbl, 1, []any{1, "a", 1}, []any{2, "b", 1}, []any{3, "c", 1})
+		first, _ := tbl.CurrentSnapshot()
+		up := batch(t, tbl.ArrowSchema(), []any{2, "B", 2}, []any{4, "d", 2})
+		if err := tbl.Merge(ctx, lake.In("id", []any{int64(2), int64(3)}), []arrow.RecordBatch{up}, map[string]string{posKey: "2"}); err != nil {
+			t.Fatal(err)
+		}
+		up.Release()
+		at := func(id int64, f *lake.Filter) []string {
+			return rows(t, func(fn func(arrow.RecordBatch) error) error { return ss.ScanSnapshotWhere(ctx, id, f, fn) })
+		}
+		want(t, mode+": rows as of the first snapshot", at(first.ID, nil), "id=1,lsn=1,v=a", "id=2,lsn=1,v=b", "id=3,lsn=1,v=c")
+		want(t, mode+": rows of keys 2, 4 as of the first snapshot", at(first.ID, lake.In("id", []any{int64(2), int64(4)})), "id=2,lsn=1,v=b")
+		now, _ := tbl.CurrentSnapshot()
+		want(t, mode+": rows of keys 2, 4 as of the current snapshot", at(now.ID, lake.In("id", []any{int64(2), int64(4)})), "id=2,lsn=2,v=B", "id=4,lsn=2,v=d")
+		err := ss.ScanSnapshotWhere(ctx, now.ID+1000, nil, func(arrow.RecordBatch) error { return nil })
+		if !errors.Is(err, lake.ErrSnapshotNotFound) {
+			t.Fatalf("%s: a scan as of an unknown snapshot: %v, want ErrSnapshotNotFound", mode, err)
+		}
+		if err := e.cat.Drop(ctx, keyedIdent); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
