@@ -198,7 +198,7 @@ func GoldRefresh(ctx context.Context, cfg *config.Config, name string, out io.Wr
 	if res.Waiting != "" {
 		return fault.With(fault.ErrGoldRefreshFailed, fmt.Sprintf("gold table %s: not refreshed: %s; run again once it is", res.Table, res.Waiting), nil)
 	}
-	_, err = fmt.Fprintf(out, "%s refreshed: %d rows, mode %s, from %s\n", res.Table, res.Rows, gold.ModeFull, showReads(res.Reads))
+	_, err = fmt.Fprintf(out, "%s refreshed: %d rows, mode %s, from %s\n", res.Table, res.Rows, res.Mode, showReads(res.Reads))
 	return err
 }
 
@@ -212,7 +212,12 @@ func showReads(reads []gold.Read) string {
 
 // GoldStatus is one gold table's state, as `tidemark status` prints it.
 type GoldStatus struct {
-	Mode string `json:"mode"`
+	// Mode is how the table is refreshed: incremental (its query
+	// decomposes) or full. LastMode is how its current snapshot was
+	// computed, WhyFull why that was a full recompute.
+	Mode     string `json:"mode"`
+	LastMode string `json:"last_mode,omitempty"`
+	WhyFull  string `json:"why_full,omitempty"`
 	// RefreshedAt is the time of the table's current snapshot (empty: never
 	// refreshed); Rows its rows.
 	RefreshedAt string `json:"refreshed_at,omitempty"`
@@ -253,7 +258,8 @@ func goldStatuses(ctx context.Context, cat lake.Catalog, warehouse, source strin
 			sum := t.Summary()
 			gs.RefreshedAt = time.UnixMilli(snap.TimestampMs).UTC().Format(time.RFC3339)
 			gs.Reads = gold.Reads(sum)
-			if m := sum[gold.PropMode]; m != "" {
+			gs.LastMode, gs.WhyFull = sum[gold.PropMode], sum[gold.PropWhyFull]
+			if m := sum[gold.PropPlan]; m != "" {
 				gs.Mode = m
 			}
 			if n, err := strconv.ParseInt(sum["total-records"], 10, 64); err == nil {
@@ -315,7 +321,14 @@ func printGold(out io.Writer, rows []TableStatus) error {
 			}
 			errCell = fmt.Sprintf("%s%s (%d in a row, last at %s)", code, fault.OneLine(g.LastError), g.Failures, g.LastAttempt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Table, g.Mode, dash(g.RefreshedAt), num(g.Rows), dash(g.Position),
+		mode := g.Mode
+		switch {
+		case g.Mode == gold.ModeFull && g.WhyFull != "":
+			mode += " (" + g.WhyFull + ")"
+		case g.LastMode != "" && g.LastMode != g.Mode:
+			mode += " (last refresh " + g.LastMode + ": " + dash(g.WhyFull) + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Table, mode, dash(g.RefreshedAt), num(g.Rows), dash(g.Position),
 			dash(strings.Join(reads, ",")), errCell)
 	}
 	return tw.Flush()

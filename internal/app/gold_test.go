@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/tidemark/tidemark/internal/gold"
+	lakeapi "github.com/tidemark/tidemark/internal/lake"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -192,6 +194,9 @@ func TestGoldAggregateE2E(t *testing.T) {
 	first.Kill(t)
 	time.Sleep(500 * time.Millisecond)
 	s := r.Start()
+	time.Sleep(time.Second)
+	// A truncate amid the workload: gold recomputes in full after it.
+	pg.Exec(t, srcURL, "TRUNCATE public.orders")
 	time.Sleep(2 * time.Second)
 	cancel()
 	if err := <-done; err != nil {
@@ -240,16 +245,37 @@ func TestGoldAggregateE2E(t *testing.T) {
 	if len(reads) != 1 || reads[0].Table != "silver.public.orders" || reads[0].Snapshot != snap.ID || reads[0].Position == "" {
 		t.Errorf("the gold commit records reads %+v, want silver.public.orders at silver's current snapshot %d with its position", reads, snap.ID)
 	}
-	if gt.Summary()[gold.PropMode] != gold.ModeFull || gt.Summary()["tidemark.position"] == "" {
-		t.Errorf("the gold commit's summary lacks mode or position: %v", gt.Summary())
+	if gt.Summary()[gold.PropPlan] != gold.ModeIncremental || gt.Summary()[gold.PropMode] == "" || gt.Summary()["tidemark.position"] == "" {
+		t.Errorf("the gold commit's summary lacks plan incremental, mode or position: %v", gt.Summary())
+	}
+	// The query decomposes: refreshes after the first applied silver's
+	// changes, but where the truncate made a recompute necessary.
+	head, _ := gt.CurrentSnapshot()
+	hist, err := gt.History(lakeapi.NoSnapshot, head.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := map[string]int{}
+	var whys []string
+	for _, h := range hist {
+		if m := h.Props[gold.PropMode]; m != "" {
+			modes[m]++
+			if w := h.Props[gold.PropWhyFull]; w != "" {
+				whys = append(whys, w)
+			}
+		}
+	}
+	t.Logf("gold refreshes by mode: %v; full because: %v", modes, whys)
+	if modes[gold.ModeIncremental] == 0 || !slices.ContainsFunc(whys, func(w string) bool { return strings.Contains(w, "truncated") }) {
+		t.Errorf("gold refreshes by mode %v, full because %v: want incremental ones, and a full one after the truncate", modes, whys)
 	}
 
 	out, err := exec.Command(bin, "status", "--warehouse", wh).CombinedOutput()
 	if err != nil {
 		t.Fatalf("tidemark status: %v\n%s", err, out)
 	}
-	if l := lineWith(string(out), "gold."+source+".per_customer"); !strings.Contains(l, "full") || !strings.Contains(l, fmt.Sprintf("silver.public.orders@%d", snap.ID)) {
-		t.Errorf("tidemark status does not show gold.%s.per_customer as full from silver.public.orders@%d:\n%s", source, snap.ID, out)
+	if l := lineWith(string(out), "gold."+source+".per_customer"); !strings.Contains(l, "incremental") || !strings.Contains(l, fmt.Sprintf("silver.public.orders@%d", snap.ID)) {
+		t.Errorf("tidemark status does not show gold.%s.per_customer as incremental from silver.public.orders@%d:\n%s", source, snap.ID, out)
 	}
 
 	// The failing gold table did not stop the pipeline (it was stopped with

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/change"
@@ -31,8 +30,14 @@ const (
 	// PropReads lists, as JSON ([]Read), the silver tables the refresh
 	// read: the snapshot of each and the source position it holds.
 	PropReads = "tidemark.gold.reads"
-	// PropMode is how the table was computed: ModeFull.
+	// PropMode is how this commit was computed: ModeFull or
+	// ModeIncremental.
 	PropMode = "tidemark.gold.mode"
+	// PropPlan is how the table is refreshed when it can be: ModeIncremental
+	// when its query decomposes (plan.go), else ModeFull.
+	PropPlan = "tidemark.gold.plan"
+	// PropWhyFull says why a full commit was not incremental.
+	PropWhyFull = "tidemark.gold.why-full"
 	// PropSQL is the SHA-256 of the SQL the table was computed with.
 	PropSQL = "tidemark.gold.sql-sha256"
 	// PropPosition and PropWatermark are the lowest of the silver tables
@@ -41,8 +46,14 @@ const (
 	PropWatermark = bronze.PropWatermark
 )
 
-// ModeFull: each refresh recomputes the whole query.
-const ModeFull = "full"
+// Refresh modes.
+const (
+	// ModeFull: the refresh recomputed the whole query.
+	ModeFull = "full"
+	// ModeIncremental: the refresh applied the changes of silver since the
+	// last refresh (incremental.go).
+	ModeIncremental = "incremental"
+)
 
 // Spec is one gold table as declared (config gold:).
 type Spec struct {
@@ -62,6 +73,13 @@ type Read struct {
 	Snapshot  int64  `json:"snapshot"`
 	Position  string `json:"position,omitempty"`
 	Watermark string `json:"watermark,omitempty"`
+	// Bronze is silver's cursor at Snapshot (the bronze snapshot merged
+	// through), Columns a fingerprint of its columns, Filling whether a
+	// column's default was still being filled: what the next refresh
+	// needs to apply only the changes since (incremental.go).
+	Bronze  int64  `json:"bronze_snapshot,omitempty"`
+	Columns string `json:"columns,omitempty"`
+	Filling bool   `json:"filling,omitempty"`
 }
 
 // Options configure a Refresher.
@@ -102,6 +120,12 @@ type Result struct {
 	Table string // gold.<source>.<name>
 	Rows  int64
 	Reads []Read
+	// Mode is how the refresh computed the table (ModeFull,
+	// ModeIncremental); WhyFull why it was not incremental, Changed the
+	// keys of silver an incremental refresh applied.
+	Mode    string
+	WhyFull string
+	Changed int
 	// Waiting, when not empty, says why nothing was computed: a silver
 	// table the query reads is not published yet.
 	Waiting string
@@ -232,23 +256,32 @@ func (r *Refresher) Check(ctx context.Context, s Spec) (refs []TableRef, err err
 	if err != nil || waiting != "" {
 		return refs, err
 	}
-	for i, t := range tables {
-		path := filepath.Join(e.dir, fmt.Sprintf("in-%d.parquet", i))
-		w, err := writeParquet(path, plain(t.ArrowSchema()))
-		if err != nil {
-			return nil, err
-		}
-		if err := w.Close(); err != nil {
-			return nil, err
-		}
-		if err := e.view(ctx, refs[i], path); err != nil {
-			return nil, err
-		}
+	if err := r.bindEmpty(ctx, e, tables, refs); err != nil {
+		return nil, err
 	}
 	if _, err := e.describe(ctx, query(s)); err != nil {
 		return nil, r.invalid(s, err)
 	}
 	return refs, nil
+}
+
+// bindEmpty makes each silver table of refs an empty view with its
+// columns, for DuckDB to bind the query to.
+func (r *Refresher) bindEmpty(ctx context.Context, e *engine, tables []lake.Table, refs []TableRef) error {
+	for i, t := range tables {
+		path := filepath.Join(e.dir, fmt.Sprintf("schema-%d.parquet", i))
+		w, err := writeParquet(path, plain(t.ArrowSchema()))
+		if err != nil {
+			return err
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+		if err := e.view(ctx, refs[i], path); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Refresh recomputes gold table s from the silver tables as they are now
@@ -297,7 +330,10 @@ func (r *Refresher) Refresh(ctx context.Context, s Spec, force bool) (res Result
 		rd := Read{Table: refs[i].String(), Snapshot: snap.ID}
 		if sum := t.Summary(); sum != nil {
 			rd.Position, rd.Watermark = sum[silver.PropPosition], sum[silver.PropWatermark]
+			rd.Bronze, _ = strconv.ParseInt(sum[silver.PropBronzeSnapshot], 10, 64)
 		}
+		rd.Columns = columnsHash(t.ArrowSchema())
+		rd.Filling = len(silver.FillPending(t)) > 0
 		res.Reads = append(res.Reads, rd)
 	}
 	if !force && gold != nil && !Moved(gold.Summary(), res.Reads, sqlHash) {
@@ -308,20 +344,50 @@ func (r *Refresher) Refresh(ctx context.Context, s Spec, force bool) (res Result
 		r.opts.Exclusive.Lock()
 		defer r.opts.Exclusive.Unlock()
 	}
+	// The query's columns and plan, bound to the silver tables' columns.
+	if err := r.bindEmpty(ctx, e, tables, refs); err != nil {
+		return res, err
+	}
+	cols, err := e.describe(ctx, q)
+	if err != nil {
+		return res, r.invalid(s, err)
+	}
+	p, why, err := e.analyze(ctx, q, cols)
+	if err != nil {
+		return res, err
+	}
+	planned := ModeFull
+	if p != nil {
+		planned = ModeIncremental
+		switch {
+		case force:
+			why = "a refresh by hand recomputes"
+		case gold == nil:
+			why = "the first refresh"
+		default:
+			rows, changed, w, err := r.incremental(ctx, e, s, q, cols, p, tables[0], refs[0], gold, res.Reads[0], sqlHash)
+			if err != nil {
+				return res, err
+			}
+			if w == "" {
+				res.Rows, res.Mode, res.Changed = rows, ModeIncremental, changed
+				r.log.Info("gold table refreshed", "table", res.Table, "rows", rows, "mode", ModeIncremental, "changed_keys", changed, "reads", readsAttr(res.Reads))
+				return res, nil
+			}
+			why = w
+		}
+	}
+	res.Mode, res.WhyFull = ModeFull, why
 	// Each silver table's live rows, as of the snapshot just recorded
 	// (a table reads the state it loaded), into the session's files.
 	for i, t := range tables {
 		path := filepath.Join(e.dir, fmt.Sprintf("in-%d.parquet", i))
-		if err := copyLive(ctx, t, path); err != nil {
+		if err := copyRows(plain(t.ArrowSchema()), path, func(fn func(arrow.RecordBatch) error) error { return t.Scan(ctx, fn) }); err != nil {
 			return res, fmt.Errorf("read %s: %w", refs[i], err)
 		}
 		if err := e.view(ctx, refs[i], path); err != nil {
 			return res, err
 		}
-	}
-	cols, err := e.describe(ctx, q)
-	if err != nil {
-		return res, r.invalid(s, err)
 	}
 	out, err := e.run(ctx, q, cols)
 	if err != nil {
@@ -341,32 +407,16 @@ func (r *Refresher) Refresh(ctx context.Context, s Spec, force bool) (res Result
 		}
 	}()
 	res.Rows = rows
-	if err := gold.Merge(ctx, lake.And(), recs, commitProps(res.Reads, sqlHash)); err != nil {
+	props := commitProps(res.Reads, sqlHash)
+	props[PropPlan] = planned
+	if why != "" {
+		props[PropWhyFull] = why
+	}
+	if err := gold.Merge(ctx, lake.And(), recs, props); err != nil {
 		return res, err
 	}
-	r.log.Info("gold table refreshed", "table", res.Table, "rows", rows, "mode", ModeFull, "reads", readsAttr(res.Reads))
+	r.log.Info("gold table refreshed", "table", res.Table, "rows", rows, "mode", ModeFull, "why_full", why, "reads", readsAttr(res.Reads))
 	return res, nil
-}
-
-// copyLive writes t's live rows to the Parquet file path, batch by batch.
-func copyLive(ctx context.Context, t lake.Table, path string) error {
-	sc := plain(t.ArrowSchema())
-	w, err := writeParquet(path, sc)
-	if err != nil {
-		return err
-	}
-	err = t.Scan(ctx, func(rec arrow.RecordBatch) error {
-		if rec.NumRows() == 0 {
-			return nil
-		}
-		if int(rec.NumCols()) != sc.NumFields() {
-			return fmt.Errorf("a batch of %d columns for a table of %d", rec.NumCols(), sc.NumFields())
-		}
-		b := array.NewRecordBatch(sc, rec.Columns(), rec.NumRows())
-		defer b.Release()
-		return w.Write(b)
-	})
-	return errors.Join(err, w.Close())
 }
 
 // plain is sc without field metadata (Iceberg field ids): the session's
