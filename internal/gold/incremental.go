@@ -107,7 +107,7 @@ func (r *Refresher) incremental(ctx context.Context, e *engine, s Spec, q string
 	}
 	// The changed keys' rows: old versions as of the last refresh's
 	// snapshot, new ones as of now.
-	f := lake.In(keyCols[0], vals)
+	f := keyFilter(keyCols[0], vals)
 	oldPath, newPath := filepath.Join(e.dir, "old.parquet"), filepath.Join(e.dir, "new.parquet")
 	err = copyRows(sc, oldPath, func(fn func(arrow.RecordBatch) error) error {
 		if len(vals) == 0 {
@@ -368,4 +368,24 @@ func copyRows(sc *arrow.Schema, path string, scan func(fn func(arrow.RecordBatch
 		return w.Write(b)
 	})
 	return errors.Join(err, w.Close())
+}
+
+// keyFilter matches the rows whose column col holds one of vals (int64 or
+// string values, lookupValue's). The bounds besides the list let a reader
+// skip files by their statistics: Iceberg's evaluators, like Java's, do
+// not prune on an IN of more than 200 values.
+func keyFilter(col string, vals []any) *lake.Filter {
+	if len(vals) == 0 {
+		return lake.In(col, vals)
+	}
+	lo, hi := vals[0], vals[0]
+	for _, v := range vals[1:] {
+		switch x := v.(type) {
+		case int64:
+			lo, hi = min(lo.(int64), x), max(hi.(int64), x)
+		case string:
+			lo, hi = min(lo.(string), x), max(hi.(string), x)
+		}
+	}
+	return lake.And(lake.AtLeast(col, lo), lake.Or(lake.Less(col, hi), lake.Equal(col, hi)), lake.In(col, vals))
 }
