@@ -3,6 +3,8 @@ package app_test
 import (
 	"database/sql"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,7 +15,8 @@ import (
 // TestMySQLDelta: a MariaDB source into a Delta lake (lake.format: delta):
 // the snapshot, writes while it runs, a SIGKILL and a restart, streamed
 // inserts, updates (of a key column too) and deletes; tidemark verify finds
-// every silver table equal to the source.
+// every silver table equal to the source. Then `tidemark resnapshot` of one
+// table and `--replace` of another, and verify again.
 func TestMySQLDelta(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Tidemark(t)
@@ -64,6 +67,47 @@ func TestMySQLDelta(t *testing.T) {
 		tr := myTableReport(t, rep, tb)
 		if tr.Status != verify.StatusEqual || tr.SourceRows != tr.SilverRows || tr.SourceRows == 0 {
 			t.Errorf("%s: %+v", tb, tr)
+		}
+	}
+	if code := s.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+
+	// tidemark resnapshot on a Delta lake: orders read again in place,
+	// order_lines rebuilt (--replace moves its Delta tables aside); changes
+	// made while stopped and after are in silver.
+	if _, err := db.Exec("UPDATE orders SET note = 'while stopped' WHERE id % 7 = 1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"resnapshot", dbname + ".orders"}, {"resnapshot", "--replace", dbname + ".order_lines"}} {
+		out, code := tidemarkArgs(t, r.As(args[0], args[1:]...)...)
+		t.Logf("tidemark %v:\n%s", args, out)
+		if code != 0 {
+			t.Fatalf("tidemark %v on a Delta lake: exit %d\n%s", args, code, out)
+		}
+	}
+	s = r.Start()
+	if _, err := db.Exec("DELETE FROM order_lines WHERE order_id = 99"); err != nil {
+		t.Fatal(err)
+	}
+	// The rebuilt order_lines has a silver table again once its snapshot
+	// is complete.
+	published := filepath.Join(wh, "silver", dbname, dbname, "order_lines", "_delta_log")
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if _, err := os.Stat(published); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no silver order_lines (%s) a minute after the re-snapshot with --replace", published)
+		}
+	}
+	rep, code, out = myVerify(t, srcURL, wh, dbname)
+	if code != 0 {
+		t.Fatalf("verify after the re-snapshots: exit %d\n%s", code, out)
+	}
+	for _, tb := range []string{"orders", "order_lines"} {
+		if tr := myTableReport(t, rep, tb); tr.Status != verify.StatusEqual || tr.SourceRows != tr.SilverRows {
+			t.Errorf("%s after the re-snapshot: %+v", tb, tr)
 		}
 	}
 	if code := s.Stop(t, time.Minute); code != 0 {

@@ -16,7 +16,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 	"github.com/tidemark/tidemark/internal/silver"
 	"github.com/tidemark/tidemark/internal/source/postgres"
 )
@@ -63,10 +63,14 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 	case opts.Replace && opts.All:
 		return fault.With(fault.ErrBadConfig, "--replace rebuilds the tables it is given: name them (schema.table …) instead of --all", nil)
 	}
-	if err := CheckLake(cfg.Warehouse, cfg.Catalog, ""); err != nil {
+	format := ""
+	if IsDeltaLake(cfg.Warehouse) {
+		format = config.LakeDelta
+	}
+	if err := CheckLake(cfg.Warehouse, cfg.Catalog, format); err != nil {
 		return fault.With(fault.ErrBadConfig, err.Error(), nil)
 	}
-	cat, err := OpenCatalog(ctx, cfg.Warehouse, cfg.Catalog)
+	cat, err := OpenLakeAt(ctx, cfg.Warehouse, cfg.Catalog)
 	if err != nil {
 		return err
 	}
@@ -233,7 +237,7 @@ func Resnapshot(ctx context.Context, cfg *config.Config, opts ResnapshotOptions,
 // read by the next run, holds their effect. The mark goes first: a crash
 // before the moves leaves the old tables in use (a table with commits
 // ignores the mark), and the request can be made again.
-func replaceTables(ctx context.Context, cat *lake.Catalog, source string, tables []change.TableID, id string, before uint64, formatPos func(uint64) string, out io.Writer) error {
+func replaceTables(ctx context.Context, cat lake.Catalog, source string, tables []change.TableID, id string, before uint64, formatPos func(uint64) string, out io.Writer) error {
 	for _, t := range tables {
 		if err := bronze.MarkReplaced(ctx, cat, source, t, before); err != nil {
 			return err
@@ -246,7 +250,7 @@ func replaceTables(ctx context.Context, cat *lake.Catalog, source string, tables
 			if err := cat.EnsureNamespace(ctx, to[:len(to)-1]); err != nil {
 				return err
 			}
-			_, err := cat.RenameTable(ctx, layer.ident, to)
+			_, err := cat.Rename(ctx, layer.ident, to)
 			switch {
 			case errors.Is(err, lake.ErrNoSuchTable):
 				fmt.Fprintf(out, "  %s: no %s table %s to move\n", t, layer.name, strings.Join(layer.ident, "."))

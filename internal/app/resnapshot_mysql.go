@@ -14,7 +14,7 @@ import (
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
-	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake"
 	"github.com/tidemark/tidemark/internal/source/mysql"
 )
 
@@ -32,7 +32,7 @@ var binlogCodes = []*fault.Error{fault.ErrBinlogPurged, fault.ErrWALLost, fault.
 // unreadable resume token), --all is required, and the checkpoint is
 // reset to the server's binlog position now once every table is marked.
 // MySQL holds no lock for a running pipeline: stop it first.
-func resnapshotMySQL(ctx context.Context, cfg *config.Config, opts ResnapshotOptions, cat *lake.Catalog, captured []change.TableID, out io.Writer, log *slog.Logger) error {
+func resnapshotMySQL(ctx context.Context, cfg *config.Config, opts ResnapshotOptions, cat lake.Catalog, captured []change.TableID, out io.Writer, log *slog.Logger) error {
 	mo, err := mysqlOptions(cfg)
 	if err != nil {
 		return err

@@ -96,7 +96,7 @@ func CheckLake(warehouse string, catalog config.Secret, format string) error {
 }
 
 func deltaLakeRefused(warehouse string) string {
-	return fmt.Sprintf("the warehouse at %s holds Delta tables: `tidemark run` writes them with lake.format: delta; verify, merge, maintain, status, show and export find them; resnapshot reads Iceberg lakes only so far (read Delta tables with delta-rs, Spark or DuckDB: docs/delta.md)", warehouse)
+	return fmt.Sprintf("the warehouse at %s holds Delta tables: `tidemark run` writes them with lake.format: delta; verify, merge, maintain, resnapshot, status, show and export find them (docs/delta.md)", warehouse)
 }
 
 // OpenLakeAt opens the lake at warehouse for the commands that read both
