@@ -269,6 +269,36 @@ type KeyedTable interface {
 	// Merge is MergeRows without rows deleted by position: it deletes the
 	// rows del matches and appends recs in one commit.
 	Merge(ctx context.Context, del *Filter, recs []arrow.RecordBatch, props map[string]string) error
+	// StageMerge begins a merge written in parts (MergeStage): a merge too
+	// large to hold in memory at once is folded in passes, each writing its
+	// files as it goes, and committed once. The table must be MergeOnRead.
+	StageMerge(ctx context.Context) (MergeStage, error)
+}
+
+// MergeStage is one merge written in parts: each Add writes the files of
+// a part (its rows' deletes, the rows it appends) at once and keeps only
+// their descriptions, so the caller need hold one part in memory; Commit
+// makes them all visible in one commit, or none of them. Readers never
+// see a part alone; a crash before Commit leaves the table as it was (the
+// files written are orphans, removed by maintenance). A stage is used by
+// one goroutine.
+type MergeStage interface {
+	// Add deletes rows (found by the scan that returned live, which must
+	// have read the state of the table the stage began at; nil live when
+	// rows is empty) and appends recs. Rows deleted by several Adds are
+	// deleted once; the caller routes each key to one Add (for one key the
+	// highest source position wins: a key's delete and its new row belong
+	// to the same part). The error wraps ErrCommitConflict when live read
+	// another state.
+	Add(ctx context.Context, live LiveRows, rows []RowID, recs []arrow.RecordBatch) error
+	// Commit deletes the rows del matches (nil: none) and commits what
+	// every Add wrote, in one commit whose Props hold props. If the table
+	// moved since the stage began, nothing is committed and the error
+	// wraps ErrCommitConflict. The stage is done either way.
+	Commit(ctx context.Context, del *Filter, props map[string]string) error
+	// Abort removes the files the stage wrote (best effort). After Commit
+	// it does nothing.
+	Abort()
 }
 
 // RowID locates a row a live scan reported: a file of its LiveRows and the

@@ -73,7 +73,7 @@ type Options struct {
 	// the fold's and the key index's share: stepRowCopies and
 	// stepRowOverhead, passRowCopies and passRowOverhead). 0:
 	// DefaultMaxBytes. As with MaxChanges, a single bronze commit is never
-	// split.
+	// split across commits: a larger one is merged in parts (parts.go).
 	MaxBytes int64
 	// IdleCommit > 0 skips a commit that would only move the cursor (the
 	// bronze range holds no rows) when silver committed less than this long
@@ -145,6 +145,9 @@ type Result struct {
 	Ignored     int64 `json:"ignored"`
 	DeadLetters int64 `json:"dead_letters"`
 	Truncates   int64 `json:"truncates"`
+	// InParts is how many of the merge steps were merged in parts: one
+	// bronze commit or source transaction larger than a step (parts.go).
+	InParts int `json:"in_parts,omitempty"`
 	// Compactions is how many times the merge compacted the table because
 	// its footprint passed its bounds (footprint.go).
 	Compactions int `json:"compactions,omitempty"`
@@ -422,7 +425,12 @@ func (m *Merger) mergeTable(ctx context.Context, source, schema, table string, s
 		before := res
 		j.observe = m.opts.Observer != nil && !building
 		j.stepStart = stepStart
-		err = j.merge(ctx, cur, to, part{}, true, cursorProps(to))
+		if j.inParts(rows, j.limit) {
+			// One commit or transaction larger than a step (parts.go).
+			err = j.mergeInParts(ctx, cur, to, rows, j.limit, cursorProps(to))
+		} else {
+			err = j.merge(ctx, cur, to, part{}, true, cursorProps(to))
+		}
 		j.fillFirst, j.observe, j.stepStart = false, false, time.Time{}
 		if errors.Is(err, errFillFirst) {
 			continue
@@ -464,6 +472,9 @@ type job struct {
 	// rows is about how many bronze rows the next merge reads (0: unknown),
 	// to size its key index once.
 	rows int64
+	// limit is the bronze rows a merge step may hold (maxRows), as of the
+	// last step picked: a step of more is merged in parts (parts.go).
+	limit int64
 	// id is the source table; observe: the next merge collects the
 	// transactions it reads into txs, for Options.Observer (observe.go).
 	id      cdc.TableID
@@ -584,6 +595,7 @@ func (j *job) step(ctx context.Context, cur int64, hist []lake.Snapshot) (to lak
 	if err != nil {
 		return to, 0, false, err
 	}
+	j.limit = limit
 	var sum int64
 	budget := 0
 	for i, h := range hist {
@@ -969,6 +981,98 @@ func (j *job) merge(ctx context.Context, after int64, to lake.Snapshot, p part, 
 		// column with their other rows, which the fill would then miss.
 		return errFillFirst
 	}
+	var txs *txTimes
+	if j.observe {
+		txs = &txTimes{}
+	}
+	f, err := j.fold(ctx, after, to, p, priors, txs)
+	if err != nil {
+		return err
+	}
+	defer f.release()
+	props = j.stepProps(props, f.st.Changes)
+	t3 := m.now()
+	if f.live != nil {
+		err = s.MergeRows(ctx, f.live, f.byPos, f.del, f.recs, props)
+	} else {
+		err = s.Merge(ctx, f.del, f.recs, props)
+	}
+	if err != nil {
+		if errors.Is(err, lake.ErrCommitConflict) {
+			return fault.MarkTransient(err)
+		}
+		return err
+	}
+	m.log.Debug("silver commit", "table", strings.Join(s.Ident(), "."), "bronze_snapshot", to.ID, "pass", p.i,
+		"changes", f.st.Changes, "upserts", f.st.Upserts, "deletes", f.st.Deletes, "rewritten", f.rewritten,
+		"read_bronze", f.readBronze.Round(time.Millisecond).String(), "read_silver", f.readSilver.Round(time.Millisecond).String(),
+		"fold", f.folding.Round(time.Millisecond).String(), "write", m.now().Sub(t3).Round(time.Millisecond).String())
+	if txs != nil {
+		j.txs = txs
+	}
+	j.count(f.st)
+	return nil
+}
+
+// stepProps adds to the props of a merge step's commit the changes it
+// read and when it started (PropStepChanges, PropStepStarted); props as
+// they are for other commits.
+func (j *job) stepProps(props map[string]string, changes int64) map[string]string {
+	if j.stepStart.IsZero() {
+		return props
+	}
+	props = maps.Clone(props)
+	props[PropStepChanges] = strconv.FormatInt(changes, 10)
+	props[PropStepStarted] = strconv.FormatInt(j.stepStart.UnixMilli(), 10)
+	return props
+}
+
+// count adds what a commit merged to the job's result.
+func (j *job) count(st Result) {
+	r := j.res
+	r.Commits++
+	r.Changes += st.Changes
+	r.Upserts += st.Upserts
+	r.Deletes += st.Deletes
+	r.Ignored += st.Ignored
+	r.DeadLetters += st.DeadLetters
+	r.Truncates += st.Truncates
+}
+
+// folded is what the fold of (a part of) a merge writes: the silver rows
+// it deletes by position (byPos, found by the scan live; nil live: the
+// table is copy-on-write, or had nothing to read back), the rows del
+// matches, and the rows recs it appends. release frees it.
+type folded struct {
+	in    *input
+	st    Result
+	live  lake.LiveRows
+	byPos []lake.RowID
+	del   *lake.Filter
+	// byKey: del selects rows by key (copy-on-write), not only those
+	// below a truncate.
+	byKey     bool
+	recs      []arrow.RecordBatch
+	rewritten int // rows written back unchanged
+	// the time spent reading bronze, reading silver, folding
+	readBronze, readSilver, folding time.Duration
+}
+
+func (f *folded) release() {
+	for _, r := range f.recs {
+		r.Release()
+	}
+	f.recs = nil
+	f.in.release()
+}
+
+// fold reads the bronze rows appended after snapshot `after` up to
+// snapshot to (only part p's keys) and, with priors, the silver rows of
+// the keys they touch, folds each key's changes and returns what the
+// commit writes; it writes the changes it sets aside to the dead-letter
+// table. txs, if set, collects the transactions read (observe.go).
+func (j *job) fold(ctx context.Context, after int64, to lake.Snapshot, p part, priors bool, txs *txTimes) (_ *folded, err error) {
+	m, s := j.m, j.s
 	var st Result
 	var srcCols []string
 	for _, f := range s.ArrowSchema().Fields() {
@@ -978,30 +1082,27 @@ func (j *job) merge(ctx context.Context, after int64, to lake.Snapshot, p part, 
 	}
 	in := newInput(j.key, srcCols)
 	in.filterVals = priors
-	if j.observe {
-		in.txs = &txTimes{}
-	}
+	in.txs = txs
 	in.reserve(int(j.rows))
-	defer in.release()
+	out := &folded{in: in}
+	defer func() {
+		if err != nil {
+			out.release()
+		}
+	}()
 	t0 := m.now()
 	if err := in.readBronze(ctx, m.mem, j.b, after, to.ID, p); err != nil {
-		return err
+		return nil, err
 	}
 	st.Changes = int64(in.bronze)
-	if !j.stepStart.IsZero() {
-		props = maps.Clone(props)
-		props[PropStepChanges] = strconv.FormatInt(st.Changes, 10)
-		props[PropStepStarted] = strconv.FormatInt(j.stepStart.UnixMilli(), 10)
-	}
 	t1 := m.now()
 	if priors {
 		if err := in.readSilver(ctx, s, j.soft); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	t2 := m.now()
 	in.keyChanges(j.soft)
-
 	// Fold every touched key, in key order (the table's sort order).
 	order := in.sorted()
 	rows := make([]outRow, 0, len(order))
@@ -1047,11 +1148,11 @@ func (j *job) merge(ctx context.Context, after int64, to lake.Snapshot, p part, 
 	if in.live != nil {
 		var err error
 		if byPos, rows, rowKeys, err = in.deletedRows(rows, rowKeys, kept, j.soft); err != nil {
-			return err
+			return nil, err
 		}
 	} else if rewrite && in.total > in.bronze {
 		// The rows read back are deleted; those that stay are written back.
-		del = in.filter()
+		del, out.byKey = in.filter(), true
 		for _, kr := range append(kept, in.extras...) {
 			if in.trunc != nil && !in.trunc.less(in.posOf(kr.ref)) {
 				continue
@@ -1072,17 +1173,17 @@ func (j *job) merge(ctx context.Context, after int64, to lake.Snapshot, p part, 
 		}
 	}
 	if j.replace {
-		del = everyRow()
+		del, out.byKey = everyRow(), true
 	}
 
 	if len(in.dead) > 0 {
 		dl, err := openDeadLetter(ctx, m.cat, j.source)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		n, err := in.writeDeadLetters(ctx, m.mem, dl, j.table, to.ID, m.now())
 		if err != nil {
-			return fmt.Errorf("write dead letters: %w", err)
+			return nil, fmt.Errorf("write dead letters: %w", err)
 		}
 		st.DeadLetters = int64(len(in.dead))
 		if n > 0 {
@@ -1091,48 +1192,17 @@ func (j *job) merge(ctx context.Context, after int64, to lake.Snapshot, p part, 
 		}
 	}
 
-	var recs []arrow.RecordBatch
 	if len(rows) > 0 {
 		built, err := in.build(ctx, m.mem, s.ArrowSchema(), rows)
 		if err != nil {
-			return fmt.Errorf("assemble %d rows: %w", len(rows), err)
+			return nil, fmt.Errorf("assemble %d rows: %w", len(rows), err)
 		}
-		defer func() {
-			for _, r := range built {
-				r.Release()
-			}
-		}()
-		recs = built
+		out.recs = built
 	}
-	var err error
-	t3 := m.now()
-	if in.live != nil {
-		err = s.MergeRows(ctx, in.live, byPos, del, recs, props)
-	} else {
-		err = s.Merge(ctx, del, recs, props)
-	}
-	if err != nil {
-		if errors.Is(err, lake.ErrCommitConflict) {
-			return fault.MarkTransient(err)
-		}
-		return err
-	}
-	m.log.Debug("silver commit", "table", strings.Join(s.Ident(), "."), "bronze_snapshot", to.ID, "pass", p.i,
-		"changes", st.Changes, "upserts", st.Upserts, "deletes", st.Deletes, "rewritten", len(rows)-int(st.Upserts),
-		"read_bronze", t1.Sub(t0).Round(time.Millisecond).String(), "read_silver", t2.Sub(t1).Round(time.Millisecond).String(),
-		"fold", t3.Sub(t2).Round(time.Millisecond).String(), "write", m.now().Sub(t3).Round(time.Millisecond).String())
-	if in.txs != nil {
-		j.txs = in.txs
-	}
-	r := j.res
-	r.Commits++
-	r.Changes += st.Changes
-	r.Upserts += st.Upserts
-	r.Deletes += st.Deletes
-	r.Ignored += st.Ignored
-	r.DeadLetters += st.DeadLetters
-	r.Truncates += st.Truncates
-	return nil
+	out.st, out.live, out.byPos, out.del = st, in.live, byPos, del
+	out.rewritten = len(rows) - int(st.Upserts)
+	out.readBronze, out.readSilver, out.folding = t1.Sub(t0), t2.Sub(t1), m.now().Sub(t2)
+	return out, nil
 }
 
 // keyChanges gives the insert half of a key change the TOAST-unchanged

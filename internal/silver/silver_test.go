@@ -16,6 +16,8 @@ import (
 	"github.com/tidemark/tidemark/internal/bronze"
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
 	"github.com/tidemark/tidemark/internal/change"
+	lakeapi "github.com/tidemark/tidemark/internal/lake"
+	"github.com/tidemark/tidemark/internal/lake/delta"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
@@ -27,7 +29,8 @@ type lakeEnv struct {
 	t      testing.TB
 	ctx    context.Context
 	wh     string
-	cat    *lake.Catalog
+	cat    *lake.Catalog // nil in a Delta lake (newDeltaLakeEnv)
+	lc     lakeapi.Catalog
 	w      *bronze.Writer
 	source string
 	lsn    uint64
@@ -51,7 +54,26 @@ func newLakeEnv(t testing.TB) *lakeEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cat.Close() })
-	e := &lakeEnv{t: t, ctx: ctx, wh: wh, cat: cat, source: "src", lsn: 1000, log: testLogger()}
+	e := &lakeEnv{t: t, ctx: ctx, wh: wh, cat: cat, lc: cat, source: "src", lsn: 1000, log: testLogger()}
+	if e.w, err = bronze.NewWriter(ctx, cat, e.source, "slot", e.log); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.w.Close() })
+	return e
+}
+
+// newDeltaLakeEnv is newLakeEnv on a Delta Lake warehouse (only the
+// helpers that take the neutral catalog, e.lc, work in it).
+func newDeltaLakeEnv(t testing.TB) *lakeEnv {
+	t.Helper()
+	ctx := context.Background()
+	wh := t.TempDir()
+	cat, err := delta.OpenCatalog(wh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	e := &lakeEnv{t: t, ctx: ctx, wh: wh, lc: cat, source: "src", lsn: 1000, log: testLogger()}
 	if e.w, err = bronze.NewWriter(ctx, cat, e.source, "slot", e.log); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +170,7 @@ var (
 )
 
 func (e *lakeEnv) merger(opts silver.Options) *silver.Merger {
-	return silver.NewMerger(e.cat, opts, e.log)
+	return silver.NewMerger(e.lc, opts, e.log)
 }
 
 func (e *lakeEnv) merge(m *silver.Merger, id change.TableID) silver.Result {
@@ -164,7 +186,7 @@ func (e *lakeEnv) merge(m *silver.Merger, id change.TableID) silver.Result {
 // columns (all columns when none are given).
 func (e *lakeEnv) rows(ident []string, cols ...string) []string {
 	e.t.Helper()
-	tbl, err := e.cat.LoadTable(e.ctx, ident)
+	tbl, err := e.lc.Open(e.ctx, ident)
 	if err != nil {
 		e.t.Fatalf("load %s: %v", strings.Join(ident, "."), err)
 	}
@@ -255,7 +277,7 @@ func TestMergeUpsertsDeletesAndTOAST(t *testing.T) {
 
 func (e *lakeEnv) summary(ident []string) map[string]string {
 	e.t.Helper()
-	tbl, err := e.cat.LoadTable(e.ctx, ident)
+	tbl, err := e.lc.Open(e.ctx, ident)
 	if err != nil {
 		e.t.Fatal(err)
 	}

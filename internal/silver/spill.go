@@ -20,8 +20,9 @@ import (
 )
 
 // A build in passes folds one hash class of the keys per pass, so that
-// its memory stays bounded; reading the whole bronze range from the lake
-// for every pass cost most of the build (Parquet decoding, n times). So
+// its memory stays bounded (a merge step in parts, parts.go, likewise);
+// reading the whole bronze range from the lake for every pass cost most of
+// the build (Parquet decoding, n times). So
 // the range is read once, and each row is written to its pass's spill
 // file: local, uncompressed Arrow IPC, read back with little more than a
 // copy. The spill is scratch: it lives in a temporary directory removed
@@ -129,7 +130,7 @@ func spillPasses(ctx context.Context, mem memory.Allocator, dir string, b lake.T
 		err = route(g)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("spill the bronze rows of %d build passes to %s: %w", p.n-p.i, d, err)
+		return nil, fmt.Errorf("spill the bronze rows of %d passes to %s: %w", p.n-p.i, d, err)
 	}
 	return s, nil
 }

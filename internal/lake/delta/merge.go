@@ -42,6 +42,16 @@ func (t *Table) MergeOnRead() bool {
 func (t *Table) MergeAt(ctx context.Context, read int64, rows map[string][]int64, del *lake.Filter, recs []arrow.RecordBatch, props map[string]string) (int64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.mergeAt(ctx, read, rows, del, recs, props, nil)
+}
+
+// mergeAt is MergeAt (t.mu held), committing besides what the parts of a
+// staged merge wrote (pre, nil: none; stage.go): their rows deleted are
+// deleted with the others, their files added, their change data files
+// (which hold their deletes and inserts) committed with the one of the
+// rows del matches. On an error before the commit, pre's files are
+// removed with the merge's own.
+func (t *Table) mergeAt(ctx context.Context, read int64, rows map[string][]int64, del *lake.Filter, recs []arrow.RecordBatch, props map[string]string, pre *staged) (int64, error) {
 	fail := func(err error) (int64, error) {
 		return 0, fmt.Errorf("merge into Delta table %s: %w", t.dir, err)
 	}
@@ -88,6 +98,14 @@ func (t *Table) MergeAt(ctx context.Context, read int64, rows map[string][]int64
 			}
 		}
 	}
+	if pre != nil {
+		if !dvMode {
+			return fail(errors.New("a staged merge deletes rows with deletion vectors, which the table lacks"))
+		}
+		// rows (the rows del matches) are deleted by this commit alone;
+		// a row a part deleted is in that part's change data already.
+		rows = pre.without(rows)
+	}
 	var deleted int64
 	for _, ps := range rows {
 		deleted += int64(len(ps))
@@ -104,8 +122,13 @@ func (t *Table) MergeAt(ctx context.Context, read int64, rows map[string][]int64
 	}()
 	cdf := conf[PropChangeDataFeed] == "true" && deleted > 0
 	if dvMode {
+		all := rows
+		if pre != nil {
+			all = pre.union(rows)
+			deleted += pre.deleted()
+		}
 		var err error
-		if changes, _, err = t.planDV(rows); err != nil {
+		if changes, _, err = t.planDV(all); err != nil {
 			return fail(err)
 		}
 	}
@@ -171,14 +194,22 @@ func (t *Table) MergeAt(ctx context.Context, read int64, rows map[string][]int64
 			return fail(err)
 		}
 	}
+	cdcs := []*CDCFile{}
+	if pre != nil {
+		adds = append(slices.Clone(pre.adds), adds...)
+		cdcs = append(cdcs, pre.cdcs...)
+	}
+	if cdc != nil {
+		cdcs = append(cdcs, cdc)
+	}
 	drop := func() {
 		for _, a := range adds {
 			if p, err := t.filePath(a.add.Path); err == nil {
 				os.Remove(p)
 			}
 		}
-		if cdc != nil {
-			os.Remove(filepath.Join(t.dir, filepath.FromSlash(cdc.Path)))
+		for _, c := range cdcs {
+			os.Remove(filepath.Join(t.dir, filepath.FromSlash(c.Path)))
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -187,8 +218,8 @@ func (t *Table) MergeAt(ctx context.Context, read int64, rows map[string][]int64
 	}
 	v := read + 1
 	acts := t.mutationActions(read, changes, removed, adds, Commit{Props: props}, nowMs(), deleted)
-	if cdc != nil {
-		raw, err := json.Marshal(cdc)
+	for _, c := range cdcs {
+		raw, err := json.Marshal(c)
 		if err != nil {
 			drop()
 			return fail(err)

@@ -364,14 +364,16 @@ func (t *Table) scanWhere(ctx context.Context, tbl *table.Table, at []table.Scan
 func (t *Table) Merge(ctx context.Context, del *Filter, recs []arrow.RecordBatch, props map[string]string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	err := t.mergeOnce(ctx, nil, del, recs, props)
+	err := t.mergeOnce(ctx, nil, nil, del, recs, props)
 	if err != nil {
 		return t.classify(fmt.Errorf("iceberg: merge into table %s (%d rows appended): %w", t.name, countRows(recs), err))
 	}
 	return nil
 }
 
-func (t *Table) mergeOnce(ctx context.Context, byPos *rowDeletes, del *Filter, recs []arrow.RecordBatch, props map[string]string) error {
+// mergeOnce commits one merge; pre are files a staged merge wrote
+// (stage.go), committed in the row delta with byPos's deletes and recs.
+func (t *Table) mergeOnce(ctx context.Context, byPos *rowDeletes, pre *staged, del *Filter, recs []arrow.RecordBatch, props map[string]string) error {
 	if err := byPos.check(t); err != nil {
 		return err
 	}
@@ -411,9 +413,9 @@ func (t *Table) mergeOnce(ctx context.Context, byPos *rowDeletes, del *Filter, r
 			}
 		}
 	}
-	if byPos != nil && len(byPos.rows) > 0 {
+	if (byPos != nil && len(byPos.rows) > 0) || !pre.empty() {
 		// The rows deleted by position and the rows appended: one snapshot.
-		if err := t.rowDelta(ctx, tx, byPos, sc, recs, props); err != nil {
+		if err := t.rowDelta(ctx, tx, byPos, pre, sc, recs, props); err != nil {
 			return err
 		}
 	} else if del == nil && len(recs) > 0 {

@@ -677,7 +677,7 @@ func (t *Table) MergeRows(ctx context.Context, live lake.LiveRows, rows []RowID,
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	err = t.mergeOnce(ctx, &rowDeletes{l, rows}, del, recs, props)
+	err = t.mergeOnce(ctx, &rowDeletes{l, rows}, nil, del, recs, props)
 	if err != nil {
 		return t.classify(fmt.Errorf("iceberg: merge into table %s (%d rows deleted by position, %d appended): %w",
 			t.name, len(rows), countRows(recs), err))
@@ -863,50 +863,33 @@ func positionDeleteFile(meta table.Metadata, like iceberggo.DataFile, path strin
 }
 
 // rowDelta stages, in tx, one snapshot that deletes d's rows by position
-// and appends recs (schema sc), its summary carrying props.
-func (t *Table) rowDelta(ctx context.Context, tx *table.Transaction, d *rowDeletes, sc *arrow.Schema,
+// and appends recs (schema sc), with the files pre staged (nil: none), its
+// summary carrying props.
+func (t *Table) rowDelta(ctx context.Context, tx *table.Transaction, d *rowDeletes, pre *staged, sc *arrow.Schema,
 	recs []arrow.RecordBatch, props map[string]string) error {
-	dels, err := t.writePositionDeletes(ctx, d)
-	if err != nil {
-		return err
+	var dels []iceberggo.DataFile
+	if d != nil && len(d.rows) > 0 {
+		var err error
+		if dels, err = t.writePositionDeletes(ctx, d); err != nil {
+			return err
+		}
 	}
-	rd := tx.NewRowDelta(iceberggo.Properties(maps.Clone(props))).AddDeletes(dels...)
+	rd := tx.NewRowDelta(iceberggo.Properties(maps.Clone(props)))
+	if pre != nil {
+		dels = append(dels, pre.deletes...)
+		rd.AddRows(pre.data...)
+	}
+	rd.AddDeletes(dels...)
 	if countRows(recs) > 0 {
-		// Cut into slices of about writeSliceBytes first: a Parquet
-		// writer inserts a batch into a column's dictionary whole before it
-		// checks the dictionary's size.
-		parts := writeSlices(recs)
-		defer releaseAll(parts)
-		recs = parts
 		// Through the own writer where it writes this table, as appends
 		// do (stageAppend): iceberg-go's writes dictionaries and
 		// statistics of every column, which copied a 200 MiB value of an
 		// updated row seven times over (1.5 GiB of heap in one merge).
-		files, ok, err := t.writeOwn(ctx, recs)
+		files, err := t.writeRows(ctx, sc, recs)
 		if err != nil {
 			return fmt.Errorf("write the appended rows: %w", err)
 		}
-		if ok {
-			rd.AddRows(files...)
-			recs = nil
-		}
-	}
-	if countRows(recs) > 0 {
-		itr := func(yield func(arrow.RecordBatch, error) bool) {
-			for _, r := range recs {
-				// WriteRecords releases what it is given.
-				r.Retain()
-				if !yield(r, nil) {
-					return
-				}
-			}
-		}
-		for df, err := range table.WriteRecords(ctx, t.tbl, sc, itr) {
-			if err != nil {
-				return fmt.Errorf("write the appended rows: %w", err)
-			}
-			rd.AddRows(df)
-		}
+		rd.AddRows(files...)
 	}
 	if err := rd.Commit(ctx); err != nil {
 		return fmt.Errorf("row delta: %w", err)

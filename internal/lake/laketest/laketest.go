@@ -49,6 +49,8 @@ func Run(t *testing.T, open Opener) {
 		{"LiveKeys", testLiveKeys},
 		{"StaleMergeIsACommitConflict", testConflict},
 		{"ScanAnEarlierSnapshot", testScanSnapshot},
+		{"StagedMergeCommitsOnce", testStagedMerge},
+		{"StaleStagedMergeIsACommitConflict", testStagedConflict},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -859,4 +861,150 @@ func testScanSnapshot(t *testing.T, e *env) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// testStagedMerge: a merge written in parts (StageMerge) shows nothing of
+// its parts until its commit, then all of them in one commit with its
+// props, with the rows its filter matches deleted; an aborted stage leaves
+// the table as it was.
+func testStagedMerge(t *testing.T, e *env) {
+	ctx := e.ctx
+	tbl := e.createKeyed(lake.MergeOnRead)
+	var rs [][]any
+	for i := 1; i <= 20; i++ {
+		rs = append(rs, []any{i, fmt.Sprint("v", i), 1})
+	}
+	e.append(tbl, 1, rs...)
+	scan := func(tbl lake.Table) []string {
+		return rows(t, func(fn func(arrow.RecordBatch) error) error { return tbl.Scan(ctx, fn) })
+	}
+	before := scan(tbl)
+
+	// An aborted stage commits nothing.
+	st, err := tbl.StageMerge(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, ids := live(t, ctx, tbl, []int64{1})
+	junk := batch(t, tbl.ArrowSchema(), []any{1, "junk", 9})
+	defer junk.Release()
+	if err := st.Add(ctx, l, []lake.RowID{ids[1]}, []arrow.RecordBatch{junk}); err != nil {
+		t.Fatal(err)
+	}
+	st.Abort()
+	want(t, "rows after an aborted stage", scan(tbl), before...)
+
+	// Part 1: keys 1..10 (odd updated, even deleted); part 2: keys 11..20
+	// (odd updated) and a new key 21; the filter deletes key 20.
+	st, err = tbl.StageMerge(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Abort()
+	var wantRows []string
+	for part := 0; part < 2; part++ {
+		var keys []int64
+		for k := part*10 + 1; k <= part*10+10; k++ {
+			keys = append(keys, int64(k))
+		}
+		l, ids := live(t, ctx, tbl, keys)
+		var del []lake.RowID
+		var up [][]any
+		for _, k := range keys {
+			switch {
+			case k == 20:
+				continue
+			case k%2 == 1:
+				up = append(up, []any{int(k), fmt.Sprint("V", k), 2})
+				wantRows = append(wantRows, fmt.Sprintf("id=%d,lsn=2,v=V%d", k, k))
+			case part == 0:
+			default:
+				wantRows = append(wantRows, fmt.Sprintf("id=%d,lsn=1,v=v%d", k, k))
+				continue
+			}
+			del = append(del, ids[k])
+		}
+		if part == 1 {
+			up = append(up, []any{21, "new", 2})
+			wantRows = append(wantRows, "id=21,lsn=2,v=new")
+		}
+		rec := batch(t, tbl.ArrowSchema(), up...)
+		err := st.Add(ctx, l, del, []arrow.RecordBatch{rec})
+		rec.Release()
+		if err != nil {
+			t.Fatalf("part %d: %v", part+1, err)
+		}
+		// Nothing is visible before the commit, to this handle or another.
+		want(t, fmt.Sprintf("rows after part %d, before the commit", part+1), scan(tbl), before...)
+		again, err := e.reopen().Open(ctx, keyedIdent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want(t, fmt.Sprintf("rows after part %d, before the commit, reopened", part+1), scan(again), before...)
+	}
+	if err := st.Commit(ctx, lake.Equal("id", int64(20)), map[string]string{posKey: "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if tbl.Summary()[posKey] != "2" {
+		t.Fatalf("staged merge summary %v", tbl.Summary())
+	}
+	slices.Sort(wantRows)
+	want(t, "rows after the staged merge", scan(tbl), wantRows...)
+	again, err := e.reopen().Open(ctx, keyedIdent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "rows after the staged merge, reopened", scan(again), wantRows...)
+	if err := st.Commit(ctx, nil, map[string]string{posKey: "3"}); err == nil {
+		t.Fatal("a second commit of a stage succeeded")
+	}
+
+	// A copy-on-write table refuses a staged merge.
+	if err := e.cat.Drop(ctx, keyedIdent); err != nil {
+		t.Fatal(err)
+	}
+	cow := e.createKeyed(lake.CopyOnWrite)
+	if _, err := cow.StageMerge(ctx); !errors.Is(err, lake.ErrUnsupported) {
+		t.Fatalf("StageMerge on a copy-on-write table: %v, want ErrUnsupported", err)
+	}
+}
+
+// testStagedConflict: a staged merge whose table another writer committed
+// to meanwhile fails with ErrCommitConflict and applies nothing.
+func testStagedConflict(t *testing.T, e *env) {
+	ctx := e.ctx
+	tbl := e.createKeyed(lake.MergeOnRead)
+	e.append(tbl, 1, []any{1, "a", 1}, []any{2, "b", 1})
+	st, err := tbl.StageMerge(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Abort()
+	l, ids := live(t, ctx, tbl, []int64{1})
+	up := batch(t, tbl.ArrowSchema(), []any{1, "A", 3})
+	defer up.Release()
+	if err := st.Add(ctx, l, []lake.RowID{ids[1]}, []arrow.RecordBatch{up}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := e.reopen().Open(ctx, keyedIdent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := batch(t, other.ArrowSchema(), []any{3, "c", 2})
+	defer ins.Release()
+	if err := other.Merge(ctx, nil, []arrow.RecordBatch{ins}, map[string]string{posKey: "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Commit(ctx, nil, map[string]string{posKey: "3"}); !errors.Is(err, lake.ErrCommitConflict) {
+		t.Fatalf("a staged merge on a stale read: %v, want ErrCommitConflict", err)
+	}
+	check, err := e.reopen().Open(ctx, keyedIdent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "rows after the conflict", rows(t, func(fn func(arrow.RecordBatch) error) error { return check.Scan(ctx, fn) }),
+		"id=1,lsn=1,v=a", "id=2,lsn=1,v=b", "id=3,lsn=2,v=c")
 }
