@@ -7,10 +7,14 @@ what tidemark writes, special values included.
 
 Usage:
     python scripts/duckdb_read.py --warehouse DIR TABLE
+    python scripts/duckdb_read.py --metadata FILE [--sql QUERY]
 
 TABLE is the dotted identifier, e.g. bronze.shop.public.orders. The table's
 current metadata file is found through PyIceberg's SqlCatalog on
-DIR/catalog.db; DuckDB reads it with iceberg_scan. The extensions (avro,
+DIR/catalog.db; DuckDB reads it with iceberg_scan. With --metadata, the
+table is that metadata file (e.g. the metadata_location a PostgreSQL
+catalog's iceberg_tables row holds). --sql runs QUERY, which names the
+table as t, instead of SELECT * FROM t. The extensions (avro,
 iceberg) are loaded from the duckdb-ext-avro / duckdb-ext-iceberg wheels'
 directory (SET extension_directory), never downloaded.
 
@@ -42,16 +46,24 @@ def extension_directory():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--warehouse", required=True, help="tidemark warehouse directory")
-    ap.add_argument("table", help="dotted table identifier, e.g. bronze.shop.public.orders")
+    ap.add_argument("--warehouse", help="tidemark warehouse directory (its SQLite catalog finds TABLE)")
+    ap.add_argument("--metadata", help="the table's metadata file, instead of --warehouse and TABLE")
+    ap.add_argument("--sql", default="SELECT * FROM t", help="the query to run, naming the table t")
+    ap.add_argument("table", nargs="?", help="dotted table identifier, e.g. bronze.shop.public.orders")
     args = ap.parse_args()
 
     import duckdb
-    from pyiceberg.catalog.sql import SqlCatalog
 
-    wh = os.path.abspath(args.warehouse)
-    cat = SqlCatalog("tidemark", uri="sqlite:///" + os.path.join(wh, "catalog.db"), warehouse="file://" + wh)
-    loc = cat.load_table(tuple(args.table.split("."))).metadata_location
+    if args.metadata:
+        loc = args.metadata
+    else:
+        if not args.warehouse or not args.table:
+            ap.error("give --warehouse DIR TABLE, or --metadata FILE")
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        wh = os.path.abspath(args.warehouse)
+        cat = SqlCatalog("tidemark", uri="sqlite:///" + os.path.join(wh, "catalog.db"), warehouse="file://" + wh)
+        loc = cat.load_table(tuple(args.table.split("."))).metadata_location
     if loc.startswith("file://"):
         loc = loc[len("file://"):]
 
@@ -62,7 +74,8 @@ def main():
     con.execute("LOAD avro")
     con.execute("LOAD iceberg")
     con.execute("SET TimeZone = 'UTC'")
-    scan = "iceberg_scan(%s)" % ("'" + loc.replace("'", "''") + "'")
+    con.execute("CREATE VIEW t AS SELECT * FROM iceberg_scan(%s)" % ("'" + loc.replace("'", "''") + "'"))
+    scan = "(%s)" % args.sql
     cols = [r[0] for r in con.execute("DESCRIBE SELECT * FROM " + scan).fetchall()]
     q = lambda c: '"' + c.replace('"', '""') + '"'
     text = con.execute("SELECT " + ", ".join("CAST(%s AS VARCHAR)" % q(c) for c in cols) + " FROM " + scan).fetchall()

@@ -2,7 +2,8 @@
 # setup-interop-env.sh — prepare this machine for `make interop`. Idempotent.
 #
 # `make interop` reads what tidemark writes with Apache Spark (Spark SQL
-# through Iceberg's JdbcCatalog on tidemark's SQLite catalog). On top of
+# through Iceberg's JdbcCatalog on tidemark's SQLite catalog) and with Trino
+# (its Iceberg connector, JDBC catalog on tidemark's PostgreSQL catalog). On top of
 # what scripts/setup-test-env.sh installs (PostgreSQL binaries, .venv with
 # PyIceberg), this installs:
 #
@@ -14,14 +15,25 @@
 #      (ignored by git) and checked against Maven Central's .sha1:
 #        org.apache.iceberg:iceberg-spark-runtime-3.5_2.12  (Iceberg for Spark)
 #        org.xerial:sqlite-jdbc                             (JdbcCatalog on catalog.db)
+#   4. Trino: io.trino:trino-server (TRINO_VERSION) from Maven Central, an
+#      ~800 MB tar.gz checked against its .sha1, of which the server's lib/
+#      and the Iceberg plugin (~470 MB) are kept in .interop-cache/trino-server-<v>
+#      (the tar.gz is deleted once unpacked). Trino 476 needs Java 24+: a JDK
+#      found at TRINO_JAVA_HOME, else /usr/lib/jvm/temurin-2[4-9]*; none is an
+#      error naming what to install (Debian/Ubuntu have no such package; Adoptium's
+#      Temurin 25 is one). The path is written to .interop-cache/trino-java-home.
 #
-# `make test` and .ci/run do not call this: Spark is only for `make interop`.
+# `make test` and .ci/run do not call this: Spark and Trino are only for
+# `make interop`. Arguments choose the readers to prepare: `spark` (1–3),
+# `trino` (4); none means both.
 #
 # Environment:
 #   TIDEMARK_PYTHON      the venv python to install pyspark into
 #   PYSPARK_SPEC         the pip requirement for pyspark (default below)
 #   ICEBERG_VERSION      iceberg-spark-runtime-3.5_2.12 version (default below)
 #   SQLITE_JDBC_VERSION  org.xerial:sqlite-jdbc version (default below)
+#   TRINO_VERSION        io.trino:trino-server version (default below)
+#   TRINO_JAVA_HOME      a Java 24+ JDK/JRE for Trino (default: found under /usr/lib/jvm)
 #   MAVEN_REPO           the Maven repository to download from (default: Maven Central)
 set -euo pipefail
 
@@ -31,6 +43,7 @@ PY=${TIDEMARK_PYTHON:-"$ROOT/.venv/bin/python"}
 PYSPARK_SPEC=${PYSPARK_SPEC:-"pyspark==3.5.7"}
 ICEBERG_VERSION=${ICEBERG_VERSION:-1.10.0}
 SQLITE_JDBC_VERSION=${SQLITE_JDBC_VERSION:-3.51.1.0}
+TRINO_VERSION=${TRINO_VERSION:-476}
 MAVEN_REPO=${MAVEN_REPO:-https://repo1.maven.org/maven2}
 JARS="$ROOT/.interop-cache/jars"
 
@@ -47,6 +60,13 @@ as_root() {
 	fi
 }
 
+want_reader() { case " ${READERS} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+READERS=${*:-spark trino}
+for r in $READERS; do
+	case $r in spark | trino) ;; *) die "unknown reader $r (want spark and/or trino)" ;; esac
+done
+
+if want_reader spark; then
 # --- 1. Java -----------------------------------------------------------------
 if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then
 	say "Java: $JAVA_HOME ($("$JAVA_HOME/bin/java" -version 2>&1 | head -n1)) — already present"
@@ -94,5 +114,57 @@ fetch_jar() {
 }
 fetch_jar org.apache.iceberg iceberg-spark-runtime-3.5_2.12 "$ICEBERG_VERSION"
 fetch_jar org.xerial sqlite-jdbc "$SQLITE_JDBC_VERSION"
+say "Spark reads with: $PY scripts/spark_read.py --jars $JARS/iceberg-spark-runtime-3.5_2.12-$ICEBERG_VERSION.jar,$JARS/sqlite-jdbc-$SQLITE_JDBC_VERSION.jar"
+fi
 
-say "done (Spark reads with: $PY scripts/spark_read.py --jars $JARS/iceberg-spark-runtime-3.5_2.12-$ICEBERG_VERSION.jar,$JARS/sqlite-jdbc-$SQLITE_JDBC_VERSION.jar)"
+if want_reader trino; then
+# --- 4. Trino --------------------------------------------------------------------
+# java_major JAVA prints the major version of JAVA (e.g. 25), or nothing.
+java_major() {
+	"$1" -version 2>&1 | awk -F'"' '/version/ {split($2, v, "."); print v[1]; exit}'
+}
+trino_java=""
+for home in ${TRINO_JAVA_HOME:-} /usr/lib/jvm/temurin-2[4-9]* /usr/lib/jvm/java-2[4-9]*; do
+	[ -x "$home/bin/java" ] || continue
+	major=$(java_major "$home/bin/java")
+	if [ -n "$major" ] && [ "$major" -ge 24 ]; then
+		trino_java=$home
+		break
+	fi
+	[ "$home" = "${TRINO_JAVA_HOME:-}" ] && die "TRINO_JAVA_HOME=$home is Java $major; Trino $TRINO_VERSION needs Java 24 or newer"
+done
+[ -n "$trino_java" ] || die "no Java 24+ found (TRINO_JAVA_HOME, /usr/lib/jvm/temurin-2[4-9]*): Trino $TRINO_VERSION needs one; install Adoptium Temurin 25 (https://adoptium.net/installation/linux/) or set TRINO_JAVA_HOME"
+printf '%s\n' "$trino_java" > "$ROOT/.interop-cache/trino-java-home"
+say "Trino's Java: $trino_java ($("$trino_java/bin/java" -version 2>&1 | head -n1))"
+
+TRINO_HOME="$ROOT/.interop-cache/trino-server-$TRINO_VERSION"
+if [ -s "$TRINO_HOME/.complete" ]; then
+	say "trino-server $TRINO_VERSION: $TRINO_HOME — already unpacked"
+else
+	url="$MAVEN_REPO/io/trino/trino-server/$TRINO_VERSION/trino-server-$TRINO_VERSION.tar.gz"
+	tgz="$ROOT/.interop-cache/trino-server-$TRINO_VERSION.tar.gz"
+	want=$(curl -fsSL --retry 3 "$url.sha1" | awk '{print $1}') || die "cannot download $url.sha1"
+	if [ ! -s "$tgz" ]; then
+		say "trino-server $TRINO_VERSION: downloading $url (~800 MB, once)"
+		curl -fsSL --retry 3 -o "$tgz.part" "$url" || { rm -f "$tgz.part"; die "cannot download $url"; }
+		mv "$tgz.part" "$tgz"
+	fi
+	got=$(sha1sum "$tgz" | awk '{print $1}')
+	[ "$got" = "$want" ] || { rm -f "$tgz"; die "$url: sha1 $got, the repository says $want"; }
+	rm -rf "$TRINO_HOME" "$TRINO_HOME.part" "$TRINO_HOME.unpack"
+	mkdir -p "$TRINO_HOME.unpack" "$TRINO_HOME.part/plugin"
+	say "trino-server $TRINO_VERSION: unpacking (lib/ and plugin/iceberg/ are kept)"
+	# Whole: the plugins' shared jars are hard links across plugin directories.
+	tar -xzf "$tgz" -C "$TRINO_HOME.unpack" --strip-components=1 || die "cannot unpack $tgz"
+	mv "$TRINO_HOME.unpack/lib" "$TRINO_HOME.unpack/NOTICE" "$TRINO_HOME.part/"
+	mv "$TRINO_HOME.unpack/plugin/iceberg" "$TRINO_HOME.part/plugin/"
+	rm -rf "$TRINO_HOME.unpack"
+	printf '%s\n' "$want" > "$TRINO_HOME.part/.complete"
+	mv "$TRINO_HOME.part" "$TRINO_HOME"
+	rm -f "$tgz"
+fi
+
+say "Trino: $TRINO_HOME, run by $trino_java/bin/java"
+fi
+
+say "done ($READERS)"
