@@ -17,7 +17,10 @@ export TIDEMARK_KAFKA_LIBS
 # these versions: exported, so `make interop ICEBERG_VERSION=...` changes both).
 ICEBERG_VERSION ?= 1.10.0
 SQLITE_JDBC_VERSION ?= 3.51.1.0
-export ICEBERG_VERSION SQLITE_JDBC_VERSION
+# The Trino server `make interop` reads with (io.trino:trino-server, unpacked
+# by scripts/setup-interop-env.sh; it needs Java 24+, which the script finds).
+TRINO_VERSION ?= 476
+export ICEBERG_VERSION SQLITE_JDBC_VERSION TRINO_VERSION
 
 # What `tidemark --version` prints: VERSION (a release sets it: make build
 # VERSION=v1.2.0; else git describe) and the commit, "+dirty" with
@@ -45,16 +48,21 @@ test: setup
 
 ## interop: third-party readers beyond `make test`'s PyIceberg and DuckDB:
 ## Apache Spark 3.5 (Iceberg's Spark runtime, JdbcCatalog on catalog.db) reads
-## a whole-schema lake equal to the source (TestInteropSpark, a few minutes).
+## a whole-schema lake equal to the source (TestInteropSpark, a few minutes);
+## Trino 476 (Iceberg connector, JDBC catalog on a PostgreSQL catalog) reads
+## bronze, silver and gold (TestInteropTrino, about 3 minutes; docs/interop.md).
 ## Sets itself up: scripts/setup-interop-env.sh (pyspark into the venv, jars
-## into .interop-cache/); `make test` does not.
+## and trino-server, ~1.1 GB of downloads once, into .interop-cache/);
+## `make test` does not.
 INTEROP_JARS = $(CURDIR)/.interop-cache/jars
 interop: setup
 	bash scripts/setup-interop-env.sh
 	$(GO) vet -tags interop ./internal/app/
 	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_PYICEBERG=1 \
 		TIDEMARK_SPARK_JARS=$(INTEROP_JARS)/iceberg-spark-runtime-3.5_2.12-$(ICEBERG_VERSION).jar,$(INTEROP_JARS)/sqlite-jdbc-$(SQLITE_JDBC_VERSION).jar \
-		$(GO) test -tags interop -count=1 -timeout 20m -v -run Interop ./internal/app/
+		TIDEMARK_TRINO_HOME=$(CURDIR)/.interop-cache/trino-server-$(TRINO_VERSION) \
+		TIDEMARK_TRINO_JAVA=$$(cat $(CURDIR)/.interop-cache/trino-java-home)/bin/java \
+		$(GO) test -tags interop -count=1 -timeout 30m -v -run 'TestInterop(Spark|Trino)' ./internal/app/
 
 ## soak: the footprint soak test (docs/operations.md#footprint) for 30 minutes
 ## (TIDEMARK_SOAK_DURATION=2h make soak for longer; `make test` runs it for 2 minutes)
