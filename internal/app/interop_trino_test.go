@@ -204,6 +204,9 @@ func diffText(want, got []string) string {
 //   - bronze holds, per cdc_op, as many rows as the snapshot and the
 //     workload made.
 func TestInteropTrino(t *testing.T) {
+	if os.Getenv("TIDEMARK_PYTHON") == "" {
+		t.Fatal("TIDEMARK_PYTHON (a venv with duckdb and its iceberg extension, scripts/setup-test-env.sh) is not set: run `make interop`")
+	}
 	began := time.Now()
 	bin := testenv.Tidemark(t)
 	pg := testenv.Shared(t)
