@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tidemark/tidemark/internal/bronze/bronzetest"
+	"github.com/tidemark/tidemark/internal/gold"
 	"github.com/tidemark/tidemark/internal/lake"
 	"github.com/tidemark/tidemark/internal/lake/delta"
 	"github.com/tidemark/tidemark/internal/testenv"
@@ -56,8 +58,10 @@ func testE2EDelta(t *testing.T, mode string) {
 		CREATE PUBLICATION everything FOR ALL TABLES;`)
 	keys := map[string][]string{"orders": {"id"}, "items": {"sku"}}
 
+	// A gold table over silver orders, a Delta table too.
+	goldCfg := writeGoldConfig(t, t.TempDir(), "gold.yaml", "per_customer", deltaGoldSQL)
 	r, wh := newRunner(t, bin, srcURL, "--publication", "everything", "--lake-format", "delta", "--silver-every", "300ms",
-		"--silver-delete-mode", mode)
+		"--silver-delete-mode", mode, "--config", goldCfg)
 	s := r.Start()
 	// The initial snapshot.
 	waitSilverDelta(t, s, wh, source, srcURL, keys, 40*time.Second)
@@ -93,6 +97,17 @@ func testE2EDelta(t *testing.T, mode string) {
 		t.Errorf("tidemark verify does not report orders:\n%s", out)
 	} else {
 		t.Logf("tidemark verify:\n%s", strings.TrimSpace(string(out)))
+	}
+	// Gold catches up with silver: equal to the same query on PostgreSQL.
+	wantGold := deltaGoldOnSource(t, srcURL)
+	var gotGold map[string]string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(300 * time.Millisecond) {
+		gotGold = deltaGold(t, wh, source)
+		if d := diffGold(wantGold, gotGold); d == "" {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("gold.%s.per_customer (Delta) does not equal the query on PostgreSQL a minute after verify:\n%s", source, d)
+		}
 	}
 	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
@@ -160,6 +175,9 @@ func testE2EDelta(t *testing.T, mode string) {
 		t.Errorf("tidemark status on a Delta lake: %v\n%s", err, out)
 	} else {
 		t.Logf("tidemark status:\n%s", strings.TrimSpace(string(out)))
+		if l := lineWith(string(out), "gold."+source+".per_customer"); !strings.HasPrefix(strings.Fields(l + " x x")[1], "incremental") {
+			t.Errorf("tidemark status does not show the Delta gold table refreshed incrementally:\n%s", out)
+		}
 	}
 	out, err = exec.Command(bin, "show", "--warehouse", wh, "--limit", "3", "silver."+source+".public.items").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "sku-") {
@@ -218,6 +236,18 @@ func testE2EDelta(t *testing.T, mode string) {
 		if r["_change_type"] != "insert" {
 			t.Fatalf("delta-rs load_cdf of bronze orders: a row %v, want inserts only", r)
 		}
+	}
+	// delta-rs reads gold equal to the source's answer.
+	var goldRes struct {
+		Rows []map[string]any `json:"rows"`
+	}
+	deltaRead(t, py, root, filepath.Join(wh, "gold", source, "per_customer"), &goldRes, "--query")
+	byRS := map[string]string{}
+	for _, row := range goldRes.Rows {
+		byRS[fmt.Sprint(row["customer"])] = fmt.Sprintf("%v %v", row["orders"], row["total"])
+	}
+	if d := diffGold(wantGold, byRS); d != "" {
+		t.Errorf("delta-rs reads gold.%s.per_customer different from the query on PostgreSQL:\n%s", source, d)
 	}
 	for table, key := range keys {
 		var res struct {
@@ -573,4 +603,63 @@ func compareJSONRows(t *testing.T, who, table string, src map[string]bronzetest.
 			t.Errorf("%s: silver %s holds key %s, which the source does not", who, table, k)
 		}
 	}
+}
+
+// deltaGoldSQL is the gold query of TestE2EDelta (it decomposes: refreshed
+// incrementally).
+const deltaGoldSQL = "SELECT customer, count(*) AS orders, sum(amount) AS total FROM silver.public.orders GROUP BY 1"
+
+// deltaGoldOnSource runs deltaGoldSQL on PostgreSQL: customer -> "orders total".
+func deltaGoldOnSource(t *testing.T, srcURL string) map[string]string {
+	t.Helper()
+	c := connect(t, srcURL)
+	defer c.Close(context.Background())
+	rows, err := c.Query(context.Background(), "SELECT customer, count(*), sum(amount)::text FROM public.orders GROUP BY 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for rows.Next() {
+		var cust, sum string
+		var n int64
+		if err := rows.Scan(&cust, &n, &sum); err != nil {
+			t.Fatal(err)
+		}
+		out[cust] = fmt.Sprintf("%d %s", n, sum)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// deltaGold reads gold.<source>.per_customer of a Delta lake with
+// tidemark's reader (nil: no table yet).
+func deltaGold(t *testing.T, wh, source string) map[string]string {
+	t.Helper()
+	cat, err := delta.OpenCatalog(wh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	tbl, err := cat.Open(context.Background(), gold.Ident(source, "per_customer"))
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	err = tbl.Scan(context.Background(), func(rec arrow.RecordBatch) error {
+		c := rec.Column(0).(*array.String)
+		n := rec.Column(1).(*array.Int64)
+		s := rec.Column(2).(*array.Decimal128)
+		scale := rec.Schema().Field(2).Type.(*arrow.Decimal128Type).Scale
+		for i := 0; i < int(rec.NumRows()); i++ {
+			out[c.Value(i)] = fmt.Sprintf("%d %s", n.Value(i), s.Value(i).ToString(scale))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Logf("read gold: %v", err)
+		return nil
+	}
+	return out
 }

@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/tidemark/tidemark/internal/config"
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/gold"
@@ -264,6 +266,13 @@ func goldStatuses(ctx context.Context, cat lake.Catalog, warehouse, source strin
 			}
 			if n, err := strconv.ParseInt(sum["total-records"], 10, 64); err == nil {
 				gs.Rows = n
+			} else {
+				// Delta keeps no row count in its commits; a gold table
+				// is an aggregate, small enough to count.
+				var n int64
+				if err := t.Scan(ctx, func(rec arrow.RecordBatch) error { n += rec.NumRows(); return nil }); err == nil {
+					gs.Rows = n
+				}
 			}
 			if p, err := strconv.ParseUint(sum[gold.PropPosition], 10, 64); err == nil && p > 0 {
 				gs.Position = src.formatPos(p)
