@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,9 +85,38 @@ func TestDeclaration(t *testing.T) {
 		t.Fatalf("want 2 pipelines, got %d", len(ds))
 	}
 	r := string(ds[0].Rendered)
-	for _, want := range []string{`source: "${ACME_PG}"`, "warehouse: /lake/acme/shop/prod/orders", "slot: tidemark_acme_shop_prod_orders", "commit_interval: 200ms"} {
+	for _, want := range []string{`url: "${ACME_PG}"`, "warehouse: /lake/acme/shop/prod/orders", "slot: tidemark_acme_shop_prod_orders", "commit_interval: 200ms"} {
 		if !strings.Contains(r, want) {
 			t.Errorf("rendered config lacks %q:\n%s", want, r)
+		}
+	}
+	// The rendered configs are what `tidemark run` accepts, for each way
+	// of giving the source.
+	t.Setenv("ACME_PG", "postgres://acme@db/shop")
+	t.Setenv("GLOBEX_PW", "pw")
+	srcFile := filepath.Join(t.TempDir(), "src")
+	if err := os.WriteFile(srcFile, []byte("mysql://app:pw@db:3306/shop"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	variants, err := resolve(twoOrgs+`
+  - name: initech
+    projects:
+      - name: erp
+        environments:
+          - name: dev
+            pipelines:
+              - {name: byfile, source_file: "`+srcFile+`", source_type: mysql}
+              - {name: bykafka, source: "${ACME_PG}", sink: "kafka://127.0.0.1:9092"}
+`, control.Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range variants {
+		if err := control.CheckRendered(t.TempDir(), d); err != nil {
+			t.Errorf("%s: %v\n%s", d.Path(), err, d.Rendered)
+		}
+		if strings.Contains(d.Spec.Sink, "kafka") && !strings.Contains(string(d.Rendered), "topic_prefix: initech.erp.dev.bykafka") {
+			t.Errorf("%s: no environment topic prefix:\n%s", d.Path(), d.Rendered)
 		}
 	}
 	again, _ := resolve(twoOrgs, control.Scope{})
@@ -103,13 +133,13 @@ func TestDeclaration(t *testing.T) {
 		want string
 		is   error
 	}{
-		"inline password in URL": {strings.Replace(twoOrgs, `"${ACME_PG}"`, `"postgres://app:hunter2@db/shop"`, 1), "inline_secret", control.ErrInlineSecret},
-		"inline password key=value": {strings.Replace(twoOrgs, `"${ACME_PG}"`, `"host=db user=app password=hunter2"`, 1), "inline_secret", control.ErrInlineSecret},
-		"credentials in trigger URL": {strings.Replace(twoOrgs, `"http://127.0.0.1:9/api"`, `"http://u:hunter2@127.0.0.1:9/api"`, 1), "inline_secret", control.ErrInlineSecret},
-		"warehouse is the control plane's": {strings.Replace(twoOrgs, "{commit_interval: 200ms}", "{warehouse: /elsewhere}", 1), "settings.warehouse: set by the control plane", nil},
+		"inline password in URL":              {strings.Replace(twoOrgs, `"${ACME_PG}"`, `"postgres://app:hunter2@db/shop"`, 1), "inline_secret", control.ErrInlineSecret},
+		"inline password key=value":           {strings.Replace(twoOrgs, `"${ACME_PG}"`, `"host=db user=app password=hunter2"`, 1), "inline_secret", control.ErrInlineSecret},
+		"credentials in trigger URL":          {strings.Replace(twoOrgs, `"http://127.0.0.1:9/api"`, `"http://u:hunter2@127.0.0.1:9/api"`, 1), "inline_secret", control.ErrInlineSecret},
+		"warehouse is the control plane's":    {strings.Replace(twoOrgs, "{commit_interval: 200ms}", "{warehouse: /elsewhere}", 1), "settings.warehouse: set by the control plane", nil},
 		"topic prefix is the control plane's": {strings.Replace(twoOrgs, "{commit_interval: 200ms}", "{topic_prefix: globex}", 1), "settings.topic_prefix: set by the control plane", nil},
-		"unknown key": {strings.Replace(twoOrgs, "tables:", "tabels:", 1), "field tabels not found", nil},
-		"bad event": {strings.Replace(twoOrgs, "on: snapshot_completed", "on: sometimes", 1), "want snapshot_completed", nil},
+		"unknown key":                         {strings.Replace(twoOrgs, "tables:", "tabels:", 1), "field tabels not found", nil},
+		"bad event":                           {strings.Replace(twoOrgs, "on: snapshot_completed", "on: sometimes", 1), "want snapshot_completed", nil},
 	} {
 		_, err := resolve(tc.yaml, control.Scope{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || (tc.is != nil && !errors.Is(err, tc.is)) {

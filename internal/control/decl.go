@@ -51,7 +51,10 @@ type EnvDecl struct {
 // names a file; the reference is stored and expanded by the pipeline
 // process from serve's environment, never by the control plane's store.
 type PipelineSpec struct {
-	Name       string         `yaml:"name" json:"name"`
+	Name string `yaml:"name" json:"name"`
+	// SourceType is postgres (the default) or mysql: the reference does
+	// not say, and the slot and publication are PostgreSQL's only.
+	SourceType string         `yaml:"source_type,omitempty" json:"source_type,omitempty"`
 	Source     string         `yaml:"source,omitempty" json:"source,omitempty"`
 	SourceFile string         `yaml:"source_file,omitempty" json:"source_file,omitempty"`
 	Tables     []string       `yaml:"tables,omitempty" json:"tables,omitempty"`
@@ -343,16 +346,24 @@ func (l Layout) render(org, project, env string, ps PipelineSpec) (Desired, erro
 	for k, v := range ps.Settings {
 		m[k] = v
 	}
-	slot := SlotName(org, project, env, ps.Name)
 	m["name"] = ps.Name
 	m["warehouse"] = l.Warehouse(org, project, env, ps.Name)
-	m["slot"] = slot
-	m["publication"] = slot
+	src := map[string]any{}
+	switch ps.SourceType {
+	case "", config.SourcePostgres:
+		slot := SlotName(org, project, env, ps.Name)
+		src["type"], src["slot"], src["publication"] = config.SourcePostgres, slot, slot
+	case config.SourceMySQL:
+		src["type"] = config.SourceMySQL
+	default:
+		return Desired{}, fmt.Errorf("source_type: want postgres or mysql, got %q", ps.SourceType)
+	}
 	if ps.Source != "" {
-		m["source"] = ps.Source
+		src["url"] = ps.Source
 	} else {
 		m["source_file"] = ps.SourceFile
 	}
+	m["source"] = src
 	if len(ps.Tables) > 0 {
 		m["tables"] = ps.Tables
 	}

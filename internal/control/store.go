@@ -86,7 +86,7 @@ var schema = []string{
 		checksum TEXT NOT NULL, pid BIGINT NOT NULL, restarts BIGINT NOT NULL, started_ms BIGINT NOT NULL,
 		lag_seconds DOUBLE PRECISION NOT NULL, lag_bytes BIGINT NOT NULL, tables_total BIGINT NOT NULL,
 		tables_done BIGINT NOT NULL, snapshot_done BIGINT NOT NULL, last_error_code TEXT NOT NULL,
-		last_error TEXT NOT NULL, updated_ms BIGINT NOT NULL)`,
+		last_error TEXT NOT NULL, done_tables TEXT NOT NULL, updated_ms BIGINT NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS tm_triggers (
 		id TEXT PRIMARY KEY, pipeline_id TEXT NOT NULL, org TEXT NOT NULL, project TEXT NOT NULL, env TEXT NOT NULL,
 		pipeline TEXT NOT NULL, event TEXT NOT NULL, event_id TEXT NOT NULL, name TEXT NOT NULL, url TEXT NOT NULL,
@@ -215,25 +215,29 @@ type Status struct {
 	SnapshotDone  bool      `json:"snapshot_done"`
 	LastErrorCode string    `json:"last_error_code,omitempty"`
 	LastError     string    `json:"last_error,omitempty"`
-	Updated       time.Time `json:"updated"`
+	// DoneTables are the tables whose initial snapshot was seen complete
+	// (kept across restarts: a restarted child reports a table's snapshot
+	// state only at its next commit).
+	DoneTables []string  `json:"done_tables,omitempty"`
+	Updated    time.Time `json:"updated"`
 }
 
 const pipelineCols = `p.id, p.org, p.project, p.env, p.name, p.spec, p.rendered, p.checksum, p.version, p.created_ms, p.updated_ms,
 	s.state, s.holder, s.fence, s.checksum, s.pid, s.restarts, s.started_ms, s.lag_seconds, s.lag_bytes, s.tables_total,
-	s.tables_done, s.snapshot_done, s.last_error_code, s.last_error, s.updated_ms`
+	s.tables_done, s.snapshot_done, s.last_error_code, s.last_error, s.done_tables, s.updated_ms`
 
 func scanPipeline(sc interface{ Scan(...any) error }, l Layout) (Pipeline, error) {
 	var p Pipeline
 	var spec string
 	var cr, up int64
 	var st struct {
-		state, holder, checksum, code, msg                     sql.NullString
+		state, holder, checksum, code, msg, doneTables         sql.NullString
 		fence, pid, restarts, started, lagB, tt, td, done, upd sql.NullInt64
 		lagS                                                   sql.NullFloat64
 	}
 	err := sc.Scan(&p.ID, &p.Org, &p.Project, &p.Env, &p.Name, &spec, &p.rendered, &p.Checksum, &p.Version, &cr, &up,
 		&st.state, &st.holder, &st.fence, &st.checksum, &st.pid, &st.restarts, &st.started, &st.lagS, &st.lagB, &st.tt,
-		&st.td, &st.done, &st.code, &st.msg, &st.upd)
+		&st.td, &st.done, &st.code, &st.msg, &st.doneTables, &st.upd)
 	if err != nil {
 		return p, err
 	}
@@ -252,6 +256,7 @@ func scanPipeline(sc interface{ Scan(...any) error }, l Layout) (Pipeline, error
 			LagSeconds: st.lagS.Float64, LagBytes: st.lagB.Int64, TablesTotal: st.tt.Int64, TablesDone: st.td.Int64,
 			SnapshotDone: st.done.Int64 == 1, LastErrorCode: st.code.String, LastError: st.msg.String,
 			Updated: time.UnixMilli(st.upd.Int64).UTC()}
+		_ = json.Unmarshal([]byte(st.doneTables.String), &p.Status.DoneTables)
 	}
 	return p, nil
 }
@@ -490,6 +495,7 @@ func (s *Store) PutStatus(ctx context.Context, id string, st Status) error {
 	if st.SnapshotDone {
 		done = 1
 	}
+	doneTables, _ := json.Marshal(nonNil(st.DoneTables))
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -506,13 +512,22 @@ func (s *Store) PutStatus(ctx context.Context, id string, st Status) error {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO tm_status (pipeline_id, holder, fence, state, checksum, pid, restarts, started_ms, lag_seconds,
-		lag_bytes, tables_total, tables_done, snapshot_done, last_error_code, last_error, updated_ms)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		lag_bytes, tables_total, tables_done, snapshot_done, last_error_code, last_error, done_tables, updated_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		id, st.Holder, st.Fence, st.State, st.Checksum, st.PID, st.Restarts, st.Started.UnixMilli(), st.LagSeconds, st.LagBytes,
-		st.TablesTotal, st.TablesDone, done, st.LastErrorCode, st.LastError, nowMS()); err != nil {
+		st.TablesTotal, st.TablesDone, done, st.LastErrorCode, st.LastError, string(doneTables), nowMS()); err != nil {
 		return err
 	}
 	return tx.Commit()
+}
+
+// lastStatus is a pipeline's last recorded status, whoever wrote it.
+func (s *Store) lastStatus(ctx context.Context, id string, l Layout) (*Status, error) {
+	p, err := s.Pipeline(ctx, Scope{}, id, l)
+	if err != nil {
+		return nil, err
+	}
+	return p.Status, nil
 }
 
 // dropStatus removes the status of a pipeline no longer declared.

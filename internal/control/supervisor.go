@@ -179,7 +179,15 @@ func (w *worker) run() {
 	defer close(w.done)
 	s := w.sup
 	backoff := s.RestartInitial
-	st := Status{State: "starting"}
+	st := Status{}
+	if prev, err := s.Store.lastStatus(context.Background(), w.id, Layout{}); err == nil && prev != nil {
+		st = *prev // restarts, snapshot progress and the last error carry over
+	}
+	st.State, st.PID = "starting", 0
+	doneSet := map[string]bool{}
+	for _, t := range st.DoneTables {
+		doneSet[t] = true
+	}
 	recorded := false
 	for {
 		p := w.desired()
@@ -216,8 +224,19 @@ func (w *worker) run() {
 					continue // not serving yet
 				}
 				st.LagSeconds, st.LagBytes = m.lagSeconds, m.lagBytes
-				st.TablesTotal, st.TablesDone = m.tablesTotal, m.tablesDone
-				st.SnapshotDone = m.tablesTotal > 0 && m.tablesDone == m.tablesTotal && m.tablesTotal >= int64(len(p.Spec.Tables))
+				seen := map[string]bool{}
+				for t, done := range m.tables {
+					seen[t] = true
+					if done && !doneSet[t] {
+						doneSet[t] = true
+						st.DoneTables = append(st.DoneTables, t)
+					}
+				}
+				for t := range doneSet {
+					seen[t] = true
+				}
+				st.TablesTotal, st.TablesDone = int64(len(seen)), int64(len(doneSet))
+				st.SnapshotDone = st.TablesTotal > 0 && st.TablesDone == st.TablesTotal && st.TablesTotal >= int64(len(p.Spec.Tables))
 				for code, n := range m.errors {
 					if n > prevErrs[code] {
 						st.LastErrorCode, st.LastError = code, "counted by the pipeline's tidemark_errors_total (see its log)"
@@ -389,10 +408,10 @@ func freePort() (int, error) {
 
 // childMetrics is what the supervisor reads from a child's /metrics.
 type childMetrics struct {
-	lagSeconds              float64
-	lagBytes                int64
-	tablesTotal, tablesDone int64
-	errors                  map[string]float64 // tidemark_errors_total by code
+	lagSeconds float64
+	lagBytes   int64
+	tables     map[string]bool    // tidemark_snapshot_done by table
+	errors     map[string]float64 // tidemark_errors_total by code
 }
 
 var (
@@ -404,7 +423,7 @@ var scrapeClient = &http.Client{Timeout: 5 * time.Second}
 
 // scrape reads the child's Prometheus text exposition.
 func scrape(addr string) (childMetrics, error) {
-	m := childMetrics{errors: map[string]float64{}}
+	m := childMetrics{tables: map[string]bool{}, errors: map[string]float64{}}
 	resp, err := scrapeClient.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return m, err
@@ -438,10 +457,7 @@ func scrape(addr string) (childMetrics, error) {
 		case "tidemark_capture_lag_bytes":
 			m.lagBytes = int64(v)
 		case "tidemark_snapshot_done":
-			m.tablesTotal++
-			if v == 1 {
-				m.tablesDone++
-			}
+			m.tables[labels["source"]+"."+labels["table"]] = m.tables[labels["source"]+"."+labels["table"]] || v == 1
 		case "tidemark_errors_total":
 			if c := labels["code"]; c != "" && c != "transient" {
 				m.errors[c] += v
