@@ -103,11 +103,22 @@ func (c *clientFlags) client() (*control.Client, error) {
 	return &control.Client{Base: base, Token: tok}, nil
 }
 
+// apiErr makes an answer of 4xx (a refused declaration, a token without
+// the right) a usage error: exit 2, like a bad config file.
+func apiErr(err error) error {
+	var ae *control.APIError
+	if errors.As(err, &ae) && ae.Status/100 == 4 {
+		return usageError{err}
+	}
+	return err
+}
+
 func applyCmd(ctx context.Context) *cobra.Command {
 	var (
 		cf     clientFlags
 		file   string
 		output string
+		prune  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "apply -f pipelines.yaml",
@@ -115,7 +126,7 @@ func applyCmd(ctx context.Context) *cobra.Command {
 		Long: "Apply sends a pipelines.yaml to tidemark serve. Each environment the file declares then holds exactly\n" +
 			"its pipelines: new ones start, changed ones (a new rendered config checksum) restart, unchanged ones are\n" +
 			"left alone, and those no longer listed are stopped, leaving their slot, publication and lake tables\n" +
-			"(apply names them). Environments the file does not declare are not touched. See docs/control-plane.md.",
+			"(apply names them; --prune drops them). Environments the file does not declare are not touched. See docs/control-plane.md.",
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -129,15 +140,21 @@ func applyCmd(ctx context.Context) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			changes, err := c.Apply(ctx, data)
+			changes, err := c.Apply(ctx, data, prune)
 			if err != nil {
-				return err
+				return apiErr(err)
 			}
 			if output == "json" {
 				return writeJSON(changes)
 			}
 			for _, ch := range changes {
 				fmt.Fprintf(stdout, "%-9s %s (id %s)\n", ch.Action, ch.Path, ch.ID)
+				if ch.Pruned {
+					fmt.Fprintf(stdout, "          pruned: replication slot, publication and lake tables dropped\n")
+				}
+				if ch.PruneError != "" {
+					fmt.Fprintf(stdout, "          prune failed: %s\n", ch.PruneError)
+				}
 				for _, l := range ch.LeftBehind {
 					fmt.Fprintf(stdout, "          left behind: %s\n", l)
 				}
@@ -146,6 +163,7 @@ func applyCmd(ctx context.Context) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the pipelines.yaml")
+	cmd.Flags().BoolVar(&prune, "prune", false, "for pipelines no longer declared: once stopped, drop their replication slot and publication and delete their lake (Kafka topics are kept)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	cf.bind(cmd)
 	return cmd
@@ -169,7 +187,7 @@ func getCmd(ctx context.Context) *cobra.Command {
 			case "pipelines", "pipeline":
 				ps, err := c.Pipelines(ctx)
 				if err != nil {
-					return err
+					return apiErr(err)
 				}
 				if output == "json" {
 					return writeJSON(ps)
@@ -193,7 +211,7 @@ func getCmd(ctx context.Context) *cobra.Command {
 			case "triggers", "trigger":
 				ts, err := c.Triggers(ctx)
 				if err != nil {
-					return err
+					return apiErr(err)
 				}
 				if output == "json" {
 					return writeJSON(ts)
@@ -236,7 +254,7 @@ func tokenCmd(ctx context.Context) *cobra.Command {
 			}
 			tok, err := c.CreateToken(ctx, args[1], name)
 			if err != nil {
-				return err
+				return apiErr(err)
 			}
 			fmt.Fprintln(stdout, tok)
 			return nil

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/config"
 )
@@ -22,7 +23,7 @@ import (
 //	GET  /v1/pipelines/{id}           one pipeline
 //	GET  /v1/pipelines/{id}/triggers  its trigger history
 //	GET  /v1/triggers                 every trigger in scope
-//	POST /v1/apply                    a pipelines.yaml (body); its environments must lie in scope (else 403)
+//	POST /v1/apply[?prune=true]       a pipelines.yaml (body); its environments must lie in scope (else 403)
 //	POST /v1/tokens                   {"scope": "org[/project[/env]]", "name": …}: admin only (else 403)
 type API struct {
 	Store  *Store
@@ -30,6 +31,9 @@ type API struct {
 	Log    *slog.Logger
 	// CheckDir is where apply writes rendered configs to check them.
 	CheckDir string
+	// PruneWait bounds how long apply --prune waits for a removed
+	// pipeline's replica to stop before dropping its slot and lake.
+	PruneWait time.Duration
 }
 
 // Handler returns the API's routes.
@@ -202,6 +206,13 @@ func (a *API) apply(w http.ResponseWriter, r *http.Request, sc Scope) {
 	if err != nil {
 		a.internal(w, err)
 		return
+	}
+	if r.URL.Query().Get("prune") == "true" {
+		for i := range changes {
+			if changes[i].Action == "removed" {
+				a.prune(r.Context(), &changes[i], a.PruneWait)
+			}
+		}
 	}
 	for _, c := range changes {
 		if c.Action != "unchanged" {

@@ -30,7 +30,7 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string {
-	return fmt.Sprintf("%s (HTTP %d, %s)", e.Msg, e.Status, e.Code)
+	return fmt.Sprintf("[%s] %s (HTTP %d)", e.Code, e.Msg, e.Status)
 }
 
 func (c *Client) do(ctx context.Context, method, path, ctype string, body []byte, out any) error {
@@ -68,12 +68,16 @@ func (c *Client) do(ctx context.Context, method, path, ctype string, body []byte
 	return json.Unmarshal(data, out)
 }
 
-// Apply sends a pipelines.yaml.
-func (c *Client) Apply(ctx context.Context, yaml []byte) ([]Change, error) {
+// Apply sends a pipelines.yaml; prune: drop what removed pipelines leave.
+func (c *Client) Apply(ctx context.Context, yaml []byte, prune bool) ([]Change, error) {
 	var out struct {
 		Changes []Change `json:"changes"`
 	}
-	err := c.do(ctx, http.MethodPost, "/v1/apply", "application/yaml", yaml, &out)
+	path := "/v1/apply"
+	if prune {
+		path += "?prune=true"
+	}
+	err := c.do(ctx, http.MethodPost, path, "application/yaml", yaml, &out)
 	return out.Changes, err
 }
 

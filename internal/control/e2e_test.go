@@ -2,6 +2,7 @@ package control_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -123,9 +124,9 @@ func TestControlPlaneE2E(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.cmd = exec.Command(bin, "serve", "--state", state, "--data", data, "--addr", addr, "--admin-token-file", tokenFile,
-			"--poll", "200ms", "--lease-ttl", "3s", "--restart-initial-backoff", "200ms", "--stop-timeout", "20s",
+			"--poll", "200ms", "--lease-ttl", "3s", "--restart-initial-backoff", "200ms", "--restart-max-backoff", "2s", "--stop-timeout", "20s",
 			"--trigger-initial-backoff", "200ms", "--trigger-max-backoff", "1s", "--trigger-claim-ttl", "4s")
-		s.cmd.Env = append(os.Environ(), "ACME_PG="+acmeURL, "GLOBEX_PG="+globexURL)
+		s.cmd.Env = append(os.Environ(), "ACME_PG="+acmeURL, "GLOBEX_PG="+globexURL, "BROKEN_PG="+pg.URL("no_such_db"))
 		s.cmd.Stdout, s.cmd.Stderr = f, f
 		if err := s.cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -199,6 +200,8 @@ func TestControlPlaneE2E(t *testing.T) {
                 tables: [public.orders]
                 settings: {commit_interval: ` + commitInterval + `, heartbeat_interval: 200ms}
                 triggers: [{name: airflow, on: snapshot_completed, url: "` + ds.srv.URL + `/acme"}]
+              - name: broken
+                source: "${BROKEN_PG}"
   - name: globex
     projects:
       - name: crm
@@ -206,9 +209,9 @@ func TestControlPlaneE2E(t *testing.T) {
           - name: prod
 ` + globex)
 	}
-	apply := func(s *serveProc, y []byte) map[string]control.Change {
+	apply := func(s *serveProc, y []byte, prune bool) map[string]control.Change {
 		t.Helper()
-		cs, err := client(s).Apply(ctx, y)
+		cs, err := client(s).Apply(ctx, y, prune)
 		if err != nil {
 			t.Fatalf("apply: %v", err)
 		}
@@ -269,7 +272,7 @@ func TestControlPlaneE2E(t *testing.T) {
 
 	// 1. serve, apply two organisations' pipelines.
 	a := start("serve-a")
-	ch := apply(a, decl("200ms", true))
+	ch := apply(a, decl("200ms", true), false)
 	if ch[acme].Action != "created" || ch[globex].Action != "created" {
 		t.Fatalf("first apply: %+v", ch)
 	}
@@ -319,6 +322,58 @@ func TestControlPlaneE2E(t *testing.T) {
 	}
 	waitTriggers(2)
 
+	// Each environment's data is in its own warehouse prefix.
+	for path, rows := range map[string]string{"acme/shop/prod/orders": `"snapshot_rows": 50`, "globex/crm/prod/contacts": `"snapshot_rows": 20`} {
+		out, err := exec.Command(bin, "status", "--warehouse", filepath.Join(data, "lake", path), "--format", "json").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), rows) || !strings.Contains(string(out), `"snapshot": "done"`) {
+			t.Fatalf("tidemark status of %s: %v\n%s", path, err, out)
+		}
+		if other := map[bool]string{true: "contacts", false: "orders"}[strings.HasPrefix(path, "acme")]; strings.Contains(string(out), other) {
+			t.Errorf("%s's warehouse holds another tenant's table %s:\n%s", path, other, out)
+		}
+	}
+	// The CLI: get (text, JSON), a scoped token, an inline password refused.
+	cli := func(env []string, args ...string) (string, int) {
+		cmd := exec.Command(bin, append(args, "--server", a2.addr)...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if err != nil {
+			code = cmd.ProcessState.ExitCode()
+		}
+		return string(out), code
+	}
+	if out, code := cli(nil, "get", "pipelines", "--token-file", tokenFile); code != 0 || !strings.Contains(out, "acme/shop/prod/orders") || !strings.Contains(out, "running") {
+		t.Errorf("get pipelines: exit %d\n%s", code, out)
+	}
+	tok, code := cli(nil, "token", "create", "globex/crm/prod", "--token-file", tokenFile)
+	if code != 0 || !strings.HasPrefix(tok, "tmk_") {
+		t.Fatalf("token create: exit %d: %s", code, tok)
+	}
+	out, code := cli([]string{"TIDEMARK_TOKEN=" + strings.TrimSpace(tok)}, "get", "pipelines", "-o", "json")
+	var seen []control.Pipeline
+	if err := json.Unmarshal([]byte(out), &seen); code != 0 || err != nil || len(seen) != 1 || seen[0].Path() != globex {
+		t.Errorf("get pipelines -o json with a globex token: exit %d, %v: %s", code, err, out)
+	}
+	inline := filepath.Join(root, "inline.yaml")
+	_ = os.WriteFile(inline, []byte(strings.Replace(string(decl("200ms", true)), `"${ACME_PG}"`, `"postgres://app:canary-pw-123@db/shop"`, 1)), 0o600)
+	if out, code := cli(nil, "apply", "-f", inline, "--token-file", tokenFile); code != 2 || !strings.Contains(out, "[inline_secret]") || strings.Contains(out, "canary-pw-123") {
+		t.Errorf("apply with an inline password: exit %d, want 2 and [inline_secret] without the password:\n%s", code, out)
+	}
+
+	// A pipeline that cannot run shows its named error and is restarted
+	// with backoff.
+	for end := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		st := pipelines(a2)["acme/shop/prod/broken"].Status
+		if st != nil && st.LastErrorCode == "bad_config" && st.Restarts >= 2 && strings.Contains(st.LastError, "database does not exist") {
+			t.Logf("broken pipeline: %s, %d restarts, last error [%s] %s", st.State, st.Restarts, st.LastErrorCode, st.LastError)
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the broken pipeline's status: %+v", st)
+		}
+	}
+
 	// 4. A second serve on the same state starts no second replica.
 	b := start("serve-b")
 	time.Sleep(2 * time.Second) // 10 polls
@@ -327,7 +382,7 @@ func TestControlPlaneE2E(t *testing.T) {
 	}
 
 	// 5. An unchanged apply does nothing.
-	ch = apply(b, decl("200ms", true))
+	ch = apply(b, decl("200ms", true), false)
 	if ch[acme].Action != "unchanged" || ch[globex].Action != "unchanged" {
 		t.Fatalf("re-apply: %+v", ch)
 	}
@@ -337,7 +392,7 @@ func TestControlPlaneE2E(t *testing.T) {
 	}
 
 	// 6. A changed pipeline restarts; the other does not.
-	ch = apply(a2, decl("300ms", true))
+	ch = apply(a2, decl("300ms", true), false)
 	if ch[acme].Action != "changed" || ch[globex].Action != "unchanged" {
 		t.Fatalf("apply of a change: %+v", ch)
 	}
@@ -352,7 +407,7 @@ func TestControlPlaneE2E(t *testing.T) {
 	waitSettled(b, "after the holder was SIGKILLed", b.cmd.Process.Pid, acme, globex)
 
 	// 8. Remove globex's pipeline: stopped, its slot left and named.
-	ch = apply(b, decl("300ms", false))
+	ch = apply(b, decl("300ms", false), false)
 	rm := ch[globex]
 	if rm.Action != "removed" || len(rm.LeftBehind) == 0 || !strings.Contains(strings.Join(rm.LeftBehind, " "), control.SlotName("globex", "crm", "prod", "contacts")) {
 		t.Fatalf("removal: %+v", rm)
@@ -376,7 +431,29 @@ func TestControlPlaneE2E(t *testing.T) {
 	conn.Close(ctx)
 	waitSettled(b, "after the removal", 0, acme)
 
-	// 9. SIGTERM stops serve and its pipelines.
+	// 9. apply --prune: acme's pipelines removed, their slot and lake dropped.
+	emptyAcme := "organisations:\n  - name: acme\n    projects:\n      - name: shop\n        environments:\n          - name: prod\n            pipelines: []\n"
+	ch = apply(b, []byte(emptyAcme), true)
+	if c := ch[acme]; c.Action != "removed" || !c.Pruned || c.PruneError != "" {
+		t.Fatalf("prune of %s: %+v", acme, c)
+	}
+	if c := ch["acme/shop/prod/broken"]; c.Action != "removed" || c.Pruned || !strings.Contains(c.PruneError, "connect to the source") {
+		t.Errorf("prune of the broken pipeline (its database does not exist): %+v", c)
+	}
+	if _, err := os.Stat(filepath.Join(data, "lake", acme)); !os.IsNotExist(err) {
+		t.Errorf("the pruned pipeline's warehouse is still there: %v", err)
+	}
+	conn, err = pgx.Connect(ctx, acmeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pubs int
+	if err := conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1) + (SELECT count(*) FROM pg_publication WHERE pubname = $1)", control.SlotName("acme", "shop", "prod", "orders")).Scan(&pubs); err != nil || pubs != 0 {
+		t.Errorf("the pruned pipeline's slot and publication: %d left (%v)", pubs, err)
+	}
+	conn.Close(ctx)
+
+	// 10. SIGTERM stops serve and its pipelines.
 	_ = b.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-b.done:

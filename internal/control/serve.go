@@ -90,7 +90,7 @@ func Serve(ctx context.Context, o ServeOptions, log *slog.Logger) error {
 	}
 	holder := hostName() + "-" + fmt.Sprint(os.Getpid()) + "-" + randomID(4)
 	layout := Layout{LakeRoot: filepath.Join(data, "lake")}
-	api := &API{Store: st, Layout: layout, Log: log, CheckDir: runDir}
+	api := &API{Store: st, Layout: layout, Log: log, CheckDir: runDir, PruneWait: o.StopTimeout + o.LeaseTTL + 10*time.Second}
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return fmt.Errorf("--addr %s: %w", o.Addr, err)

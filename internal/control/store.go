@@ -324,6 +324,10 @@ type Change struct {
 	// LeftBehind names what a removed pipeline leaves (slot, publication,
 	// lake tables, topics): apply without --prune never drops data.
 	LeftBehind []string `json:"left_behind,omitempty"`
+	// Pruned: apply --prune dropped them; PruneError says why not.
+	Pruned     bool   `json:"pruned,omitempty"`
+	PruneError string `json:"prune_error,omitempty"`
+	rendered   []byte
 }
 
 // Apply makes the declared environments hold exactly the desired
@@ -385,8 +389,8 @@ func (s *Store) Apply(ctx context.Context, envs []Scope, desired []Desired, l La
 			}
 		}
 		for name, c := range have {
-			var specText string
-			if err := tx.QueryRowContext(ctx, s.q(`SELECT spec FROM tm_pipelines WHERE id = ?`), c.id).Scan(&specText); err != nil {
+			var specText, rendered string
+			if err := tx.QueryRowContext(ctx, s.q(`SELECT spec, rendered FROM tm_pipelines WHERE id = ?`), c.id).Scan(&specText, &rendered); err != nil {
 				return nil, err
 			}
 			var spec PipelineSpec
@@ -402,7 +406,7 @@ func (s *Store) Apply(ctx context.Context, envs []Scope, desired []Desired, l La
 			if spec.Sink != "" {
 				left = append(left, "Kafka topics "+TopicPrefix(e.Org, e.Project, e.Env, name)+".*")
 			}
-			changes = append(changes, Change{Path: e.Org + "/" + e.Project + "/" + e.Env + "/" + name, ID: c.id, Action: "removed", LeftBehind: left})
+			changes = append(changes, Change{Path: e.Org + "/" + e.Project + "/" + e.Env + "/" + name, ID: c.id, Action: "removed", LeftBehind: left, rendered: []byte(rendered)})
 		}
 	}
 	if err := tx.Commit(); err != nil {
