@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -78,31 +79,44 @@ func (s *Supervisor) tick(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Stops run in the background: a child may take --stop-timeout to
+	// stop, and the other leases must be renewed meanwhile.
 	for id, w := range s.workers {
 		p, ok := declared[id]
+		select {
+		case <-w.done: // stopped itself: its lease was not renewed in time
+			delete(s.workers, id)
+			continue
+		default:
+		}
 		if !ok {
 			s.Log.Info("pipeline removed: stopping it", "pipeline", w.path, "id", id)
-			w.stop(true)
-			_ = s.Store.dropStatus(ctx, id)
+			go func() {
+				w.stop(true)
+				_ = s.Store.dropStatus(context.Background(), id)
+			}()
 			delete(s.workers, id)
 			continue
 		}
+		renewAt := time.Now()
 		held, err := s.Store.RenewLease(ctx, id, s.Holder, w.fence, s.LeaseTTL)
 		if err != nil {
 			return err
 		}
 		if !held {
 			s.Log.Warn("lease lost: stopping the pipeline", "pipeline", w.path, "fence", w.fence)
-			w.stop(false)
+			go w.stop(false)
 			delete(s.workers, id)
 			continue
 		}
+		w.validUntil.Store(renewAt.Add(s.LeaseTTL).UnixMilli())
 		w.setDesired(p)
 	}
 	for id, p := range declared {
 		if _, ok := s.workers[id]; ok {
 			continue
 		}
+		acquireAt := time.Now()
 		fence, ok, err := s.Store.AcquireLease(ctx, id, s.Holder, s.LeaseTTL)
 		if err != nil {
 			return err
@@ -112,6 +126,7 @@ func (s *Supervisor) tick(ctx context.Context) error {
 		}
 		s.Log.Info("lease taken: starting the pipeline", "pipeline", p.Path, "id", id, "fence", fence)
 		w := &worker{sup: s, id: id, path: p.Path, fence: fence, want: p, quit: make(chan bool, 1), done: make(chan struct{})}
+		w.validUntil.Store(acquireAt.Add(s.LeaseTTL).UnixMilli())
 		s.workers[id] = w
 		go w.run()
 	}
@@ -140,6 +155,12 @@ type worker struct {
 
 	mu   sync.Mutex
 	want supervised
+	// validUntil (Unix ms) is when the lease, as last renewed, expires
+	// (measured from before the renewal). The worker stops its child on
+	// its own a third of a TTL before: a serve that cannot renew (its
+	// store unreachable, itself stalled) stops before a successor may
+	// start a replica.
+	validUntil atomic.Int64
 
 	quit chan bool // true: release the lease after stopping
 	done chan struct{}
@@ -190,6 +211,10 @@ func (w *worker) run() {
 	}
 	recorded := false
 	for {
+		if time.Now().UnixMilli() > w.validUntil.Load()-s.LeaseTTL.Milliseconds()/3 {
+			w.finish(false, st)
+			return
+		}
 		p := w.desired()
 		child, err := w.start(p)
 		if err != nil {
@@ -206,12 +231,19 @@ func (w *worker) run() {
 				select {
 				case release := <-w.quit:
 					tick.Stop()
-					child.terminate(s.StopTimeout)
+					child.terminate(w.stopTimeout(release))
 					w.finish(release, st)
 					return
 				case <-child.exited:
 					break watch
 				case <-tick.C:
+				}
+				if time.Now().UnixMilli() > w.validUntil.Load()-s.LeaseTTL.Milliseconds()/3 {
+					s.Log.Warn("lease not renewed in time: stopping the pipeline", "pipeline", w.path, "fence", w.fence)
+					tick.Stop()
+					child.terminate(w.stopTimeout(false))
+					w.finish(false, st)
+					return
 				}
 				if cur := w.desired(); cur.Checksum != p.Checksum {
 					s.Log.Info("pipeline config changed: restarting it", "pipeline", w.path, "from", p.Checksum[:12], "to", cur.Checksum[:12])
@@ -289,6 +321,17 @@ func (w *worker) run() {
 		}
 		backoff = min(backoff*2, s.RestartMax)
 	}
+}
+
+// stopTimeout is how long a child has between SIGTERM and SIGKILL: the
+// full --stop-timeout when the lease is held to the end (shutdown,
+// removal), a sixth of the TTL when it is lost or about to be (a
+// successor may start a replica once it expires; kill -9 loses nothing).
+func (w *worker) stopTimeout(release bool) time.Duration {
+	if release {
+		return w.sup.StopTimeout
+	}
+	return min(w.sup.StopTimeout, w.sup.LeaseTTL/6)
 }
 
 func (w *worker) finish(release bool, st Status) {
