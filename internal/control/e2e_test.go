@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -452,6 +453,39 @@ func TestControlPlaneE2E(t *testing.T) {
 		t.Errorf("the pruned pipeline's slot and publication: %d left (%v)", pubs, err)
 	}
 	conn.Close(ctx)
+
+	// The sources' password (in serve's environment only) is nowhere: not
+	// in serve's or the pipelines' logs, the API's answers, the state store.
+	st, err := control.OpenStore(ctx, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	where := map[string]string{"state store": control.Dump(t, st)}
+	st.Close()
+	logs, _ := filepath.Glob(filepath.Join(data, "run", "*", "*"))
+	for _, s := range serves {
+		logs = append(logs, s.log)
+	}
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		where[l] = string(b)
+	}
+	for _, path := range []string{"/v1/pipelines", "/v1/triggers"} {
+		req, _ := http.NewRequest("GET", "http://"+b.addr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+client(b).Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		where["GET "+path] = string(body)
+	}
+	for w, text := range where {
+		if strings.Contains(text, pg.Password) {
+			t.Errorf("the source password appears in %s", w)
+		}
+	}
 
 	// 10. SIGTERM stops serve and its pipelines.
 	_ = b.cmd.Process.Signal(syscall.SIGTERM)
