@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string) int {
 	root.AddCommand(resnapshotCmd(ctx))
 	root.AddCommand(exportCmd(ctx))
 	root.AddCommand(goldCmd(ctx))
+	root.AddCommand(serveCmd(ctx), applyCmd(ctx), getCmd(ctx), tokenCmd(ctx))
 	root.AddCommand(versionCmd())
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)

@@ -302,7 +302,17 @@ func (t *tableMetrics) Committed(c bronze.Commit) {
 	for _, at := range c.TxCommitMicros {
 		t.bronzeLat.Observe(max(0, float64(now-at)/1e6))
 	}
-	if s, ok := c.Props[pipeline.PropSnapshot]; ok {
+	t.snapshot(c.Props)
+}
+
+// Opened implements bronze.OpenObserver: a table opened again (a restart)
+// shows the snapshot progress its latest commit recorded, not 0 until its
+// next commit.
+func (t *tableMetrics) Opened(props map[string]string) { t.snapshot(props) }
+
+// snapshot sets the snapshot gauges from a commit's tidemark.snapshot.
+func (t *tableMetrics) snapshot(props map[string]string) {
+	if s, ok := props[pipeline.PropSnapshot]; ok {
 		if sp, err := pipeline.ParseSnapshotState(s); err == nil {
 			t.snapRows.Set(float64(sp.Rows))
 			t.snapEst.Set(float64(sp.Estimate))
@@ -315,6 +325,8 @@ func (t *tableMetrics) Committed(c bronze.Commit) {
 		}
 	}
 }
+
+var _ bronze.OpenObserver = (*tableMetrics)(nil)
 
 // DeadLettered implements bronze.TableObserver.
 func (t *tableMetrics) DeadLettered(n int64) { t.deadLetters.Add(float64(n)) }

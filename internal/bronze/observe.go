@@ -18,6 +18,15 @@ type Observer interface {
 	Table(id change.TableID) TableObserver
 }
 
+// OpenObserver is a TableObserver that is also told, when the Writer opens
+// a table that already holds commits, the tidemark.* properties of its
+// latest commit (its snapshot progress): a restarted process then reports
+// the table's state before its next commit, which an idle table may not
+// make for a long time. Called on the stream goroutine; must not block.
+type OpenObserver interface {
+	Opened(props map[string]string)
+}
+
 // TableObserver is told about one bronze table. Its methods are called on
 // the stream goroutine, after the commit they describe is durable: for a
 // flush, after the source-wide checkpoint is recorded as well. They must

@@ -312,6 +312,9 @@ func (w *Writer) OpenTable(ctx context.Context, id change.TableID, s *change.Sch
 		}
 		if w.obs != nil {
 			tb.obs = w.tableObserver(id)
+			if o, ok := tb.obs.(OpenObserver); ok && len(tb.props) > 0 {
+				o.Opened(maps.Clone(tb.props))
+			}
 		}
 		w.tables[id] = tb
 		w.order = append(w.order, id)
