@@ -199,7 +199,8 @@ func TestControlPlaneE2E(t *testing.T) {
               - name: orders
                 source: "${ACME_PG}"
                 tables: [public.orders]
-                settings: {commit_interval: ` + commitInterval + `, heartbeat_interval: 200ms}
+                settings: {commit_interval: ` + commitInterval + `, heartbeat_interval: 200ms,
+                  gold: [{name: revenue, sql: "SELECT count(*) AS orders, sum(amount) AS total FROM silver.public.orders"}]}
                 triggers: [{name: airflow, on: snapshot_completed, url: "` + ds.srv.URL + `/acme"}]
               - name: broken
                 source: "${BROKEN_PG}"
@@ -332,6 +333,20 @@ func TestControlPlaneE2E(t *testing.T) {
 		if other := map[bool]string{true: "contacts", false: "orders"}[strings.HasPrefix(path, "acme")]; strings.Contains(string(out), other) {
 			t.Errorf("%s's warehouse holds another tenant's table %s:\n%s", path, other, out)
 		}
+	}
+	// A tenant's gold table lives in its own lake, computed from its own
+	// silver.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(300 * time.Millisecond) {
+		out, err := exec.Command(bin, "status", "--warehouse", filepath.Join(data, "lake", "acme/shop/prod/orders"), "--format", "json").CombinedOutput()
+		if err == nil && strings.Contains(string(out), ".revenue\"") && strings.Contains(string(out), `"refreshed_at"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("acme's gold table revenue is not refreshed in acme's lake a minute after its snapshot: %v\n%s", err, out)
+		}
+	}
+	if out, _ := exec.Command(bin, "status", "--warehouse", filepath.Join(data, "lake", "globex/crm/prod/contacts"), "--format", "json").CombinedOutput(); strings.Contains(string(out), "revenue") {
+		t.Errorf("globex's lake holds acme's gold table:\n%s", out)
 	}
 	// The CLI: get (text, JSON), a scoped token, an inline password refused.
 	cli := func(env []string, args ...string) (string, int) {
