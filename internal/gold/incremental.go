@@ -35,7 +35,8 @@ import (
 // extreme value was among the old versions, a sum that reaches 0 after
 // non-null values left it (0 or NULL?) — the refresh is a full recompute.
 // So is it when the history needed is gone or not simple: a truncate in the
-// range, silver rebuilt or its columns changed, a snapshot expired, more
+// range, a re-snapshot (it replaces silver's rows, dropping keys no bronze
+// row names), silver rebuilt or its columns changed, a snapshot expired, more
 // keys changed than MaxChangedKeys.
 
 // MaxChangedKeys bounds the keys an incremental refresh reads (and holds,
@@ -75,6 +76,8 @@ func (r *Refresher) incremental(ctx context.Context, e *engine, s Spec, q string
 		return 0, 0, "the last refresh did not record silver's bronze cursor", nil
 	case prev.Columns != now.Columns:
 		return 0, 0, fmt.Sprintf("the columns of %s changed", ref), nil
+	case prev.Resnapshot != now.Resnapshot:
+		return 0, 0, fmt.Sprintf("a re-snapshot replaced the rows of %s", ref), nil
 	case prev.Filling || now.Filling:
 		return 0, 0, fmt.Sprintf("%s is filling a new column's default into its older rows", ref), nil
 	}

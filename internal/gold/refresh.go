@@ -80,6 +80,10 @@ type Read struct {
 	Bronze  int64  `json:"bronze_snapshot,omitempty"`
 	Columns string `json:"columns,omitempty"`
 	Filling bool   `json:"filling,omitempty"`
+	// Resnapshot is the last re-snapshot request silver had applied: a
+	// re-snapshot replaces silver's rows, including keys no bronze row
+	// names (deleted while the capture was cut off).
+	Resnapshot string `json:"resnapshot,omitempty"`
 }
 
 // Options configure a Refresher.
@@ -331,6 +335,7 @@ func (r *Refresher) Refresh(ctx context.Context, s Spec, force bool) (res Result
 		if sum := t.Summary(); sum != nil {
 			rd.Position, rd.Watermark = sum[silver.PropPosition], sum[silver.PropWatermark]
 			rd.Bronze, _ = strconv.ParseInt(sum[silver.PropBronzeSnapshot], 10, 64)
+			rd.Resnapshot = sum[silver.PropResnapshot]
 		}
 		rd.Columns = columnsHash(t.ArrowSchema())
 		rd.Filling = len(silver.FillPending(t)) > 0
