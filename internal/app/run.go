@@ -25,6 +25,7 @@ import (
 	lakepkg "github.com/tidemark/tidemark/internal/lake"
 	"github.com/tidemark/tidemark/internal/lake/delta"
 	lake "github.com/tidemark/tidemark/internal/lake/iceberg"
+	"github.com/tidemark/tidemark/internal/lake/storage"
 	"github.com/tidemark/tidemark/internal/maintain"
 	"github.com/tidemark/tidemark/internal/pipeline"
 	"github.com/tidemark/tidemark/internal/silver"
@@ -78,6 +79,18 @@ func OpenLake(ctx context.Context, cfg *config.Config) (lakepkg.Catalog, error) 
 // namespace, an Iceberg lake without catalog.db (and no catalog URL). nil
 // when the warehouse looks like a lake of that format.
 func CheckLake(warehouse string, catalog config.Secret, format string) error {
+	if storage.IsRemote(warehouse) {
+		if _, err := storage.ParseS3(warehouse); err != nil {
+			return err
+		}
+		if format == config.LakeDelta {
+			return fmt.Errorf("no tidemark Delta lake at %s: Delta lakes are local directories only", warehouse)
+		}
+		if catalog.IsZero() {
+			return fmt.Errorf("the warehouse %s is on S3: name its catalog with --catalog (rest+https://host:port or postgres://…)", warehouse)
+		}
+		return nil
+	}
 	if format == config.LakeDelta {
 		if !IsDeltaLake(warehouse) {
 			return fmt.Errorf("no tidemark Delta lake at %s (no bronze/%s): check --warehouse and --lake-format", warehouse, delta.NamespaceFile)
@@ -121,6 +134,9 @@ func OpenLakeReadOnly(ctx context.Context, warehouse string, catalog config.Secr
 // IsDeltaLake says whether warehouse holds a tidemark Delta lake (its
 // bronze namespace directory).
 func IsDeltaLake(warehouse string) bool {
+	if storage.IsRemote(warehouse) {
+		return false // Delta lakes are local (config refuses lake.format: delta on S3)
+	}
 	_, err := os.Stat(filepath.Join(strings.TrimPrefix(warehouse, "file://"), "bronze", delta.NamespaceFile))
 	return err == nil
 }

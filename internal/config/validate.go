@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tidemark/tidemark/internal/lake/storage"
 )
 
 // Defaults. Derived ones (name, publication, slot, spool_dir, and
@@ -194,9 +198,26 @@ func (c *Config) validate(mode validateMode) error {
 	if !warehouseOK {
 		k.bad("warehouse", "must not be empty (default %q)", DefaultWarehouse)
 	}
-	if !c.Catalog.IsZero() {
-		if _, err := parseConninfo(c.Catalog.Reveal(), false); err != nil {
-			k.bad("catalog", "%v (leave catalog empty for SQLite at <warehouse>/catalog.db)", err)
+	remote := warehouseOK && storage.IsRemote(c.Warehouse)
+	if remote {
+		if wh, err := storage.ParseS3(c.Warehouse); err != nil {
+			k.bad("warehouse", "%s", strings.TrimPrefix(err.Error(), "warehouse "))
+		} else {
+			c.Warehouse = wh
+		}
+		if c.Catalog.IsZero() {
+			k.bad("catalog", "required with an s3:// warehouse: rest+https://host:port (an Iceberg REST catalog) or postgres://… (the SQLite catalog is a local file)")
+		}
+	}
+	switch cat := c.Catalog.Reveal(); {
+	case cat == "":
+	case strings.HasPrefix(cat, "rest+"):
+		if err := checkRESTCatalogURL(cat); err != nil {
+			k.bad("catalog", "%v", err)
+		}
+	default:
+		if _, err := parseConninfo(cat, false); err != nil {
+			k.bad("catalog", "%v (leave catalog empty for SQLite at <warehouse>/catalog.db, or use rest+https://host:port for an Iceberg REST catalog)", err)
 		}
 	}
 
@@ -261,6 +282,9 @@ func (c *Config) validate(mode validateMode) error {
 		c.Lake.Format = DefaultLakeFormat
 	case LakeIceberg:
 	case LakeDelta:
+		if remote {
+			k.bad("lake.format", "delta cannot write an s3:// warehouse yet (Delta tables are written to a local directory only): use lake.format: iceberg with S3, or a local warehouse for Delta")
+		}
 		if c.Catalog.Reveal() != "" {
 			k.bad("catalog", "must be empty with lake.format: delta (a Delta lake has no catalog: its tables are the directories of the warehouse)")
 		}
@@ -395,6 +419,11 @@ func (c *Config) validate(mode validateMode) error {
 	}
 	if c.SpoolDir == "" && warehouseOK {
 		c.SpoolDir = filepath.Join(c.Warehouse, "_tidemark", "spool")
+		if remote {
+			// Spilled data is scratch (the lake holds what is acknowledged),
+			// and must be on a local disk.
+			c.SpoolDir = filepath.Join(os.TempDir(), "tidemark-"+c.Name, "spool")
+		}
 	}
 
 	if len(k.errs) == 0 {
@@ -480,4 +509,28 @@ func (c *Config) checkPGName(k *checker, path string, v *string, nameOK bool, re
 func bareTableName(s string) bool {
 	s = strings.TrimSpace(s)
 	return s != "" && !strings.ContainsAny(s, `."*`)
+}
+
+// checkRESTCatalogURL checks an Iceberg REST catalog URL,
+// rest+http(s)://[client-id:client-secret@]host:port[/path][?warehouse=NAME],
+// without repeating any of it (it may hold a secret).
+func checkRESTCatalogURL(s string) error {
+	if !strings.HasPrefix(s, "rest+http://") && !strings.HasPrefix(s, "rest+https://") {
+		return errors.New("an Iceberg REST catalog URL starts with rest+http:// or rest+https:// (value not shown)")
+	}
+	u, err := url.Parse(strings.TrimPrefix(s, "rest+"))
+	if err != nil || u.Host == "" {
+		return errors.New("not a valid REST catalog URL (value not shown): want rest+https://host:port[/path]")
+	}
+	if u.Port() != "" {
+		if n, err := strconv.Atoi(u.Port()); err != nil || n < 1 || n > 65535 {
+			return errors.New("the REST catalog URL's port must be between 1 and 65535")
+		}
+	}
+	for k := range u.Query() {
+		if k != "warehouse" {
+			return fmt.Errorf("the REST catalog URL has an unknown parameter %q (only warehouse= is known)", k)
+		}
+	}
+	return nil
 }

@@ -104,6 +104,11 @@ func Open(cat lake.Catalog, opts Options, log *slog.Logger) (*Exporter, error) {
 	if opts.Dir == "" {
 		return nil, fault.With(fault.ErrBadConfig, "--to: give the export directory", nil)
 	}
+	if strings.Contains(opts.Dir, "://") {
+		// The export's files, watermarks and lock are local files (the lock
+		// is an flock): an object store cannot hold them.
+		return nil, fault.With(fault.ErrBadConfig, "--to: the export directory must be a local directory (an s3:// or other URL is not supported; sync the directory to object storage instead)", nil)
+	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("export: create %s: %w", opts.Dir, err)
 	}

@@ -1,15 +1,15 @@
 package gold
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/lake/storage"
 )
 
 // State is what `tidemark status` shows of a gold table besides its
@@ -27,10 +27,14 @@ type State struct {
 	Since    time.Time `json:"since,omitzero"`     // of the first of them
 }
 
-// statePath is where the State of gold table name of source is kept.
-func statePath(warehouse, source, name string) string {
-	return filepath.Join(warehouse, "_tidemark", "gold", source, name+".json")
+// statePath is where the State of gold table name of source is kept,
+// relative to the warehouse (a local directory or an object store:
+// package storage).
+func statePath(source, name string) string {
+	return stateDir(source) + "/" + name + ".json"
 }
+
+func stateDir(source string) string { return "_tidemark/gold/" + source }
 
 // note records a refresh attempt of s that ended with err (nil: success).
 // A failure to record is logged: status is the only reader.
@@ -38,8 +42,8 @@ func (r *Refresher) note(s Spec, err error) {
 	if r.opts.Warehouse == "" {
 		return
 	}
-	path := statePath(r.opts.Warehouse, r.opts.Source, s.Name)
-	prev, _ := readState(path)
+	path := statePath(r.opts.Source, s.Name)
+	prev, _ := readState(r.opts.Warehouse, path)
 	st := State{Table: r.table(s), SQLSHA256: hashSQL(query(s)), LastAttempt: r.now().UTC()}
 	if err != nil {
 		st.Error = err.Error()
@@ -53,7 +57,7 @@ func (r *Refresher) note(s Spec, err error) {
 		}
 	}
 	js, _ := json.MarshalIndent(st, "", "  ")
-	if werr := writeFileAtomic(path, js); werr != nil {
+	if werr := storage.WriteFile(context.Background(), r.opts.Warehouse, path, js); werr != nil {
 		r.log.Warn("cannot record the gold table's state for status", "table", st.Table, "error", werr.Error())
 	}
 }
@@ -63,38 +67,30 @@ func (r *Refresher) failing(s Spec) bool {
 	if r.opts.Warehouse == "" {
 		return false
 	}
-	st, err := readState(statePath(r.opts.Warehouse, r.opts.Source, s.Name))
+	st, err := readState(r.opts.Warehouse, statePath(r.opts.Source, s.Name))
 	return err == nil && st.Error != ""
 }
 
-func readState(path string) (State, error) {
+func readState(warehouse, path string) (State, error) {
 	var st State
-	b, err := os.ReadFile(path)
+	b, err := storage.ReadFile(context.Background(), warehouse, path)
 	if err != nil {
 		return st, err
 	}
 	return st, json.Unmarshal(b, &st)
 }
 
-func writeFileAtomic(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
 // States returns the recorded states of source's gold tables, by name.
 func States(warehouse, source string) map[string]State {
 	out := map[string]State{}
-	files, _ := filepath.Glob(filepath.Join(warehouse, "_tidemark", "gold", source, "*.json"))
+	files, _ := storage.List(context.Background(), warehouse, stateDir(source))
 	sort.Strings(files)
 	for _, f := range files {
-		if st, err := readState(f); err == nil {
-			out[strings.TrimSuffix(filepath.Base(f), ".json")] = st
+		if !strings.HasSuffix(f, ".json") {
+			continue
+		}
+		if st, err := readState(warehouse, stateDir(source)+"/"+f); err == nil {
+			out[strings.TrimSuffix(f, ".json")] = st
 		}
 	}
 	return out

@@ -1,16 +1,17 @@
 package silver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/fault"
+	"github.com/tidemark/tidemark/internal/lake/storage"
 )
 
 // DefaultMaxFailures is how many merges of one silver table in a row may
@@ -45,9 +46,10 @@ type Failing struct {
 	Fix      string    `json:"fix"`
 }
 
-// failingPath is where table's Failing is kept.
-func failingPath(warehouse, table string) string {
-	return filepath.Join(warehouse, "_tidemark", "silver", table+".failing.json")
+// failingPath is where table's Failing is kept, relative to the
+// warehouse (a local directory or an object store: package storage).
+func failingPath(table string) string {
+	return "_tidemark/silver/" + table + ".failing.json"
 }
 
 // noteFailure counts err, a failed merge of table, and returns err itself
@@ -92,30 +94,22 @@ func (m *Merger) noteSuccess(table string) {
 	m.failed.mu.Lock()
 	delete(m.failed.m, table)
 	m.failed.mu.Unlock()
-	if err := os.Remove(failingPath(m.cat.Warehouse(), table)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := storage.Remove(context.Background(), m.cat.Warehouse(), failingPath(table)); err != nil {
 		m.log.Warn("cannot clear the recorded silver merge failure", "table", table, "error", err.Error())
 	}
 }
 
 func writeFailing(warehouse string, f Failing) error {
-	p := failingPath(warehouse, f.Table)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
 	data, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
+	return storage.WriteFile(context.Background(), warehouse, failingPath(f.Table), data)
 }
 
 // readFailing returns table's recorded failure, if any.
 func readFailing(warehouse, table string) (*Failing, error) {
-	data, err := os.ReadFile(failingPath(warehouse, table))
+	data, err := storage.ReadFile(context.Background(), warehouse, failingPath(table))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -124,7 +118,7 @@ func readFailing(warehouse, table string) (*Failing, error) {
 	}
 	var f Failing
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("silver: %s: %w", failingPath(warehouse, table), err)
+		return nil, fmt.Errorf("silver: %s/%s: %w", warehouse, failingPath(table), err)
 	}
 	return &f, nil
 }

@@ -62,6 +62,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/fault"
 	"github.com/tidemark/tidemark/internal/lake"
+	"github.com/tidemark/tidemark/internal/lake/storage"
 )
 
 // CatalogName is the name every tidemark catalog has. It is stored in every
@@ -117,15 +118,19 @@ func (e *lakeError) Is(target error) bool { return target == e.is }
 
 // Config says where the catalog and the warehouse are.
 type Config struct {
-	// Warehouse is the local directory that holds table data and metadata.
-	// A relative path is made absolute; the directory is created if missing.
-	// The absolute path must not need URL escaping (no spaces, '%', '?',
-	// '#' or non-ASCII): Iceberg stores locations as file:// URLs, which
-	// engines decode differently.
+	// Warehouse is the local directory that holds table data and metadata,
+	// or an S3 prefix, "s3://bucket/prefix" (reached as package storage
+	// says: the AWS SDK's environment). A relative path is made absolute;
+	// a local directory is created if missing. The absolute path must not
+	// need URL escaping (no spaces, '%', '?', '#' or non-ASCII): Iceberg
+	// stores locations as file:// URLs, which engines decode differently.
 	Warehouse string
-	// CatalogURI is "" for a SQLite catalog at <Warehouse>/catalog.db, or a
+	// CatalogURI is "" for a SQLite catalog at <Warehouse>/catalog.db, a
 	// "postgres://" / "postgresql://" URL for a catalog in PostgreSQL (the
-	// tables are created in the connection's current schema).
+	// tables are created in the connection's current schema), or a
+	// "rest+http://" / "rest+https://" URL of an Iceberg REST catalog
+	// (see restCatalog). An S3 warehouse needs PostgreSQL or REST: SQLite's
+	// file cannot live in a bucket.
 	CatalogURI string
 	// ReadOnly opens an existing catalog for reading only (tidemark status,
 	// show): the warehouse is not created, the SQLite file is opened with
@@ -136,19 +141,27 @@ type Config struct {
 
 // Catalog is an open Iceberg catalog. Close it when done.
 type Catalog struct {
-	db           *sql.DB
-	cat          *sqlcat.Catalog
-	warehouse    string               // absolute directory
-	warehouseURL string               // file:// URL of warehouse, needing no escaping
+	db           *sql.DB              // the SQL catalog's database; nil for REST
+	cat          catalog.Catalog      // iceberg-go's SQL or REST catalog
+	warehouse    string               // absolute directory, or the s3:// URL
+	warehouseURL string               // file:// or s3:// URL of warehouse, needing no escaping
 	where        string               // the catalog file, or the redacted catalog URL (for errors)
 	postgres     bool                 // a PostgreSQL catalog ($n placeholders)
-	props        iceberggo.Properties // the SQL catalog's, which it opens table files with
+	props        iceberggo.Properties // the catalog's, which it opens table files with
+}
+
+// IsRESTCatalog reports whether uri names an Iceberg REST catalog.
+func IsRESTCatalog(uri string) bool {
+	return strings.HasPrefix(uri, "rest+http://") || strings.HasPrefix(uri, "rest+https://")
 }
 
 // Open opens (creating if needed) the catalog described by cfg.
 func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	if cfg.Warehouse == "" {
 		return nil, errors.New("iceberg: open catalog: warehouse directory is empty")
+	}
+	if storage.IsRemote(cfg.Warehouse) {
+		return openRemote(ctx, cfg)
 	}
 	wh, err := filepath.Abs(cfg.Warehouse)
 	if err != nil {
@@ -174,14 +187,46 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 			return nil, warehouseError(wh, "write", err)
 		}
 	}
+	whURL := (&url.URL{Scheme: "file", Path: filepath.ToSlash(wh)}).String()
+	if IsRESTCatalog(cfg.CatalogURI) {
+		return openREST(ctx, cfg.CatalogURI, wh, whURL, nil)
+	}
+	return openSQL(ctx, cfg, wh, whURL, nil)
+}
 
+// openRemote opens the catalog of a warehouse on object storage: its URL
+// checked, the bucket probed (so that a missing bucket or refused
+// credentials is a named error now, not deep inside the first commit),
+// and the catalog — PostgreSQL or REST — opened with the store's FileIO
+// properties.
+func openRemote(ctx context.Context, cfg Config) (*Catalog, error) {
+	wh, err := storage.ParseS3(cfg.Warehouse)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.CatalogURI == "" {
+		return nil, fault.With(fault.ErrBadConfig, fmt.Sprintf("the warehouse %s is on S3 and needs a shared catalog: "+
+			"set --catalog to rest+https://host:port (an Iceberg REST catalog) or postgres://… (the SQLite catalog is a local file)", wh), nil)
+	}
+	if err := storage.Check(ctx, wh, !cfg.ReadOnly); err != nil {
+		return nil, err
+	}
+	if IsRESTCatalog(cfg.CatalogURI) {
+		return openREST(ctx, cfg.CatalogURI, wh, wh, storage.S3Props())
+	}
+	return openSQL(ctx, cfg, wh, wh, storage.S3Props())
+}
+
+// openSQL opens the SQLite (in the local warehouse wh) or PostgreSQL
+// catalog of cfg; ioProps are the FileIO properties of the warehouse.
+func openSQL(ctx context.Context, cfg Config, wh, whURL string, ioProps map[string]string) (*Catalog, error) {
 	var (
 		driver, dsn, where string
 		dialect            sqlcat.SupportedDialect
 		secrets            []string
 	)
 	switch {
-	case cfg.CatalogURI == "":
+	case cfg.CatalogURI == "" && !storage.IsRemote(wh):
 		driver, dialect = sqliteshim.ShimName, sqlcat.SQLite
 		// WAL lets readers (PyIceberg, a query command) run while we commit;
 		// the busy timeout makes concurrent writers wait instead of failing
@@ -207,7 +252,7 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 		driver, dialect, dsn = "pgx", sqlcat.Postgres, cfg.CatalogURI
 		where = u.Redacted()
 	default:
-		return nil, errors.New(`iceberg: open catalog: catalog URI must be empty (SQLite in the warehouse) or start with "postgres://"`)
+		return nil, fault.With(fault.ErrBadConfig, `catalog: must be empty (SQLite in the warehouse), a postgres:// URL or a rest+http(s):// URL of an Iceberg REST catalog`, nil)
 	}
 
 	db, err := sql.Open(driver, dsn)
@@ -218,7 +263,7 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 	// another process opening or committing to the same catalog.db at that
 	// moment, SQLite can answer SQLITE_BUSY at once, without its busy
 	// timeout. Both steps are idempotent: retried a few times.
-	if cfg.ReadOnly && cfg.CatalogURI == "" {
+	if cfg.ReadOnly && dialect == sqlcat.SQLite {
 		db, err = readableSQLite(ctx, db, where)
 	} else {
 		err = retryBusy(ctx, func() error { return db.PingContext(ctx) })
@@ -228,12 +273,14 @@ func Open(ctx context.Context, cfg Config) (*Catalog, error) {
 		return nil, redact(classifyOpen(fmt.Errorf("iceberg: open catalog %s: %w", where, err), where, wh, cfg.ReadOnly), secrets...)
 	}
 
-	whURL := (&url.URL{Scheme: "file", Path: filepath.ToSlash(wh)}).String()
 	props := iceberggo.Properties{
 		sqlcat.DriverKey:      driver,
 		sqlcat.DialectKey:     string(dialect),
 		"init_catalog_tables": strconv.FormatBool(!cfg.ReadOnly),
 		"warehouse":           whURL,
+	}
+	for k, v := range ioProps {
+		props[k] = v
 	}
 	var cat *sqlcat.Catalog
 	err = retryBusy(ctx, func() (err error) {
@@ -405,7 +452,14 @@ func (c *Catalog) Warehouse() string { return c.warehouse }
 // Close releases the catalog's database connections. Tables loaded from it
 // must not be used afterwards.
 func (c *Catalog) Close() error {
-	return errors.Join(c.cat.Close(), c.db.Close())
+	var err error
+	if cl, ok := c.cat.(interface{ Close() error }); ok {
+		err = cl.Close()
+	}
+	if c.db != nil {
+		err = errors.Join(err, c.db.Close())
+	}
+	return err
 }
 
 // EnsureNamespace creates ns and every missing parent level (["bronze"],

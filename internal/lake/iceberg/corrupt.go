@@ -90,6 +90,9 @@ func (c *Catalog) metadataLocation(ctx context.Context, ident []string) string {
 	if c.postgres {
 		q = `SELECT metadata_location FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3`
 	}
+	if c.db == nil {
+		return "" // a REST catalog: its errors name the table
+	}
 	var loc string
 	err := c.db.QueryRowContext(ctx, q, CatalogName, joinIdent(ident[:len(ident)-1]), ident[len(ident)-1]).Scan(&loc)
 	if err != nil {
