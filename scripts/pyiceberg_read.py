@@ -8,12 +8,16 @@ iceberg-go writes is what another engine reads.
 Usage:
     python scripts/pyiceberg_read.py --warehouse DIR TABLE
     python scripts/pyiceberg_read.py --warehouse DIR --uri postgresql+psycopg2://... TABLE
+    python scripts/pyiceberg_read.py --warehouse s3://bucket/prefix --rest http://host:port TABLE
 
 TABLE is the dotted identifier, e.g. bronze.shop.public.orders, or with
 --ident-json the levels as a JSON list (["silver", "shop", "My Schema",
 "select"]), which needs no splitting. The catalog
 is PyIceberg's SqlCatalog named "tidemark", by default on the SQLite file
-DIR/catalog.db, which is where tidemark puts it.
+DIR/catalog.db, which is where tidemark puts it; with --rest, PyIceberg's
+RestCatalog at that URL, reading S3 files with the endpoint, region and
+credentials of the usual AWS variables (AWS_ENDPOINT_URL_S3, AWS_REGION,
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
 
 Prints one JSON object:
     rows        the live rows of the current snapshot, as objects with
@@ -149,6 +153,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--warehouse", required=True, help="tidemark warehouse directory")
     ap.add_argument("--uri", help="SQLAlchemy URI of the catalog (default: sqlite:///DIR/catalog.db)")
+    ap.add_argument("--rest", help="URL of an Iceberg REST catalog (instead of the SQL catalog)")
     ap.add_argument("table", nargs="?", help="dotted table identifier, e.g. bronze.shop.public.orders")
     ap.add_argument("--ident-json", help='the identifier levels as a JSON list, e.g. ["bronze", "shop", "public", "orders"]')
     args = ap.parse_args()
@@ -156,11 +161,25 @@ def main():
         ap.error("give TABLE or --ident-json")
     ident = tuple(json.loads(args.ident_json)) if args.ident_json else tuple(args.table.split("."))
 
-    from pyiceberg.catalog.sql import SqlCatalog
+    if args.rest:
+        from pyiceberg.catalog.rest import RestCatalog
 
-    wh = os.path.abspath(args.warehouse)
-    uri = args.uri or "sqlite:///" + os.path.join(wh, "catalog.db")
-    cat = SqlCatalog("tidemark", uri=uri, warehouse="file://" + wh)
+        props = {"uri": args.rest}
+        for prop, env in (
+            ("s3.endpoint", "AWS_ENDPOINT_URL_S3"),
+            ("s3.region", "AWS_REGION"),
+            ("s3.access-key-id", "AWS_ACCESS_KEY_ID"),
+            ("s3.secret-access-key", "AWS_SECRET_ACCESS_KEY"),
+        ):
+            if os.environ.get(env):
+                props[prop] = os.environ[env]
+        cat = RestCatalog("tidemark", **props)
+    else:
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        wh = os.path.abspath(args.warehouse)
+        uri = args.uri or "sqlite:///" + os.path.join(wh, "catalog.db")
+        cat = SqlCatalog("tidemark", uri=uri, warehouse="file://" + wh)
 
     tbl = cat.load_table(ident)
     snap = tbl.current_snapshot()

@@ -19,6 +19,14 @@
 #   5. The Apache Kafka broker's jars (org.apache.kafka:kafka_2.13 and its
 #      dependencies, from Maven Central with mvn) in .test-cache/kafka/lib:
 #      internal/testenv starts a real KRaft broker from them.
+#   6. SeaweedFS's weed binary (the S3-compatible object store the S3 tests
+#      write to), built from the Go module github.com/seaweedfs/seaweedfs
+#      into .test-cache/seaweedfs/weed (a few minutes, once per version).
+#   7. Apache Iceberg's reference REST catalog server (iceberg-open-api's
+#      test fixtures, iceberg-core, iceberg-aws with the AWS SDK's S3
+#      client, Jetty, sqlite-jdbc; from Maven Central with mvn) in
+#      .test-cache/iceberg-rest/lib, and its loopback launcher
+#      (internal/testenv/icebergrest) compiled into .test-cache/iceberg-rest/classes.
 #
 # Environment:
 #   TIDEMARK_PG_BIN      use the PostgreSQL binaries in this directory
@@ -27,6 +35,8 @@
 #   DUCKDB_SPECS         the pip requirements for DuckDB (default below)
 #   DELTALAKE_SPEC       the pip requirement for deltalake (default below)
 #   KAFKA_VERSION        the Kafka broker version (default 4.4.0)
+#   SEAWEEDFS_VERSION    the github.com/seaweedfs/seaweedfs module version
+#   ICEBERG_REST_VERSION the Iceberg version of the REST catalog (default 1.10.1)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -41,6 +51,9 @@ DUCKDB_SPECS=${DUCKDB_SPECS:-"duckdb==1.4.4 duckdb-ext-avro==1.4.4.20260205 duck
 DELTALAKE_SPEC=${DELTALAKE_SPEC:-"deltalake==1.6.6"}
 # The Kafka broker the transport tests run (its jars from Maven Central).
 KAFKA_VERSION=${KAFKA_VERSION:-4.4.0}
+# The S3-compatible store and the Iceberg REST catalog of the S3 tests.
+SEAWEEDFS_VERSION=${SEAWEEDFS_VERSION:-v0.0.0-20261109003541-7506e5f91cd6}
+ICEBERG_REST_VERSION=${ICEBERG_REST_VERSION:-1.10.1}
 
 say() { printf 'setup-test-env: %s\n' "$*"; }
 die() { printf 'setup-test-env: error: %s\n' "$*" >&2; exit 1; }
@@ -242,4 +255,85 @@ POM
 	say "Kafka $KAFKA_VERSION jars: $KAFKA_DIR/lib ($(ls "$KAFKA_DIR/lib" | wc -l) jars)"
 fi
 
-say "done (tests use TIDEMARK_PYTHON=$VENV/bin/python, TIDEMARK_KAFKA_LIBS=$KAFKA_DIR/lib)"
+# --- 6. SeaweedFS (S3-compatible object store) ---------------------------------
+# internal/testenv starts `weed server -s3` from this binary.
+WEED_DIR="$ROOT/.test-cache/seaweedfs"
+if [ -x "$WEED_DIR/weed" ] && [ "$(cat "$WEED_DIR/version" 2>/dev/null)" = "$SEAWEEDFS_VERSION" ]; then
+	say "SeaweedFS $SEAWEEDFS_VERSION: $WEED_DIR/weed — already built"
+else
+	command -v go >/dev/null 2>&1 || die "go not found: it builds SeaweedFS's weed binary"
+	say "building SeaweedFS's weed ($SEAWEEDFS_VERSION) from the Go module proxy (a few minutes, once)"
+	src=$(go mod download -json "github.com/seaweedfs/seaweedfs@$SEAWEEDFS_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -n "$src" ] && [ -d "$src/weed" ] || die "could not download github.com/seaweedfs/seaweedfs@$SEAWEEDFS_VERSION"
+	mkdir -p "$WEED_DIR"
+	# Built inside the module (its go.mod has replace directives, which
+	# `go install pkg@version` refuses).
+	(cd "$src" && GOFLAGS="-mod=mod -buildvcs=false" go build -trimpath -ldflags="-s -w" -o "$WEED_DIR/weed.new" ./weed) ||
+		die "could not build SeaweedFS's weed"
+	mv "$WEED_DIR/weed.new" "$WEED_DIR/weed"
+	echo "$SEAWEEDFS_VERSION" >"$WEED_DIR/version"
+	say "SeaweedFS: $WEED_DIR/weed built"
+fi
+
+# --- 7. Iceberg REST catalog (Maven Central) -----------------------------------
+REST_DIR="$ROOT/.test-cache/iceberg-rest"
+REST_LAUNCHER="$ROOT/internal/testenv/icebergrest/LoopbackRESTCatalogServer.java"
+rest_ok() {
+	ls "$REST_DIR"/lib/iceberg-open-api-"$ICEBERG_REST_VERSION"-test-fixtures.jar >/dev/null 2>&1 &&
+		[ "$REST_DIR/classes/org/apache/iceberg/rest/LoopbackRESTCatalogServer.class" -nt "$REST_LAUNCHER" ]
+}
+if rest_ok; then
+	say "Iceberg REST catalog $ICEBERG_REST_VERSION: $REST_DIR — already present"
+else
+	command -v mvn >/dev/null 2>&1 || apt_install maven >/dev/null
+	command -v javac >/dev/null 2>&1 || apt_install default-jdk-headless >/dev/null
+	mkdir -p "$REST_DIR"
+	# The fixture's own dependencies are test-scoped in its pom: the server's
+	# classpath is named here. hadoop-common only for its Configuration
+	# class (CatalogUtil wants one), without its dependency tree.
+	cat >"$REST_DIR/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>tidemark</groupId><artifactId>test-iceberg-rest</artifactId><version>1</version>
+  <properties><iceberg.version>$ICEBERG_REST_VERSION</iceberg.version><aws.version>2.33.0</aws.version><jetty.version>11.0.25</jetty.version></properties>
+  <dependencies>
+    <dependency><groupId>org.apache.iceberg</groupId><artifactId>iceberg-open-api</artifactId><version>\${iceberg.version}</version><classifier>test-fixtures</classifier></dependency>
+    <dependency><groupId>org.apache.iceberg</groupId><artifactId>iceberg-core</artifactId><version>\${iceberg.version}</version></dependency>
+    <dependency><groupId>org.apache.iceberg</groupId><artifactId>iceberg-core</artifactId><version>\${iceberg.version}</version><classifier>tests</classifier></dependency>
+    <dependency><groupId>org.apache.iceberg</groupId><artifactId>iceberg-aws</artifactId><version>\${iceberg.version}</version></dependency>
+    <dependency><groupId>software.amazon.awssdk</groupId><artifactId>s3</artifactId><version>\${aws.version}</version></dependency>
+    <dependency><groupId>software.amazon.awssdk</groupId><artifactId>sts</artifactId><version>\${aws.version}</version></dependency>
+    <dependency><groupId>software.amazon.awssdk</groupId><artifactId>kms</artifactId><version>\${aws.version}</version></dependency>
+    <dependency><groupId>software.amazon.awssdk</groupId><artifactId>url-connection-client</artifactId><version>\${aws.version}</version></dependency>
+    <dependency><groupId>software.amazon.awssdk</groupId><artifactId>apache-client</artifactId><version>\${aws.version}</version></dependency>
+    <dependency><groupId>org.xerial</groupId><artifactId>sqlite-jdbc</artifactId><version>3.50.3.0</version></dependency>
+    <dependency><groupId>org.eclipse.jetty</groupId><artifactId>jetty-server</artifactId><version>\${jetty.version}</version></dependency>
+    <dependency><groupId>org.eclipse.jetty</groupId><artifactId>jetty-servlet</artifactId><version>\${jetty.version}</version></dependency>
+    <dependency><groupId>org.eclipse.jetty</groupId><artifactId>jetty-util</artifactId><version>\${jetty.version}</version></dependency>
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>2.0.17</version></dependency>
+    <dependency><groupId>org.apache.hadoop</groupId><artifactId>hadoop-common</artifactId><version>3.4.1</version>
+      <exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions></dependency>
+    <dependency><groupId>org.apache.hadoop.thirdparty</groupId><artifactId>hadoop-shaded-guava</artifactId><version>1.3.0</version></dependency>
+    <dependency><groupId>com.fasterxml.woodstox</groupId><artifactId>woodstox-core</artifactId><version>5.4.0</version></dependency>
+    <dependency><groupId>commons-logging</groupId><artifactId>commons-logging</artifactId><version>1.2</version></dependency>
+    <dependency><groupId>commons-collections</groupId><artifactId>commons-collections</artifactId><version>3.2.2</version></dependency>
+    <dependency><groupId>org.apache.commons</groupId><artifactId>commons-configuration2</artifactId><version>2.10.1</version></dependency>
+  </dependencies>
+</project>
+POM
+	say "fetching the Iceberg $ICEBERG_REST_VERSION REST catalog's jars from Maven Central"
+	rm -rf "$REST_DIR/lib" "$REST_DIR/classes"
+	(cd "$REST_DIR" && mvn -q -B dependency:copy-dependencies -DoutputDirectory="$REST_DIR/lib") ||
+		die "could not fetch org.apache.iceberg:iceberg-open-api:$ICEBERG_REST_VERSION:test-fixtures with mvn"
+	mkdir -p "$REST_DIR/classes"
+	javac -nowarn -d "$REST_DIR/classes" -cp "$REST_DIR/lib/*" "$REST_LAUNCHER" ||
+		die "could not compile $REST_LAUNCHER"
+	say "Iceberg REST catalog: $REST_DIR ($(ls "$REST_DIR/lib" | wc -l) jars)"
+fi
+
+# PyIceberg reads S3 tables through pyarrow's S3 filesystem (in its wheel)
+# and REST catalogs through its own client: nothing more to install.
+"$VENV/bin/python" -c 'from pyarrow.fs import S3FileSystem; from pyiceberg.catalog.rest import RestCatalog' >/dev/null 2>&1 ||
+	die "the venv's pyarrow has no S3 filesystem or pyiceberg no REST catalog"
+
+say "done (tests use TIDEMARK_PYTHON=$VENV/bin/python, TIDEMARK_KAFKA_LIBS=$KAFKA_DIR/lib, TIDEMARK_WEED=$WEED_DIR/weed, TIDEMARK_ICEBERG_REST_LIBS=$REST_DIR/lib)"

@@ -86,8 +86,8 @@ func exportCmd(ctx context.Context) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&lf.cfgPath, "config", "", "YAML configuration file (for warehouse, catalog and the source name)")
-	cmd.Flags().StringVar(&lf.warehouse, "warehouse", "", "lake directory (default "+config.DefaultWarehouse+")")
-	cmd.Flags().Var(&lf.catalog, "catalog", "catalog URL (default: SQLite at <warehouse>/catalog.db)")
+	cmd.Flags().StringVar(&lf.warehouse, "warehouse", "", "lake directory or s3://bucket/prefix (default "+config.DefaultWarehouse+")")
+	cmd.Flags().Var(&lf.catalog, "catalog", "catalog URL: postgres:// or rest+http(s):// (default: SQLite at <warehouse>/catalog.db)")
 	lf.format = "table"
 	lf.bindBudget(cmd, "the process's memory budget: a quarter of it bounds the rows one step holds")
 	cmd.Flags().StringVar(&name, "name", "", "source name (default: from --config, or the only source in the warehouse)")

@@ -275,8 +275,8 @@ func (l *lakeFlags) bindBudget(cmd *cobra.Command, usage string) {
 func (l *lakeFlags) bind(cmd *cobra.Command, withSource bool) {
 	l.withSource = withSource
 	cmd.Flags().StringVar(&l.cfgPath, "config", "", "YAML configuration file (for warehouse, catalog and source)")
-	cmd.Flags().StringVar(&l.warehouse, "warehouse", "", "lake directory (default "+config.DefaultWarehouse+")")
-	cmd.Flags().Var(&l.catalog, "catalog", "catalog URL (default: SQLite at <warehouse>/catalog.db)")
+	cmd.Flags().StringVar(&l.warehouse, "warehouse", "", "lake directory or s3://bucket/prefix (default "+config.DefaultWarehouse+")")
+	cmd.Flags().Var(&l.catalog, "catalog", "catalog URL: postgres:// or rest+http(s):// (default: SQLite at <warehouse>/catalog.db)")
 	cmd.Flags().StringVar(&l.format, "format", "table", "output format: table or json")
 	if withSource {
 		cmd.Flags().Var(&l.source, "source", "source URL, to measure WAL lag live (optional; default $"+config.SourceEnv+")")

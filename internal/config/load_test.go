@@ -62,6 +62,16 @@ func TestGoodFiles(t *testing.T) {
 			eq(t, "tables", len(c.Tables), 0)
 			eq(t, "lake.format", c.Lake.Format, "iceberg")
 		},
+		"s3_rest.good.yml": func(t *testing.T, c *config.Config) {
+			eq(t, "warehouse (normalized)", c.Warehouse, "s3://lake/shop")
+			eq(t, "catalog", c.Catalog.Reveal(), "rest+https://tidemark:"+canary+"@catalog.internal:8181/api/catalog?warehouse=shop")
+			if strings.Contains(c.String(), canary) {
+				t.Errorf("the config's printed form shows the REST catalog's secret: %s", c.String())
+			}
+			if strings.HasPrefix(c.SpoolDir, "s3:") || !filepath.IsAbs(c.SpoolDir) {
+				t.Errorf("spool_dir %q: want a local absolute directory with an S3 warehouse", c.SpoolDir)
+			}
+		},
 		"lake_delta.good.yml": func(t *testing.T, c *config.Config) {
 			eq(t, "lake.format", c.Lake.Format, "delta")
 			eq(t, "time_as (Delta has no time type)", c.TimeAs, "micros")
@@ -214,6 +224,14 @@ func TestBadFiles(t *testing.T) {
 		"bad_lake_delta.bad.yml": {
 			`bad_lake_delta.bad.yml:2: catalog: must be empty with lake.format: delta`,
 			`bad_lake_delta.bad.yml:3: time_as: must be micros or text with lake.format: delta (Delta has no time-of-day type), got "time"`,
+		},
+		"bad_s3.bad.yml": {
+			`catalog: required with an s3:// warehouse`,
+			`bad_s3.bad.yml:4: lake.format: delta cannot write an s3:// warehouse yet`,
+		},
+		"bad_s3_url.bad.yml": {
+			`bad_s3_url.bad.yml:2: warehouse: s3://lake…: must not hold credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY`,
+			`bad_s3_url.bad.yml:3: catalog: the REST catalog URL has an unknown parameter "token" (only warehouse= is known)`,
 		},
 		"bad_time_as.bad.yml":   {`bad_time_as.bad.yml:2: time_as: must be one of time, text, micros, got "microseconds"`},
 		"duplicate_key.bad.yml": {`duplicate_key.bad.yml:4: log.level: duplicate key (first set on line 3)`},

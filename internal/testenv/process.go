@@ -197,6 +197,20 @@ func PyIcebergRead(t *testing.T, wh string, ident []string) ([]map[string]any, b
 // types as PyIceberg names them (column name to type string).
 func PyIcebergReadTyped(t *testing.T, wh string, ident []string) (map[string]string, []map[string]any, bool) {
 	t.Helper()
+	return pyIcebergRead(t, []string{"--warehouse", wh}, nil, ident)
+}
+
+// PyIcebergReadREST is PyIcebergRead of a table of the Iceberg REST
+// catalog at restURL (http://host:port), its files read from S3 with the
+// AWS environment env (S3.Env).
+func PyIcebergReadREST(t *testing.T, wh, restURL string, env []string, ident []string) ([]map[string]any, bool) {
+	t.Helper()
+	_, rows, ok := pyIcebergRead(t, []string{"--warehouse", wh, "--rest", restURL}, env, ident)
+	return rows, ok
+}
+
+func pyIcebergRead(t *testing.T, args, env []string, ident []string) (map[string]string, []map[string]any, bool) {
+	t.Helper()
 	py := os.Getenv("TIDEMARK_PYTHON")
 	if py == "" {
 		return nil, nil, false
@@ -206,7 +220,10 @@ func PyIcebergReadTyped(t *testing.T, wh string, ident []string) (map[string]str
 		t.Fatal(err)
 	}
 	levels, _ := json.Marshal(ident)
-	cmd := exec.Command(py, filepath.Join(root, "scripts", "pyiceberg_read.py"), "--warehouse", wh, "--ident-json", string(levels))
+	cmd := exec.Command(py, append(append([]string{filepath.Join(root, "scripts", "pyiceberg_read.py")}, args...), "--ident-json", string(levels))...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
