@@ -119,6 +119,16 @@ var (
 	// created, written (tidemark run) or read (tidemark status) by the user
 	// running tidemark. A configuration error: retrying cannot fix it.
 	ErrWarehouseAccess = &Error{Class: Config, Code: "warehouse_access"}
+	// ErrObjectStore: an s3:// warehouse cannot be used as configured (no
+	// such bucket, credentials missing or refused, access denied, endpoint
+	// unreachable). A configuration error: the message names what to fix,
+	// never the credentials.
+	ErrObjectStore = &Error{Class: Config, Code: "object_store"}
+	// ErrCatalogUnreachable: the Iceberg REST catalog did not answer, or
+	// refused tidemark's credentials, when tidemark opened it. A
+	// configuration error: the message names the URL (without credentials)
+	// and what to check.
+	ErrCatalogUnreachable = &Error{Class: Config, Code: "catalog_unreachable"}
 	// ErrCommitConflict: another writer committed to a lake table between
 	// tidemark's read of it and its commit, and bounded retries did not get
 	// a commit through. Transient: nothing was applied or acknowledged, and

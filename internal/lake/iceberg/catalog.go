@@ -537,6 +537,21 @@ func (c *Catalog) ListNamespaces(ctx context.Context) ([][]string, error) {
 	for _, ns := range nss {
 		out = append(out, []string(ns))
 	}
+	if c.db == nil {
+		// A REST catalog lists one level at a time (the spec's parent=):
+		// walk down.
+		for i := 0; i < len(out); i++ {
+			kids, err := c.cat.ListNamespaces(ctx, table.Identifier(slices.Clone(out[i])))
+			if err != nil {
+				return nil, c.classify(fmt.Errorf("iceberg: list namespaces under %s: %w", joinIdent(out[i]), err))
+			}
+			for _, k := range kids {
+				if len(k) > len(out[i]) && slices.Equal(k[:len(out[i])], out[i]) {
+					out = append(out, []string(k))
+				}
+			}
+		}
+	}
 	slices.SortFunc(out, slices.Compare)
 	out = slices.CompactFunc(out, slices.Equal)
 	return out, nil

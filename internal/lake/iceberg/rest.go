@@ -15,10 +15,9 @@ import (
 	"github.com/tidemark/tidemark/internal/fault"
 )
 
-// ErrCatalogUnreachable: the Iceberg REST catalog did not answer, or
-// refused tidemark's credentials. A configuration error at start: the
-// message names the URL (without credentials) and what to check.
-var ErrCatalogUnreachable = &fault.Error{Class: fault.Config, Code: "catalog_unreachable"}
+// ErrCatalogUnreachable is fault.ErrCatalogUnreachable: the Iceberg REST
+// catalog did not answer, or refused tidemark's credentials.
+var ErrCatalogUnreachable = fault.ErrCatalogUnreachable
 
 // openREST opens the Iceberg REST catalog at uri for the warehouse wh
 // (whURL: its file:// or s3:// URL, under which tidemark places tables),

@@ -41,10 +41,9 @@ import (
 	"github.com/tidemark/tidemark/internal/fault"
 )
 
-// ErrObjectStore: the S3 warehouse cannot be used as configured (no such
-// bucket, credentials refused, endpoint unreachable). A configuration
-// error: the message names what to fix.
-var ErrObjectStore = &fault.Error{Class: fault.Config, Code: "object_store"}
+// ErrObjectStore is fault.ErrObjectStore: the S3 warehouse cannot be used
+// as configured.
+var ErrObjectStore = fault.ErrObjectStore
 
 // IsS3 reports whether warehouse is an S3 URL (s3:// or s3a://).
 func IsS3(warehouse string) bool {
