@@ -99,14 +99,15 @@ func NewS3() (*S3, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
 		return nil, err
 	}
+	names := []string{"master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
+		"filer.port.grpc", "s3.port", "s3.port.grpc", "s3.port.iceberg", "s3.port.lance"}
+	free, err := freePorts(len(names))
+	if err != nil {
+		return nil, err
+	}
 	ports := map[string]int{}
-	for _, name := range []string{"master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
-		"filer.port.grpc", "s3.port", "s3.port.grpc", "s3.port.iceberg", "s3.port.lance"} {
-		p, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		ports[name] = p
+	for i, name := range names {
+		ports[name] = free[i]
 	}
 	args := []string{"server", "-dir=" + filepath.Join(dir, "data"), "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
 		"-master.telemetry=false", "-master.volumeSizeLimitMB=64", "-volume.max=0",
@@ -247,4 +248,19 @@ func (s *S3) Stop() error {
 func (s *S3) Log() string {
 	b, _ := os.ReadFile(s.log)
 	return tailOf(string(b), 6000)
+}
+
+// freePorts returns n distinct free loopback ports (all held open until
+// every one is chosen, so none is handed out twice).
+func freePorts(n int) ([]int, error) {
+	var out []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -187,7 +188,13 @@ func (c *Catalog) RenameTable(ctx context.Context, from, to []string) (*Table, e
 		return err
 	})
 	if err != nil {
-		return nil, neutral(fmt.Errorf("iceberg: rename table %s to %s: %w", joinIdent(from), joinIdent(to), err))
+		err = fmt.Errorf("iceberg: rename table %s to %s: %w", joinIdent(from), joinIdent(to), err)
+		if c.db == nil && strings.Contains(err.Error(), "AlreadyExistsException") {
+			// iceberg-go's REST client (v0.7.0) does not map the REST
+			// catalog's 409 on a rename to catalog.ErrTableAlreadyExists.
+			return nil, &lakeError{err: err, is: lake.ErrTableExists}
+		}
+		return nil, neutral(err)
 	}
 	return c.newTable(to, tbl)
 }
