@@ -10,6 +10,11 @@ export TIDEMARK_PYTHON
 # by scripts/setup-test-env.sh.
 TIDEMARK_KAFKA_LIBS ?= $(CURDIR)/.test-cache/kafka/lib
 export TIDEMARK_KAFKA_LIBS
+# The S3-compatible store (SeaweedFS's weed) and the Iceberg REST catalog's
+# jars the S3 tests start, built and fetched by scripts/setup-test-env.sh.
+TIDEMARK_WEED ?= $(CURDIR)/.test-cache/seaweedfs/weed
+TIDEMARK_ICEBERG_REST_LIBS ?= $(CURDIR)/.test-cache/iceberg-rest/lib
+export TIDEMARK_WEED TIDEMARK_ICEBERG_REST_LIBS
 
 .PHONY: build test setup demo faults soak interop
 
@@ -43,7 +48,7 @@ setup:
 test: setup
 	$(GO) vet ./...
 	$(GO) vet -tags faults ./internal/faults/
-	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_MARIADB=1 TIDEMARK_REQUIRE_PYICEBERG=1 TIDEMARK_REQUIRE_KAFKA=1 $(GO) test -count=1 -timeout 40m ./...
+	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_MARIADB=1 TIDEMARK_REQUIRE_PYICEBERG=1 TIDEMARK_REQUIRE_KAFKA=1 TIDEMARK_REQUIRE_S3=1 TIDEMARK_REQUIRE_ICEBERG_REST=1 $(GO) test -count=1 -timeout 40m ./...
 	TIDEMARK_REQUIRE_PG=1 TIDEMARK_REQUIRE_MARIADB=1 $(GO) test -tags faults -count=1 -timeout 20m -run Quick ./internal/faults/
 
 ## interop: third-party readers beyond `make test`'s PyIceberg and DuckDB:

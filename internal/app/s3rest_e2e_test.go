@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -158,6 +160,21 @@ func TestE2ES3RESTCatalog(t *testing.T) {
 	}
 
 	// PyIceberg, through the REST catalog and S3, reads silver equal to the source.
+	pyIcebergSilverEqual(t, conn, store, rc, wh, "shop")
+
+	for _, p := range []string{"s3:", "s3:/lake"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("a local directory %s/%s was created: something wrote the S3 warehouse to the local disk", cwd, p)
+		}
+	}
+	t.Logf("total %s", time.Since(began).Round(time.Millisecond))
+}
+
+// pyIcebergSilverEqual requires PyIceberg, reading silver.<source>.public.items
+// through the REST catalog rc and S3, to find the source's items rows.
+func pyIcebergSilverEqual(t *testing.T, conn *pgx.Conn, store *testenv.S3, rc *testenv.RESTCatalog, wh, source string) {
+	t.Helper()
+	ctx := context.Background()
 	want := map[string]map[string]string{}
 	rows, err := conn.Query(ctx, "SELECT id, name, qty, coalesce(note, '<nil>') FROM items")
 	if err != nil {
@@ -175,29 +192,98 @@ func TestE2ES3RESTCatalog(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	got, ok := testenv.PyIcebergReadREST(t, wh, rc.URL, store.Env(), []string{"silver", "shop", "public", "items"})
+	got, ok := testenv.PyIcebergReadREST(t, wh, rc.URL, store.Env(), []string{"silver", source, "public", "items"})
 	if !ok {
 		if os.Getenv("TIDEMARK_REQUIRE_PYICEBERG") == "1" {
 			t.Fatal("TIDEMARK_PYTHON is not set")
 		}
 		t.Log("PyIceberg not available: skipping its read")
-	} else {
-		have := map[string]map[string]string{}
-		for _, r := range got {
-			note := "<nil>"
-			if r["note"] != nil {
-				note = fmt.Sprint(r["note"])
-			}
-			have[fmt.Sprint(r["id"])] = map[string]string{"name": fmt.Sprint(r["name"]), "qty": fmt.Sprint(r["qty"]), "note": note}
-		}
-		testenv.CompareRows(t, "silver.shop.public.items read by PyIceberg (REST + S3)", want, have)
-		t.Logf("PyIceberg read %d silver rows through the REST catalog, the source has %d", len(have), len(want))
+		return
 	}
+	have := map[string]map[string]string{}
+	for _, r := range got {
+		note := "<nil>"
+		if r["note"] != nil {
+			note = fmt.Sprint(r["note"])
+		}
+		have[fmt.Sprint(r["id"])] = map[string]string{"name": fmt.Sprint(r["name"]), "qty": fmt.Sprint(r["qty"]), "note": note}
+	}
+	testenv.CompareRows(t, "silver."+source+".public.items read by PyIceberg (REST + S3)", want, have)
+}
 
-	for _, p := range []string{"s3:", "s3:/lake"} {
-		if _, err := os.Stat(p); err == nil {
-			t.Errorf("a local directory %s/%s was created: something wrote the S3 warehouse to the local disk", cwd, p)
-		}
+// TestKafkaLoadS3REST: PostgreSQL → `tidemark run --sink kafka://` →
+// `tidemark load` into a warehouse on S3 (SeaweedFS) behind the REST
+// catalog, the loader SIGKILLed mid-stream and restarted (the offsets it
+// resumes from are the ones committed in the lake, through the REST
+// catalog); then `tidemark verify` finds silver equal to the source and
+// PyIceberg reads it equal through REST and S3.
+func TestKafkaLoadS3REST(t *testing.T) {
+	ctx := context.Background()
+	bin := testenv.Tidemark(t)
+	pg := testenv.Shared(t)
+	k := testenv.StartKafka(t)
+	store := testenv.StartS3(t)
+	if err := store.CreateBucket(ctx, "lake"); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("total %s", time.Since(began).Round(time.Millisecond))
+	srcURL := pg.CreateDB(t, "e2e_s3load")
+	source := sourceName(t, srcURL)
+	wh := "s3://lake/" + source
+	rc := testenv.StartRESTCatalog(t, store, wh)
+	catalog := "rest+" + rc.URL
+	pg.Exec(t, srcURL, `CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL, note text);
+		INSERT INTO items SELECT g, 'item ' || g, g % 17, NULL FROM generate_series(1, 300) g;`)
+	cr, _ := newRunner(t, bin, srcURL, "--sink", "kafka://"+k.Addr, "--kafka-partitions", "3")
+	capt := cr.Start()
+	lr, _ := newLoader(t, bin, srcURL, k.Addr, source, "--catalog", catalog)
+	lr.Args[slices.Index(lr.Args, "--warehouse")+1] = wh
+	lr.Env = store.Env()
+	load := lr.Start()
+
+	conn := connect(t, srcURL)
+	defer conn.Close(ctx)
+	next := int64(1000)
+	for round := 0; round < 30; round++ {
+		sql := fmt.Sprintf(`INSERT INTO items SELECT g, 'new ' || g, 1, 'round %d' FROM generate_series(%d, %d) g;
+			UPDATE items SET qty = qty + 1, note = 'upd %d' WHERE id %% 7 = %d;
+			DELETE FROM items WHERE id = %d;`, round, next, next+9, round, round%7, 1+round*13)
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+		next += 10
+		if round == 15 {
+			// Mid-stream, once the loader has put silver files on S3.
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+				keys, _ := store.Keys(ctx, "lake", source+"/silver."+source+".public.db/items/data/")
+				if len(keys) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the loader wrote no silver file to S3 within a minute\nREST catalog log:\n%s", rc.Log())
+				}
+			}
+			load.Kill(t)
+			t.Logf("loader SIGKILLed at round %d", round)
+			load = lr.Start()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tidemark := func(args ...string) (string, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), store.Env()...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := tidemark("verify", "--source", srcURL, "--warehouse", wh, "--catalog", catalog, "--name", source, "--wait", "2m")
+	if err != nil {
+		t.Fatalf("tidemark verify: %v\n%s", err, out)
+	}
+	t.Logf("tidemark verify:\n%s", strings.TrimSpace(out))
+	if code := load.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark load exited with code %d after SIGTERM, want 0", code)
+	}
+	if code := capt.Stop(t, time.Minute); code != 0 {
+		t.Fatalf("tidemark run exited with code %d after SIGTERM, want 0", code)
+	}
+	pyIcebergSilverEqual(t, conn, store, rc, wh, source)
 }
