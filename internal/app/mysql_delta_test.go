@@ -58,6 +58,7 @@ func TestMySQLDelta(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	waitDeltaPublished(t, wh, dbname, dbname, "orders", "order_lines")
 	rep, code, out := myVerify(t, srcURL, wh, dbname) // finds the Delta lake itself
 	t.Logf("tidemark verify:\n%s", out)
 	if code != 0 {
@@ -92,15 +93,7 @@ func TestMySQLDelta(t *testing.T) {
 	}
 	// The rebuilt order_lines has a silver table again once its snapshot
 	// is complete.
-	published := filepath.Join(wh, "silver", dbname, dbname, "order_lines", "_delta_log")
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		if _, err := os.Stat(published); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no silver order_lines (%s) a minute after the re-snapshot with --replace", published)
-		}
-	}
+	waitDeltaPublished(t, wh, dbname, dbname, "order_lines")
 	rep, code, out = myVerify(t, srcURL, wh, dbname)
 	if code != 0 {
 		t.Fatalf("verify after the re-snapshots: exit %d\n%s", code, out)
@@ -112,5 +105,23 @@ func TestMySQLDelta(t *testing.T) {
 	}
 	if code := s.Stop(t, time.Minute); code != 0 {
 		t.Fatalf("tidemark exited with code %d after SIGTERM, want 0", code)
+	}
+}
+
+// waitDeltaPublished waits (up to 2 minutes) until the silver tables of a
+// Delta lake are published: verify reports a table whose initial snapshot
+// is still running as not published (exit 6) rather than waiting for it.
+func waitDeltaPublished(t *testing.T, wh, source, schema string, tables ...string) {
+	t.Helper()
+	for _, tb := range tables {
+		published := filepath.Join(wh, "silver", source, schema, tb, "_delta_log")
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			if _, err := os.Stat(published); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("silver %s.%s is not published (no %s) after 2 minutes", schema, tb, published)
+			}
+		}
 	}
 }
