@@ -172,19 +172,7 @@ func (c *RESTCatalog) waitReady(limit time.Duration) error {
 
 // Stop stops the server and removes its files.
 func (c *RESTCatalog) Stop() error {
-	if c.cmd != nil && c.cmd.Process != nil {
-		select {
-		case <-c.done:
-		default:
-			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGTERM)
-			select {
-			case <-c.done:
-			case <-time.After(20 * time.Second):
-				_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-				<-c.done
-			}
-		}
-	}
+	stopGroup(c.cmd, c.done, 20*time.Second)
 	return os.RemoveAll(c.dir)
 }
 

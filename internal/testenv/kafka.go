@@ -222,19 +222,7 @@ func (k *Kafka) Kill() {
 
 // Stop stops the broker and removes its files.
 func (k *Kafka) Stop() error {
-	if k.cmd != nil && k.cmd.Process != nil {
-		select {
-		case <-k.done:
-		default:
-			_ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIGTERM)
-			select {
-			case <-k.done:
-			case <-time.After(20 * time.Second):
-				_ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL)
-				<-k.done
-			}
-		}
-	}
+	stopGroup(k.cmd, k.done, 20*time.Second)
 	return os.RemoveAll(k.dir)
 }
 

@@ -241,3 +241,24 @@ func pyIcebergRead(t *testing.T, args, env []string, ident []string) (map[string
 	}
 	return res.Types, res.Rows, true
 }
+
+// stopGroup stops the process group of a server started by cmd (its own
+// group: Setpgid) whose exit closes done: SIGTERM, then SIGKILL after
+// grace. It returns at once if the server has exited.
+func stopGroup(cmd *exec.Cmd, done <-chan struct{}, grace time.Duration) {
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	select {
+	case <-done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}

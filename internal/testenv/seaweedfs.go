@@ -228,19 +228,7 @@ func (s *S3) Env() []string {
 
 // Stop stops the server and removes its files.
 func (s *S3) Stop() error {
-	if s.cmd != nil && s.cmd.Process != nil {
-		select {
-		case <-s.done:
-		default:
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-			select {
-			case <-s.done:
-			case <-time.After(20 * time.Second):
-				_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-				<-s.done
-			}
-		}
-	}
+	stopGroup(s.cmd, s.done, 20*time.Second)
 	return os.RemoveAll(s.dir)
 }
 

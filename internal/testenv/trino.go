@@ -226,19 +226,7 @@ func (tr *Trino) Query(sql string) (cols []string, rows [][]any, err error) {
 // Stop stops the server (SIGTERM, then SIGKILL after 30 s) and removes its
 // files.
 func (tr *Trino) Stop() error {
-	if tr.cmd != nil && tr.cmd.Process != nil {
-		select {
-		case <-tr.done:
-		default:
-			_ = syscall.Kill(-tr.cmd.Process.Pid, syscall.SIGTERM)
-			select {
-			case <-tr.done:
-			case <-time.After(30 * time.Second):
-				_ = syscall.Kill(-tr.cmd.Process.Pid, syscall.SIGKILL)
-				<-tr.done
-			}
-		}
-	}
+	stopGroup(tr.cmd, tr.done, 30*time.Second)
 	return os.RemoveAll(tr.dir)
 }
 
