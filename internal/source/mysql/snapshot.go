@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/tidemark/tidemark/internal/change"
 	"github.com/tidemark/tidemark/internal/failpoint"
 	"github.com/tidemark/tidemark/internal/fault"
@@ -85,8 +87,14 @@ type window struct {
 	// regPos is the highest commit position of a change the stream had
 	// noted when the window was registered (windows.pos): its snapshot
 	// must see every transaction up to it (openWindow).
-	regPos  uint64
-	rows    []snapRow
+	regPos uint64
+	rows   []snapRow // the rows read, unless read in columnar form
+	// cols are the rows read in columnar form (the Sink is a
+	// pipeline.ChunkSink, snapcols.go), cc what their reconciliation
+	// needs (keys, rows that failed to decode); nil otherwise.
+	cols    []arrow.Array
+	cc      *colChunk
+	n       int // rows read
 	lastKey []string
 	last    bool
 	bytes   int64
@@ -104,6 +112,14 @@ type windows struct {
 	// the stream has noted, of any table: a window registered now misses
 	// the changes up to pos, and only those.
 	pos uint64
+}
+
+// release drops the columns of a chunk not written.
+func (w *window) release() {
+	for _, a := range w.cols {
+		a.Release()
+	}
+	w.cols = nil
 }
 
 func newWindows() *windows { return &windows{m: map[change.TableID][]*window{}} }
@@ -274,19 +290,56 @@ func (sn *snapshotter) keyedTable(ctx context.Context, t *table, gen int64, fres
 	chunkRows := max(sn.c.opts.Snapshot.ChunkRows, 1)
 	limit := min(chunkRows, firstChunkRows)
 	sn.c.log.Info("snapshot starting", "table", t.id.String(), "resume_after_rows", rows, "estimate", t.est)
-	for {
+	// limitAfter is the LIMIT of the chunk after w: chunk_bytes over the
+	// average row size w saw (limit if w saw none).
+	limitAfter := func(w *window, limit int) int {
+		if n := int64(w.n); n > 0 && w.bytes > 0 {
+			return int(min(int64(chunkRows), max(1, sn.c.opts.Snapshot.ChunkBytes*n/w.bytes+1)))
+		}
+		return limit
+	}
+	// Chunks are pipelined one deep: while the stream reconciles and
+	// writes chunk n, chunk n+1 is read (its window registered, its own
+	// consistent snapshot, its own low and high watermarks). Chunks cover
+	// disjoint key ranges, so their windows may overlap: each chunk is
+	// reconciled against the changes its own window noted. Chunk n+1 is
+	// handed to the stream only once chunk n is written, so the progress
+	// each chunk commits with its rows (LastKey) never passes a chunk that
+	// was not written; if chunk n must be read again (a truncate in its
+	// window) or its table's snapshot ends or restarts, chunk n+1, read
+	// after n's last key, is dropped unwritten. Memory: two chunks, the
+	// one being written and the one being read.
+	var ahead *window // the next chunk, read, not yet handed to the stream
+	hint := &colHint{limit: sn.c.opts.Snapshot.ChunkBytes}
+	defer func() {
+		if ahead != nil {
+			sn.windows.remove(ahead)
+			ahead.release()
+		}
+	}()
+	newWindow := func() *window {
 		w := &window{table: t.id, t: t, changed: map[string]uint64{}, done: make(chan error, 1), gen: gen}
 		sn.windows.add(w)
-		err := sn.read(ctx, conn, w, lastKey, limit)
-		if err != nil {
-			sn.windows.remove(w)
-			if noSuchTable(err) {
-				// Dropped or renamed at the source since the snapshot
-				// began: the stream ends its capture at that statement.
-				sn.c.log.Info("table dropped or renamed while its snapshot ran: snapshot ended", "table", t.id.String())
-				return nil
+		return w
+	}
+	gone := func() error {
+		// Dropped or renamed at the source since the snapshot began: the
+		// stream ends its capture at that statement.
+		sn.c.log.Info("table dropped or renamed while its snapshot ran: snapshot ended", "table", t.id.String())
+		return nil
+	}
+	for {
+		w := ahead
+		ahead = nil
+		if w == nil {
+			w = newWindow()
+			if err := sn.read(ctx, conn, w, lastKey, limit, hint); err != nil {
+				sn.windows.remove(w)
+				if noSuchTable(err) {
+					return gone()
+				}
+				return err
 			}
-			return err
 		}
 		// The chunk is read, its high watermark taken, and the stream does
 		// not have it yet: tests write here so that the stream reads and
@@ -296,14 +349,40 @@ func (sn *snapshotter) keyedTable(ctx context.Context, t *table, gen int64, fres
 		case sn.ready <- w:
 		case <-ctx.Done():
 			sn.windows.remove(w)
+			w.release()
 			return nil
 		}
+		var next *window
+		var nextErr error
+		if !w.last {
+			// A chunk is handed over and the next one not yet read (nor
+			// its window registered): tests run writes, DDL or a kill
+			// here instead of hoping for a race.
+			failpoint.Inject("mysql-snapshot-between-chunks")
+			next = newWindow()
+			if nextErr = sn.read(ctx, conn, next, w.lastKey, limitAfter(w, limit), hint); nextErr != nil {
+				sn.windows.remove(next)
+				next = nil
+			}
+		}
+		var err error
 		select {
 		case <-ctx.Done():
+			if next != nil {
+				sn.windows.remove(next)
+				next.release()
+			}
 			return nil
 		case err = <-w.done:
 		}
 		sn.windows.remove(w)
+		w.release() // (written: bronze holds its own references)
+		if err != nil && next != nil {
+			// Read after a chunk that is not written: dropped.
+			sn.windows.remove(next)
+			next.release()
+			next = nil
+		}
 		if errors.Is(err, errTableGone) {
 			sn.c.log.Info("table dropped while its snapshot ran: snapshot ended", "table", t.id.String())
 			return nil
@@ -315,11 +394,9 @@ func (sn *snapshotter) keyedTable(ctx context.Context, t *table, gen int64, fres
 		if err != nil {
 			return err
 		}
-		rows += int64(len(w.rows))
+		rows += int64(w.n)
 		lastKey = w.lastKey
-		if n := int64(len(w.rows)); n > 0 && w.bytes > 0 {
-			limit = int(min(int64(chunkRows), max(1, sn.c.opts.Snapshot.ChunkBytes*n/w.bytes+1)))
-		}
+		limit = limitAfter(w, limit)
 		if now := time.Now(); now.Sub(lastLog) >= 5*time.Second || w.last {
 			rate := 0.0
 			if el := now.Sub(start).Seconds(); el > 0 {
@@ -332,15 +409,19 @@ func (sn *snapshotter) keyedTable(ctx context.Context, t *table, gen int64, fres
 		if w.last {
 			return nil
 		}
-		// A chunk is written and the next one not yet read: tests run
-		// writes, DDL or a kill here instead of hoping for a race.
-		failpoint.Inject("mysql-snapshot-between-chunks")
+		if nextErr != nil {
+			if noSuchTable(nextErr) {
+				return gone()
+			}
+			return nextErr
+		}
+		ahead = next
 	}
 }
 
 // read reads the chunk of w: the rows after key `after`, at most limit,
 // with its low and high watermarks.
-func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, after []string, limit int) (err error) {
+func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, after []string, limit int, hint *colHint) (err error) {
 	t := w.t
 	c := sn.c
 	low, end, err := sn.openWindow(ctx, conn, w)
@@ -376,7 +457,18 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 	// reused buffers (made strings once, for the chunk's last row), and
 	// the key string the reconciliation compares is built only for a
 	// chunk whose window saw changes (emitChunk).
-	if w.rows == nil {
+	//
+	// A Sink that takes chunks in columnar form gets them decoded straight
+	// into Arrow builders (snapcols.go).
+	var cc *colChunk
+	if _, ok := c.sink.(pipeline.ChunkSink); ok {
+		cc = newColChunk(t, min(limit, maxRowsPrealloc), hint)
+		defer func() {
+			if err != nil {
+				cc.release()
+			}
+		}()
+	} else if w.rows == nil {
 		w.rows = make([]snapRow, 0, min(limit, maxRowsPrealloc))
 	}
 	lastKey := make([][]byte, len(t.keyIdx))
@@ -384,6 +476,15 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 	err = scanRows(ctx, conn, t, "read snapshot chunk", q.String(), args, func(raw []sql.RawBytes) error {
 		for _, b := range raw {
 			w.bytes += int64(len(b)) + 8
+		}
+		if cc != nil {
+			if err := cc.add(raw, c.opts.MaxValueBytes); err != nil {
+				return fmt.Errorf("table %s: decode a snapshot row: %w", t.id, err)
+			}
+			for i, k := range t.keyIdx {
+				lastKey[i] = append(lastKey[i][:0], raw[k]...)
+			}
+			return nil
 		}
 		if len(block) < len(raw) {
 			block = make([]any, len(raw)*valueBlock)
@@ -399,7 +500,12 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 	if err != nil {
 		return err
 	}
-	if len(w.rows) == 0 {
+	w.n = len(w.rows)
+	if cc != nil {
+		w.n, w.cc = cc.rows, cc
+		w.cols = cc.finish(hint)
+	}
+	if w.n == 0 {
 		w.lastKey = after
 	} else {
 		w.lastKey = make([]string, len(lastKey))
@@ -407,7 +513,7 @@ func (sn *snapshotter) read(ctx context.Context, conn *sql.Conn, w *window, afte
 			w.lastKey[i] = string(b)
 		}
 	}
-	w.last = len(w.rows) < limit
+	w.last = w.n < limit
 	// Between the SELECT and the high watermark: tests widen the window
 	// here (sleep) so that concurrent writes land inside it.
 	failpoint.Inject("mysql-snapshot-after-select")
@@ -622,10 +728,43 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 		return errSnapshotRestarted // the key changed: read again on the new one
 	}
 	now := time.Now().UTC()
-	cs := make([]*change.Change, 0, len(w.rows))
-	slab := make([]change.Change, len(w.rows))
 	var dls []change.DeadLetter
 	dropped := 0
+	// The chunk's rows as a columnar chunk (chunk) or as changes (cs).
+	var chunk *change.Chunk
+	var cs []*change.Change
+	if w.cols != nil {
+		// Read in columnar form: the rows dropped, and the dead letters,
+		// are cut out of the columns.
+		var drop []int
+		bad := w.cc.bad
+		for i := 0; i < w.n; i++ {
+			if len(bad) > 0 && bad[0].index == i {
+				pos := change.Position{LSN: w.high, Seq: snapSeqBase + t.snap.Rows + int64(i) + 1}
+				dls = append(dls, change.DeadLetter{Table: w.table, Op: change.OpRead, Pos: pos, CommitTime: now, Raw: bad[0].raw, Error: bad[0].err.Error()})
+				bad = bad[1:]
+				drop = append(drop, i)
+				continue
+			}
+			if len(w.changed) > 0 {
+				if p, ok := w.changed[string(w.cc.key(i))]; ok && p > w.low {
+					dropped++
+					drop = append(drop, i)
+				}
+			}
+		}
+		seq := chunkSeq(t.snap.Rows, w.n, drop)
+		cols, err := cut(w.cols, w.n, drop)
+		w.cols = nil
+		if err != nil {
+			return fmt.Errorf("table %s: drop the snapshot rows the stream superseded: %w", w.table, err)
+		}
+		chunk = chunkOf(w, cols, seq, w.cc.size, now)
+		defer chunk.Release()
+	} else {
+		cs = make([]*change.Change, 0, len(w.rows))
+	}
+	slab := make([]change.Change, len(w.rows))
 	for i, r := range w.rows {
 		if len(w.changed) > 0 {
 			if p, ok := w.changed[keyOf(w.t, r.values)]; ok && p > w.low {
@@ -650,7 +789,7 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	st := t.snap
 	st.Status = snapRunning
 	st.LastKey = w.lastKey
-	st.Rows += int64(len(w.rows))
+	st.Rows += int64(w.n)
 	if st.StartedAt == "" {
 		st.StartedAt = now.Format(time.RFC3339)
 	}
@@ -658,7 +797,12 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 		st.Status = snapDone
 		st.FinishedAt = now.Format(time.RFC3339)
 	}
-	if err := s.c.sink.WriteBatch(ctx, w.table, cs, map[string]string{PropSnapshot: st.Encode()}); err != nil {
+	props := map[string]string{PropSnapshot: st.Encode()}
+	if chunk != nil {
+		if err := s.c.sink.(pipeline.ChunkSink).WriteChunk(ctx, chunk, props); err != nil {
+			return err
+		}
+	} else if err := s.c.sink.WriteBatch(ctx, w.table, cs, props); err != nil {
 		return err
 	}
 	for _, dl := range dls {
@@ -668,7 +812,7 @@ func (s *stream) emitChunk(ctx context.Context, w *window) error {
 	}
 	t.snap = st
 	if dropped > 0 {
-		s.c.log.Debug("snapshot chunk reconciled", "table", w.table.String(), "rows", len(w.rows), "superseded", dropped)
+		s.c.log.Debug("snapshot chunk reconciled", "table", w.table.String(), "rows", w.n, "superseded", dropped)
 	}
 	// The chunk's rows sit at high: the checkpoint must reach it (the stream
 	// has read up to readPos >= high, between transactions).

@@ -350,7 +350,7 @@ func TestSnapshotSeesWhatTheStreamRead(t *testing.T) {
 	tid := change.TableID{Schema: dbname, Name: "orders"}
 	sink := newOrderSink()
 
-	// After the first chunk (ids 1-25) is written, before the second is
+	// After the first chunk (ids 1-25) is handed to the stream, before the second is
 	// read: an update of the second's rows whose commit waits 3 s after the
 	// binlog has it; the hook returns once the stream wrote the update.
 	var hits atomic.Int64

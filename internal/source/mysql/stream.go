@@ -125,7 +125,11 @@ func newStream(c *Capture, tables map[change.TableID]*table, start Resume) (*str
 		HeartbeatPeriod:  c.opts.HeartbeatInterval,
 		DisableRetrySync: true, // a broken stream ends the session; the next resumes from the lake
 		EventCacheCount:  eventCache,
-		Logger:           c.log.With("component", "binlog"),
+		// The stream keeps its own GTID set (s.gtid): go-mysql's copy of
+		// its set on every XID and query event (a map of maps per
+		// transaction, a tenth of a catch-up's allocations) is not used.
+		DiscardGTIDSet: true,
+		Logger:         c.log.With("component", "binlog"),
 	}
 	if cfg.HeartbeatPeriod <= 0 || cfg.HeartbeatPeriod > 30*time.Second {
 		cfg.HeartbeatPeriod = 30 * time.Second
