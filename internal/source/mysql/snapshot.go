@@ -335,6 +335,7 @@ func (sn *snapshotter) keyedTable(ctx context.Context, t *table, gen int64, fres
 			w = newWindow()
 			if err := sn.read(ctx, conn, w, lastKey, limit, hint); err != nil {
 				sn.windows.remove(w)
+				w.release()
 				if noSuchTable(err) {
 					return gone()
 				}
@@ -362,6 +363,7 @@ func (sn *snapshotter) keyedTable(ctx context.Context, t *table, gen int64, fres
 			next = newWindow()
 			if nextErr = sn.read(ctx, conn, next, w.lastKey, limitAfter(w, limit), hint); nextErr != nil {
 				sn.windows.remove(next)
+				next.release()
 				next = nil
 			}
 		}
