@@ -104,7 +104,7 @@ func (r *Refresher) incremental(ctx context.Context, e *engine, s Spec, q string
 	}
 
 	keysPath := filepath.Join(e.dir, "keys.parquet")
-	vals, why, err := r.changedKeys(ctx, ref, keyCols, prev.Bronze, now.Bronze, keysPath)
+	vals, why, err := r.changedKeys(ctx, ref, keyCols, sc, prev.Bronze, now.Bronze, keysPath)
 	if err != nil || why != "" {
 		return 0, 0, why, err
 	}
@@ -235,11 +235,12 @@ func combineSQL(cols []Column, p *plan) string {
 }
 
 // changedKeys writes the key columns of the bronze rows of ref appended in
-// bronze snapshots (after, to] to the Parquet file path, and returns the
+// bronze snapshots (after, to] to the Parquet file path (with silver's
+// columns sc when there is none), and returns the
 // distinct values of the first key column. why is set (and nothing else
 // meaningful) when the range holds a truncate, cannot be read, or changes
 // more than MaxChangedKeys keys.
-func (r *Refresher) changedKeys(ctx context.Context, ref TableRef, keyCols []string, after, to int64, path string) (vals []any, why string, err error) {
+func (r *Refresher) changedKeys(ctx context.Context, ref TableRef, keyCols []string, sc *arrow.Schema, after, to int64, path string) (vals []any, why string, err error) {
 	b, err := r.cat.Open(ctx, bronze.Ident(r.opts.Source, change.TableID{Schema: ref.Schema, Name: ref.Table}))
 	if err != nil {
 		return nil, fmt.Sprintf("bronze of %s cannot be opened (%v)", ref, err), nil
@@ -309,10 +310,14 @@ func (r *Refresher) changedKeys(ctx context.Context, ref TableRef, keyCols []str
 		}
 		return nil, fmt.Sprintf("the bronze rows of %s merged since the last refresh cannot be read (%v)", ref, scanErr), nil
 	}
-	if w == nil { // nothing changed: an empty key file
+	if w == nil { // nothing changed: an empty key file, of silver's key types
 		fs := make([]arrow.Field, len(keyCols))
 		for j, k := range keyCols {
-			fs[j] = arrow.Field{Name: k, Type: arrow.BinaryTypes.String, Nullable: true}
+			typ := arrow.DataType(arrow.BinaryTypes.String)
+			if idx := sc.FieldIndices(k); len(idx) == 1 {
+				typ = sc.Field(idx[0]).Type
+			}
+			fs[j] = arrow.Field{Name: k, Type: typ, Nullable: true}
 		}
 		w, err := writeParquet(path, arrow.NewSchema(fs, nil))
 		if err != nil {

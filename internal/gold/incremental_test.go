@@ -49,6 +49,7 @@ type shop struct {
 	rng     *rand.Rand
 	round   int
 	changed map[int64]bool
+	resnap  string
 }
 
 func (s *shop) commit(ops map[int64]string, truncate bool) {
@@ -107,6 +108,9 @@ func (s *shop) commit(ops map[int64]string, truncate bool) {
 		recs = []arrow.RecordBatch{up}
 	}
 	props := map[string]string{silver.PropBronzeSnapshot: strconv.FormatInt(bs.ID, 10), silver.PropPosition: pos}
+	if s.resnap != "" { // silver copies the last re-snapshot applied with its cursor
+		props[silver.PropResnapshot] = s.resnap
+	}
 	if err := s.sv.Merge(s.ctx, del, recs, props); err != nil {
 		t.Fatal(err)
 	}
@@ -257,6 +261,9 @@ func TestIncrementalEqualsFull(t *testing.T) {
 					if err := sv.Merge(ctx, lake.In("id", gone), nil, props); err != nil {
 						t.Fatal(err)
 					}
+					s.resnap = "req-1"
+				} else if round == 12 {
+					s.work(0) // silver moves with no change (an idle cursor commit)
 				} else if round > 0 {
 					s.work(5 + s.rng.IntN(60))
 				}
