@@ -164,13 +164,16 @@ src_sql() { psql_shop -e; }
 pos_num() { lsn_num "$1"; }
 POS_WORDS="WAL position (an LSN, X/Y in hex)"
 NS=shop.public
-VERIFY_CMD=(bin/tidemark verify --source "$SOURCE" --warehouse "$LAKE")
+# The source URL holds a password: it goes by the environment, not on the
+# command line where every user of the machine could read it (ps).
+export TIDEMARK_SOURCE="$SOURCE"
+VERIFY_CMD=(bin/tidemark verify --warehouse "$LAKE")
 
 build_tidemark
-say "tidemark run --source postgres://postgres:***@127.0.0.1:$PORT/shop --warehouse $LAKE   (in the background; its log is printed if anything fails)"
+say "TIDEMARK_SOURCE=postgres://postgres:***@127.0.0.1:$PORT/shop tidemark run --warehouse $LAKE   (in the background; its log is printed if anything fails)"
 note "tidemark creates a replication slot and a publication in PostgreSQL, copies the rows that" \
 	"exist now (the snapshot), and from then on receives every committed change from the slot."
-start_tidemark bin/tidemark run --source "$SOURCE" --warehouse "$LAKE"
+start_tidemark bin/tidemark run --warehouse "$LAKE"
 walkthrough
 
 say "done: the lake is in $LAKE (PostgreSQL and its temp dir are removed)"
